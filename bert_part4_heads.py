@@ -1,0 +1,238 @@
+"""BERT, explained - Part 4: the three output heads, computed by hand and checked against Hugging Face.
+
+Reproduces the article's "Checking the formula in code" (GLUE classifier, paper §3.2 and §4.1),
+the SWAG multiple-choice head (§4.4) and the SQuAD span head (§4.2): each head is computed by hand
+from the encoder's hidden states and compared with the library's output on the same weights.
+A gap above 1e-4 is a failed check: the script says so and exits with code 1.
+
+    python bert_part4_heads.py                      # bert-base-uncased from the Hugging Face Hub
+    python bert_part4_heads.py --model path/to/dir  # any local BERT folder (config, weights, vocab)
+"""
+
+import argparse
+import sys
+
+import torch
+from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+
+from bert_part4_common import (
+    Fatal,
+    Report,
+    add_common_flags,
+    load_pretrained,
+    pick_device,
+    rounded,
+    run_cli,
+    seed_everything,
+)
+
+# The article's inputs (INPUTS.md) ...
+PAIR = ("A man is playing a guitar.", "A person is making music.")
+PAIR_LABEL, K = 0, 3
+SWAG_CONTEXT = "She opened the fridge and"
+SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge sang a song.",
+                "painted the ocean blue."]
+PASSAGE = ("We introduce a new language representation model called BERT, which stands for "
+           "Bidirectional Encoder Representations from Transformers. BERT is designed to pre-train "
+           "deep bidirectional representations from unlabeled text by jointly conditioning on both "
+           "left and right context in all layers. It obtains new state-of-the-art results on eleven "
+           "natural language processing tasks, including pushing the GLUE score to 80.5% and SQuAD "
+           "v1.1 question answering Test F1 to 93.2.")
+SPAN_QUESTION = "What does BERT stand for?"
+TOLERANCE = 1e-4
+
+# ... and what it printed for bert-base-uncased (reference_logs/part4_heads_stdout.txt). The values
+# that depend on the randomly initialised head came from the article's own random W.
+ARTICLE_MODEL = "bert-base-uncased"
+ARTICLE = {
+    "C_shape": "(1, 768)", "W_shape": "(3, 768)",
+    "logits": "[-0.1763, -0.9611, 0.0659]", "loss": "1.004374",
+    "probs": "[0.366, 0.167, 0.467]", "raw_logits": "[-0.0016, -0.1106, -0.1406]",
+    "new_params": "2,307 out of 109,484,547 (0.0021%)",
+    "swag_shape": "(1, 4, 16)", "swag_scores": "[-0.3572, 0.141, -0.337, -0.0369]",
+    "swag_probs": "[0.198, 0.326, 0.202, 0.273]",
+}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
+                    "computed by hand and compared with Hugging Face on the same weights.")
+    p.add_argument("--model", default=ARTICLE_MODEL,
+                   help="Hub id or local folder of a pre-trained BERT (default: bert-base-uncased, "
+                        "as in the article)")
+    add_common_flags(p)
+    return p.parse_args(argv)
+
+
+def beside(article_value, show):
+    """The article's number, labelled, printed after ours when the model is the article's."""
+    return f"   [article: {article_value}]" if show else ""
+
+
+# --- The classification layer: logits = C W^T (+ bias), loss = -log softmax(C W^T)[y] (paper §4.1) ---
+
+def pool(C, pooler_dense):
+    """The pooler: tanh(dense(C)). The released code classifies the pooled C, not C itself."""
+    return torch.tanh(pooler_dense(C))                    # (batch, H)
+
+
+def classifier_logits(pooled, W, b):
+    logits = pooled @ W.T + b                             # C W^T (+ bias)
+    return logits                                         # (batch, K)
+
+
+def classification_loss(logits, y):
+    return -torch.log_softmax(logits, -1)[0, y]          # -log softmax(C W^T)[y]
+
+
+def new_head_parameters(K, H):
+    """K rows of H weights, plus K biases."""
+    return K * H + K
+
+
+def glue_head(model_name, tok, device, seed, report, show):
+    seed_everything(seed)                                 # the new W is random: seed it
+    model = load_pretrained(BertForSequenceClassification, model_name, num_labels=K).to(device).eval()
+    enc = tok(*PAIR, return_tensors="pt").to(device)
+    label = torch.tensor([PAIR_LABEL], device=device)
+    with torch.no_grad():
+        out = model(**enc, labels=label, output_hidden_states=True)
+        C = out.hidden_states[-1][:, 0]                   # final vector of [CLS], (1, H)
+        W, b = model.classifier.weight, model.classifier.bias   # W: (K, H)
+        logits = classifier_logits(pool(C, model.bert.pooler.dense), W, b)
+        loss = classification_loss(logits, PAIR_LABEL)
+        raw_logits = classifier_logits(C, W, b)           # what the logits would be without the pooler
+    H = model.config.hidden_size
+    new = new_head_parameters(K, H)
+    head_count = sum(p.numel() for p in model.classifier.parameters())
+    total = sum(p.numel() for p in model.parameters())
+    say = report.say
+    say(f"input tokens: {tok.convert_ids_to_tokens(enc['input_ids'][0])}")
+    say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
+        + beside(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}", show))
+    say(f"logits from the library:  {rounded(out.logits[0], 4)}" + beside(ARTICLE["logits"], show))
+    say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + beside(ARTICLE["logits"], show))
+    say(f"loss from the library {out.loss.item():.6f}  vs  -log softmax(C W^T)[label] by hand {loss.item():.6f}"
+        + beside(ARTICLE["loss"], show))
+    say(f"probabilities (untrained W, so they mean nothing yet): {rounded(torch.softmax(logits[0], -1), 3)}"
+        + beside(ARTICLE["probs"], show))
+    say(f"with the raw C instead of the pooled C the logits would be {rounded(raw_logits[0], 4)} "
+        f"(the library uses the pooled C)" + beside(ARTICLE["raw_logits"], show))
+    say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
+        + beside(ARTICLE["new_params"], show))
+    return {
+        "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
+        "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
+        "max_logit_gap": (out.logits - logits).abs().max().item(),
+        "loss_library": out.loss.item(), "loss_by_hand": loss.item(),
+        "loss_gap": abs(out.loss.item() - loss.item()),
+        "probabilities": torch.softmax(logits[0], -1).tolist(), "logits_raw_C": raw_logits[0].tolist(),
+        "new_params": new, "new_params_counted": head_count, "total_params": total, "K": K, "H": H,
+    }
+
+
+# --- SWAG: one vector w scores each of the four endings, softmax across the choices (paper §4.4) ---
+
+def swag_scores(pooled, w, b):
+    scores = pooled @ w.T + b                             # (4, 1): one score C_k . w per ending
+    return scores
+
+
+def swag_head(model_name, tok, device, seed, report, show):
+    seed_everything(seed)
+    model = load_pretrained(BertForMultipleChoice, model_name).to(device).eval()
+    n = len(SWAG_ENDINGS)
+    e = tok([SWAG_CONTEXT] * n, SWAG_ENDINGS, return_tensors="pt", padding=True).to(device)
+    e = {k: v.unsqueeze(0) for k, v in e.items()}        # (1 example, 4 choices, tokens)
+    with torch.no_grad():
+        library = model(**e).logits                       # (1, 4)
+        flat = {k: v.view(n, -1) for k, v in e.items()}
+        T = model.bert(**flat).last_hidden_state          # (4, tokens, H)
+        C = pool(T[:, 0], model.bert.pooler.dense)        # (4, H): one C_k per ending
+        w, b = model.classifier.weight, model.classifier.bias   # w: (1, H)
+        scores = swag_scores(C, w, b).view(1, n)
+        probs = torch.softmax(scores, -1)                 # softmax across the 4 choices
+    report.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
+               f"{tuple(w.shape)}" + beside(f"{ARTICLE['swag_shape']}, w (1, 768)", show))
+    report.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
+               + beside(ARTICLE["swag_scores"], show))
+    report.say(f"softmax over the {n} choices (untrained w): {rounded(probs[0], 3)}"
+               + beside(ARTICLE["swag_probs"], show))
+    return {"input_shape": list(e["input_ids"].shape), "scores_library": library[0].tolist(),
+            "scores_by_hand": scores[0].tolist(), "max_score_gap": (library - scores).abs().max().item(),
+            "probabilities": probs[0].tolist()}
+
+
+# --- The span head: start_i = S . T_i, end_j = E . T_j, W = [S; E] is (2, H) (paper §4.2) ---
+
+def span_logits(T, W, b):
+    """Row 0 of W is S, row 1 is E; b adds one constant to every start and every end score."""
+    S, E = W[0], W[1]                                     # (H,) each
+    return T @ S + b[0], T @ E + b[1]                     # S . T_i, E . T_j: (tokens,) each
+
+
+def softmax_bias_gap(logits, bias, positions):
+    """max |softmax(x + bias) - softmax(x)| over the passage: a constant cancels in a softmax."""
+    x = logits[positions]
+    return (torch.softmax(x, -1) - torch.softmax(x - bias, -1)).abs().max().item()
+
+
+def span_head(model_name, tok, device, seed, report):
+    seed_everything(seed)
+    model = load_pretrained(BertForQuestionAnswering, model_name).to(device).eval()
+    enc = tok(SPAN_QUESTION, PASSAGE, return_tensors="pt", truncation="only_second",
+              max_length=model.config.max_position_embeddings).to(device)
+    with torch.no_grad():
+        out = model(**enc, output_hidden_states=True)
+        T = out.hidden_states[-1][0]                      # T_i for every token, (tokens, H)
+        W, b = model.qa_outputs.weight, model.qa_outputs.bias   # (2, H), (2,)
+        start, end = span_logits(T, W, b)
+    passage = (enc["token_type_ids"][0] == 1).nonzero().flatten()[:-1]   # passage tokens, no final [SEP]
+    start_gap = (start - out.start_logits[0]).abs().max().item()
+    end_gap = (end - out.end_logits[0]).abs().max().item()
+    bias_gap = max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage))
+    report.say(f"span head: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, row 1 "
+               f"the end vector E (H = {W.shape[1]}); bias: start {b[0].item():+.4f}, end {b[1].item():+.4f}")
+    report.say(f"Q: {SPAN_QUESTION}  (the BERT abstract as the passage: {len(passage)} passage tokens)")
+    report.say(f"   check: |S.T_i by hand - model start logit| max = {start_gap:.1e}; "
+               f"|E.T_j by hand - model end logit| max = {end_gap:.1e}")
+    report.say(f"   softmax over the passage with vs without bias differs by {bias_gap:.1e}")
+    return {"W_shape": list(W.shape), "bias": b.tolist(), "passage_tokens": len(passage),
+            "max_start_gap": start_gap, "max_end_gap": end_gap, "softmax_bias_gap": bias_gap}
+
+
+# --- Every hand-vs-library gap is a check, not just a printed number ---
+
+def failed_checks(glue, swag, span, tolerance=TOLERANCE):
+    gaps = {"GLUE logits": glue["max_logit_gap"], "GLUE loss": glue["loss_gap"],
+            "SWAG scores": swag["max_score_gap"], "span start logits": span["max_start_gap"],
+            "span end logits": span["max_end_gap"], "span softmax with vs without bias": span["softmax_bias_gap"]}
+    failed = [f"{k} differ by {v:.1e} > {tolerance:.0e}" for k, v in gaps.items() if not v <= tolerance]
+    if glue["new_params"] != glue["new_params_counted"]:
+        failed.append(f"K*H + K = {glue['new_params']} but the classifier has {glue['new_params_counted']} parameters")
+    return failed
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    report = Report("part4_heads", args.results_dir)
+    show = args.model == ARTICLE_MODEL
+    tok = load_pretrained(AutoTokenizer, args.model)
+    glue = glue_head(args.model, tok, device, args.seed, report, show)
+    swag = swag_head(args.model, tok, device, args.seed, report, show)
+    span = span_head(args.model, tok, device, args.seed, report)
+    failed = failed_checks(glue, swag, span)
+    for f in failed:
+        report.say(f"CHECK FAILED: {f}")
+    if failed:
+        raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
+    report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {args.model}, device {device})")
+    report.save({"model": args.model, "tolerance": TOLERANCE, "glue": glue, "swag": swag, "span": span},
+                args=args, argv=argv, device=device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
