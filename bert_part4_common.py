@@ -83,7 +83,7 @@ def _is_local(name):
     return os.path.isdir(name) or name.startswith((".", "/", "~"))
 
 
-def _hub_reachable(timeout=3.0):
+def hub_reachable(timeout=3.0):
     """A quick TCP probe of the Hub, so that an offline machine fails in seconds, not after retries."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
@@ -102,7 +102,12 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
 
     A local folder must exist; a Hub id is tried from the local cache first, then from the Hub.
     Any failure is one line that names the model and says how to run from a local folder.
+    The library's loading bars and reports are silenced: the scripts say what matters themselves.
     """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     if _is_local(name):
         if not os.path.isdir(os.path.expanduser(name)):
             raise Fatal(f"{flag} {name}: no such directory")
@@ -114,7 +119,7 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
         return loader.from_pretrained(name, local_files_only=True, **kwargs)
     except OSError:
         pass
-    if not _hub_reachable():
+    if not hub_reachable():
         raise Fatal(f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in "
                     f"the local cache; pass a local directory instead ({flag} path/to/{name.split('/')[-1]})")
     try:
@@ -122,6 +127,24 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
     except OSError as e:
         raise Fatal(f"{flag} {name}: could not load it from the Hugging Face Hub "
                     f"({str(e).splitlines()[0]}); pass a local directory instead")
+
+
+def load_hub_dataset(name, config, split, flag):
+    """datasets.load_dataset(name, config, split=split), with one clear line when the Hub is out of reach.
+
+    With HF_HUB_OFFLINE=1 the local datasets cache is used; otherwise an unreachable Hub fails at once.
+    """
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    if not offline and not hub_reachable():
+        raise Fatal(f"the Hugging Face Hub cannot be reached to download the dataset '{name}'; "
+                    f"pass local files with {flag} (or set HF_HUB_OFFLINE=1 to use a local datasets cache)")
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, config, split=split)
+    except Exception as e:  # datasets raises many kinds (ConnectionError, OSError, DatasetNotFoundError)
+        raise Fatal(f"could not load the dataset '{name}' ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                    f"pass local files with {flag}")
 
 
 # --- the log and the results files (STYLE 8 and 9) ---

@@ -1,0 +1,108 @@
+"""Benchmark: our SQuAD evaluation against the article's approach, side by side in one run.
+
+The article's approach (and Google's run_squad.py): every window padded to --max-len, questions
+tokenised one by one, and the 20 best starts x 20 best ends searched in a Python loop per window.
+Ours (bert_part4_squad.predict): one batched tokenizer call, windows sorted by length and padded per
+batch, inference_mode, autocast on CUDA, span search batched on the device.
+Both run on the same model and the same first --limit questions; the script prints windows/s for
+each, the ratio, the share of wall time spent in the model, and how often the two answers agree.
+
+    python bench/squad_speed.py --model path/to/qa_model --limit 300
+    python bench/squad_speed.py --random-base --vocab ../shared/data/bert-base-uncased/vocab.txt  # BERT-base, random weights
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
+
+import bert_part4_squad as sq  # noqa: E402
+from bert_part4_common import autocast_dtype, load_pretrained, pick_device  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+
+
+def article_predict(model, tok, examples, args, device, dtype):
+    """Max-length padding, per-question tokenisation, a Python top-20 x top-20 loop per window."""
+    t0 = time.perf_counter()
+    windows = []
+    for q, ex in enumerate(examples):
+        enc = tok(ex["question"].lstrip(), ex["context"], truncation="only_second", max_length=args.max_len,
+                  stride=args.stride, return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
+        for w in range(len(enc["input_ids"])):
+            windows.append((q, enc["input_ids"][w], enc["token_type_ids"][w], enc["attention_mask"][w],
+                            enc["offset_mapping"][w], enc.sequence_ids(w)))
+    best = [(-np.inf, "") for _ in examples]
+    model_seconds = 0.0
+    with torch.no_grad():
+        for b in range(0, len(windows), args.batch_size):
+            chunk = windows[b:b + args.batch_size]
+            inputs = {k: torch.tensor([c[n] for c in chunk], device=device)
+                      for n, k in ((1, "input_ids"), (2, "token_type_ids"), (3, "attention_mask"))}
+            t1 = time.perf_counter()
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                out = model(**inputs)
+            starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+            model_seconds += time.perf_counter() - t1
+            for (q, _, _, mask, offsets, seq), s, e in zip(chunk, starts, ends):
+                s, e = s[:sum(mask)], e[:sum(mask)]                  # the window's own tokens, no padding
+                for i in np.argsort(s)[::-1][:args.n_best]:
+                    for j in np.argsort(e)[::-1][:args.n_best]:
+                        if seq[i] != 1 or seq[j] != 1 or j < i or j - i + 1 > args.max_answer:
+                            continue
+                        if s[i] + e[j] > best[q][0]:
+                            best[q] = (s[i] + e[j], examples[q]["context"][offsets[i][0]:offsets[j][1]])
+    return [t for _, t in best], {"windows": len(windows), "model_seconds": model_seconds,
+                                  "seconds": time.perf_counter() - t0}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="QA model folder or Hub id")
+    p.add_argument("--random-base", action="store_true", help="a randomly initialised BERT-base QA model (speed only)")
+    p.add_argument("--vocab", default=os.path.join(SHARED, "bert-base-uncased", "vocab.txt"),
+                   help="vocab.txt for --random-base")
+    p.add_argument("--data", default=os.path.join(SHARED, "squad", "dev-v1.1.json"), help="SQuAD v1.1 JSON")
+    p.add_argument("--limit", type=int, default=300)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    args = p.parse_args(argv)
+    args.max_len, args.stride, args.n_best, args.max_answer = 384, 128, 20, 30
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    dtype = autocast_dtype(device, args.dtype)
+    if args.random_base:
+        torch.manual_seed(0)
+        model, tok = BertForQuestionAnswering(BertConfig()), BertTokenizer(vocab=args.vocab)
+        name = "random BERT-base (12 layers, H=768)"
+    else:
+        model, tok = load_pretrained(BertForQuestionAnswering, args.model), load_pretrained(AutoTokenizer, args.model)
+        name = args.model
+    model = model.to(device).eval()
+    examples = sq.read_squad_json(args.data, "1.1", "--data")[:args.limit]
+    print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
+          f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
+    sq.predict(model, tok, examples[:8], args, device, dtype)           # warm-up
+    ours, t_ours = sq.predict(model, tok, examples, args, device, dtype)
+    theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
+    agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
+    lengths = [len(w["input_ids"]) for w in sq.make_windows(tok, examples, args.max_len, args.stride)]
+    for label, t in (("article's approach", t_theirs), ("ours", t_ours)):
+        print(f"{label:>18}: {t['windows']} windows in {t['seconds']:.2f} s = {t['windows'] / t['seconds']:.1f} windows/s; "
+              f"model {t['model_seconds']:.2f} s ({100 * t['model_seconds'] / t['seconds']:.1f}% of wall time)")
+    print(f"window length: mean {np.mean(lengths):.0f} tokens, max {max(lengths)} (the article pads all to {args.max_len})")
+    print(f"speed-up (windows/s, ours / article's): {t_theirs['seconds'] / t_ours['seconds']:.2f}x; "
+          f"same answer on {100 * agree:.1f}% of questions")
+
+
+if __name__ == "__main__":
+    main()

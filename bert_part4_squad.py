@@ -1,0 +1,526 @@
+"""BERT, explained - Part 4: SQuAD v1.1 and v2.0 with our own span search (paper §4.2, §4.3).
+
+Reproduces, in the article's order:
+  1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias;
+  2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check;
+  3. the full SQuAD v1.1 dev set: 384-token windows overlapping by 128, the 20 best starts x 20 best
+     ends per window, official EM/F1 (article: EM 80.79, F1 88.08);
+  4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions;
+  5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (article: best
+     tau +4.00, F1 78.98).
+Writes the official prediction files (squad_v1_predictions.json, squad_v2_predictions.json,
+squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_squad.{log,json}.
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import string
+import sys
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+from transformers import AutoTokenizer, BertForQuestionAnswering
+
+from bert_part4_common import (
+    Fatal,
+    Report,
+    autocast_dtype,
+    load_hub_dataset,
+    load_pretrained,
+    pick_device,
+    run_cli,
+    seed_everything,
+    write_atomic,
+)
+from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
+
+V1_MODEL = "csarron/bert-base-uncased-squad-v1"
+V2_MODEL = "deepset/bert-base-uncased-squad2"
+V1_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
+                "On how many tasks does BERT get new results?", "What does BERT learn from?"]
+V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
+                "Who won the football world cup in 2018?", "How many layers does BERT have?"]
+
+# What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers when
+# the models are the article's checkpoints.
+ARTICLE = {
+    "bias": "start +0.0049, end +0.0048",
+    "v1_demo": {V1_QUESTIONS[0]: "15.16", V1_QUESTIONS[1]: "16.81", V1_QUESTIONS[2]: "11.59",
+                V1_QUESTIONS[3]: "9.87"},
+    "v1_dev": "EM 80.79, F1 88.08, 10753 windows, 9.3 min",
+    "v2_demo": {V2_QUESTIONS[0]: "+13.07", V2_QUESTIONS[1]: "+11.24", V2_QUESTIONS[2]: "-19.92",
+                V2_QUESTIONS[3]: "+2.97"},
+    "v2_at0": "F1 78.47, EM 75.47, 56.7%", "v2_best": "tau +4.00, F1 78.98, EM 76.22, 52.1%, 8.2 min",
+}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the "
+                    "no-answer score s_null and the tau sweep (paper §4.2, §4.3).",
+        epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
+               "--stride tokens of the passage (the article's numbers assume this; Google's "
+               "run_squad.py instead moves each window on by doc_stride tokens).")
+    p.add_argument("--v1-model", default=V1_MODEL, help=f"SQuAD v1.1 QA model, Hub id or folder (article: {V1_MODEL})")
+    p.add_argument("--v2-model", default=V2_MODEL, help=f"SQuAD v2.0 QA model, Hub id or folder (article: {V2_MODEL})")
+    p.add_argument("--v1-data", help="official dev-v1.1.json (default: the Hub dataset rajpurkar/squad)")
+    p.add_argument("--v2-data", help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
+    p.add_argument("--only", action="append", choices=["demo", "v1", "v2"],
+                   help="run only these parts (repeatable; default: all)")
+    p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
+    p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
+    p.add_argument("--max-len", type=int, default=384, help="window length in tokens (paper/run_squad.py: 384)")
+    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (run_squad.py: 128)")
+    p.add_argument("--n-best", type=int, default=20, help="best starts and best ends tried per window (run_squad.py: 20)")
+    p.add_argument("--max-answer", type=int, default=30, help="longest answer in tokens (run_squad.py: 30)")
+    p.add_argument("--tau-min", type=float, default=-6.0, help="tau sweep start (article: -6)")
+    p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (article: +6)")
+    p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (article: 0.25)")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
+    p.add_argument("--results-dir", default="results", help="where the logs, JSON and predictions go")
+    p.add_argument("--seed", type=int, default=0, help="seed (nothing here is random; kept for the record)")
+    args = p.parse_args(argv)
+    args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
+    if args.limit is not None and args.limit <= 0:
+        raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
+    if not 0 <= args.stride < args.max_len:
+        raise Fatal(f"--stride {args.stride}: must be at least 0 and below --max-len {args.max_len}")
+    for name in ("batch_size", "n_best", "max_answer"):
+        if getattr(args, name) <= 0:
+            raise Fatal(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")
+    if args.tau_step <= 0 or args.tau_max < args.tau_min:
+        raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
+    return args
+
+
+# --- The official answer normalisation and scores (evaluate-v1.1.py / evaluate-v2.0.py) ---
+
+def normalize_answer(s):
+    """Lower case, drop punctuation, the articles a/an/the, and extra white space."""
+    s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def exact_match(prediction, gold):
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def squad_f1(prediction, gold, version="2.0"):
+    """F1 = 2 P R / (P + R) over the shared words of the normalised texts.
+
+    Both official scripts agree except when a text normalises to nothing: v2.0 then scores 1 if
+    both are empty (a correct "no answer"), v1.1 scores 0.
+    """
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if version == "2.0" and (not pred or not ref):
+        return float(pred == ref)
+    same = sum((collections.Counter(pred) & collections.Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def question_scores(prediction, golds, version):
+    """EM and F1 of one prediction against the best-matching gold answer.
+
+    v2.0 drops gold answers that normalise to nothing; a question left with none is unanswerable,
+    and then only the empty prediction is right.
+    """
+    if version == "2.0":
+        golds = [g for g in golds if normalize_answer(g)] or [""]
+    return (max(exact_match(prediction, g) for g in golds),
+            max(squad_f1(prediction, g, version) for g in golds))
+
+
+# --- Reading the data: official SQuAD JSON, or the Hub datasets ---
+
+def read_squad_json(path, version, flag):
+    """Questions in file order: dicts with id, question, context, golds (texts), impossible."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{flag} {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        examples = [{"id": qa["id"], "question": qa["question"], "context": par["context"],
+                     "golds": [a["text"] for a in qa["answers"]], "impossible": bool(qa.get("is_impossible", False)),
+                     "v2": "is_impossible" in qa}
+                    for article in data for par in article["paragraphs"] for qa in par["qas"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise Fatal(f"{flag} {path}: not an official SQuAD JSON file ({type(e).__name__}: {e})")
+    if not examples:
+        raise Fatal(f"{flag} {path}: holds no questions")
+    is_v2 = any(ex["v2"] for ex in examples)
+    if version == "2.0" and not is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v1.1 (no 'is_impossible' field); pass a v2.0 file")
+    if version == "1.1" and is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v2.0 (it has 'is_impossible'); pass a v1.1 file")
+    return examples
+
+
+def read_squad(path, version, flag):
+    if path:
+        return read_squad_json(path, version, flag)
+    rows = load_hub_dataset("rajpurkar/squad" if version == "1.1" else "rajpurkar/squad_v2", None,
+                            "validation", flag)
+    return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
+             "impossible": not r["answers"]["text"], "v2": version == "2.0"} for r in rows]
+
+
+# --- Long passages: overlapping windows of max_len tokens ---
+
+def make_windows(tok, examples, max_len, stride):
+    """One batched tokenizer call; each window keeps its question index, offsets and passage mask.
+
+    Worked example (max_len 12, stride 2, a question of 2 tokens): 12 - 2 - 3 = 7 passage tokens fit,
+    so passage tokens 0-6 go in window 1 and tokens 5-11 in window 2: the two share 2 tokens.
+    """
+    enc = tok([ex["question"].lstrip() for ex in examples], [ex["context"] for ex in examples],
+              truncation="only_second", max_length=max_len, stride=stride,
+              return_overflowing_tokens=True, return_offsets_mapping=True)
+    windows = []
+    for w, ids in enumerate(enc["input_ids"]):
+        seq = enc.sequence_ids(w)
+        windows.append({"example": enc["overflow_to_sample_mapping"][w], "input_ids": ids,
+                        "token_type_ids": enc["token_type_ids"][w], "offsets": enc["offset_mapping"][w],
+                        "passage": [s == 1 for s in seq]})
+    return windows
+
+
+# --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
+
+def best_spans(start, end, passage, n_best, max_answer, top=1, window=None):
+    """For each window of a batch: the `top` best spans, searched as run_squad.py does.
+
+    The n_best highest start scores and the n_best highest end scores of the window (padding left
+    out) are paired; a pair counts if both tokens are in the passage and i <= j < i + max_answer.
+    start, end: (B, L) scores S.T_i and E.T_j; passage, window: (B, L) bool. Returns scores, i, j,
+    each (B, top); a window with no valid span scores -inf.
+    """
+    neg = torch.tensor(float("-inf"), device=start.device)
+    start, end = start.float(), end.float()
+    if window is not None:
+        start, end = torch.where(window, start, neg), torch.where(window, end, neg)
+    k = min(n_best, start.shape[1])
+    s_val, s_idx = start.topk(k, -1)                              # (B, k) the best starts
+    e_val, e_idx = end.topk(k, -1)                                # (B, k) the best ends
+    s_val = torch.where(passage.gather(1, s_idx), s_val, neg)     # inside the passage only
+    e_val = torch.where(passage.gather(1, e_idx), e_val, neg)
+    score = s_val[:, :, None] + e_val[:, None, :]                 # (B, k, k): S.T_i + E.T_j
+    length = e_idx[:, None, :] - s_idx[:, :, None] + 1            # j - i + 1
+    score = torch.where((length >= 1) & (length <= max_answer), score, neg)
+    val, flat = score.flatten(1).topk(min(top, k * k), -1)        # (B, top)
+    return val, s_idx.gather(1, flat // k), e_idx.gather(1, flat % k)
+
+
+def null_score(start, end):
+    """s_null = S.C + E.C: the 'span' that starts and ends at [CLS], token 0."""
+    return start[:, 0].float() + end[:, 0].float()
+
+
+# --- Running the model over all windows: sorted by length, padded per batch ---
+
+def batches_by_length(windows, batch_size):
+    order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_batch(windows, idx, device):
+    L = max(len(windows[w]["input_ids"]) for w in idx)
+    out = {k: torch.zeros(len(idx), L, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    passage = torch.zeros(len(idx), L, dtype=torch.bool)
+    for r, w in enumerate(idx):
+        n = len(windows[w]["input_ids"])
+        out["input_ids"][r, :n] = torch.tensor(windows[w]["input_ids"])
+        out["token_type_ids"][r, :n] = torch.tensor(windows[w]["token_type_ids"])
+        out["attention_mask"][r, :n] = 1
+        passage[r, :n] = torch.tensor(windows[w]["passage"])
+    return {k: v.to(device) for k, v in out.items()}, passage.to(device)
+
+
+def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer):
+    """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model."""
+    W = len(windows)
+    best, i_best, j_best, s_null = np.zeros(W), np.zeros(W, int), np.zeros(W, int), np.zeros(W)
+    model_seconds = 0.0
+    with torch.inference_mode():
+        for idx in tqdm(batches_by_length(windows, batch_size), desc="windows", unit="batch", file=sys.stderr):
+            inputs, passage = pad_batch(windows, idx, device)
+            t0 = time.perf_counter()
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                out = model(**inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            model_seconds += time.perf_counter() - t0
+            val, i, j = best_spans(out.start_logits, out.end_logits, passage, n_best, max_answer,
+                                   window=inputs["attention_mask"].bool())
+            best[idx], i_best[idx], j_best[idx] = val[:, 0].cpu().numpy(), i[:, 0].cpu().numpy(), j[:, 0].cpu().numpy()
+            s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
+    return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
+
+
+def best_per_question(examples, windows, scored):
+    """The best span over all windows of a question, its text, and s_null = the minimum over windows."""
+    out = [{"score": float("-inf"), "text": "", "s_null": float("inf")} for _ in examples]
+    for w, win in enumerate(windows):
+        q = out[win["example"]]
+        q["s_null"] = min(q["s_null"], scored["s_null"][w])
+        if scored["best"][w] > q["score"]:
+            a, b = win["offsets"][scored["i"][w]][0], win["offsets"][scored["j"][w]][1]
+            q.update(score=float(scored["best"][w]), text=examples[win["example"]]["context"][a:b])
+    return out
+
+
+def predict(model, tok, examples, args, device, dtype):
+    """Windows -> model -> span search -> the best answer of every question, with timings."""
+    t0 = time.perf_counter()
+    windows = make_windows(tok, examples, args.max_len, args.stride)
+    tokenize_seconds = time.perf_counter() - t0
+    scored = score_windows(model, windows, device, dtype, args.batch_size, args.n_best, args.max_answer)
+    answers = best_per_question(examples, windows, scored)
+    return answers, {"windows": len(windows), "tokenize_seconds": tokenize_seconds,
+                     "model_seconds": scored["model_seconds"], "seconds": time.perf_counter() - t0}
+
+
+def load_qa_model(name, flag, device, max_len):
+    model, info = load_pretrained(BertForQuestionAnswering, name, flag=flag, output_loading_info=True)
+    if any(k.startswith("qa_outputs") for k in info["missing_keys"]):
+        raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
+    if max_len > model.config.max_position_embeddings:
+        raise Fatal(f"--max-len {max_len}: above the model's {model.config.max_position_embeddings} positions")
+    return model.to(device).eval(), load_pretrained(AutoTokenizer, name, flag=flag)
+
+
+# --- 1-2. The span head of the v1.1 checkpoint, on the BERT abstract ---
+
+@torch.inference_mode()
+def demo_one(model, tok, question, device, n_best, max_answer):
+    """Everything the article prints for one abstract question, from one forward pass."""
+    enc = tok(question, PASSAGE, return_tensors="pt", return_offsets_mapping=True)
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
+    out = model(**enc.to(device), output_hidden_states=True)
+    T = out.hidden_states[-1][0]                                  # T_i for every token, (tokens, H)
+    W, b = model.qa_outputs.weight, model.qa_outputs.bias        # (2, H): row 0 = S, row 1 = E
+    start, end = out.start_logits[0].float(), out.end_logits[0].float()
+    val, i, j = best_spans(start[None], end[None], passage[None], n_best, max_answer, top=3)
+    spans = [(PASSAGE[offsets[a][0]:offsets[c][1]], int(a), int(c), float(v))
+             for v, a, c in zip(val[0], i[0], j[0])]
+    by_hand, _ = span_logits(T, W, b)
+    p_start = torch.softmax(start[passage], -1)                   # P_start over the passage tokens
+    top_p, top_i = p_start.topk(3)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
+    return {"question": question, "spans": spans, "start_top": [(tokens[t], float(p)) for p, t in zip(top_p, top_i)],
+            "hand_gap": (by_hand - start).abs().max().item(),
+            "bias_gap": max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage)),
+            "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
+
+
+def demo_v1(model, tok, device, args, report, show):
+    W, b = model.qa_outputs.weight, model.qa_outputs.bias
+    report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
+               f"row 1 the end vector E (H = {W.shape[1]})")
+    report.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
+               f"position, so it cancels in the softmax)" + (f"   [article: {ARTICLE['bias']}]" if show else ""))
+    results = []
+    for q in V1_QUESTIONS:
+        d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
+        (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
+        report.say(f"Q: {q}")
+        report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
+                   + (f"   [article: {ARTICLE['v1_demo'][q]}]" if show else ""))
+        report.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
+        report.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
+        report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
+                   f"softmax with vs without bias differs by {d['bias_gap']:.1e}")
+        results.append(d)
+    return results
+
+
+# --- 3. The full SQuAD v1.1 dev set ---
+
+def score_v1(examples, answers):
+    em, f1 = zip(*(question_scores(a["text"], ex["golds"], "1.1") for ex, a in zip(examples, answers)))
+    return 100 * np.mean(em), 100 * np.mean(f1), np.array(f1)
+
+
+def dev_v1(model, tok, examples, args, device, dtype, report, show):
+    answers, timing = predict(model, tok, examples, args, device, dtype)
+    em, f1, per_q = score_v1(examples, answers)
+    secs = timing["seconds"]
+    report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {args.max_len} tokens, "
+               f"stride {args.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
+               + (f"   [article: {ARTICLE['v1_dev']}]" if show else ""))
+    misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]
+    for k in misses:
+        report.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
+                   f'gold "{examples[k]["golds"][0]}"')
+    predictions = {ex["id"]: a["text"] for ex, a in zip(examples, answers)}
+    return predictions, {"n": len(examples), "windows": timing["windows"], "em": em, "f1": f1,
+                         "seconds": secs, "tokenize_seconds": timing["tokenize_seconds"],
+                         "model_seconds": timing["model_seconds"],
+                         "misses": [{"id": examples[k]["id"], "question": examples[k]["question"],
+                                     "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
+
+
+def duration(seconds):
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+# --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
+
+def demo_v2(model, tok, device, args, report, show):
+    results = []
+    for q in V2_QUESTIONS:
+        d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
+        text, _, _, s_hat = d["spans"][0]
+        report.say(f"SQuAD 2.0 Q: {q}")
+        report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
+                   f"difference {s_hat - d['s_null']:+.2f}" + (f"   [article: {ARTICLE['v2_demo'][q]}]" if show else ""))
+        results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
+                        "difference": s_hat - d["s_null"]})
+    return results
+
+
+# --- 5. Choosing tau on the dev set: answer iff s_hat > s_null + tau ---
+
+def tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, taus):
+    """EM, F1 and % answered at each tau. diff = s_hat - s_null per question; *_ans are the scores of
+    the best span's text, *_null those of the empty answer."""
+    rows = []
+    for tau in taus:
+        answered = diff > tau
+        rows.append({"tau": float(tau), "f1": 100 * float(np.where(answered, f1_ans, f1_null).mean()),
+                     "em": 100 * float(np.where(answered, em_ans, em_null).mean()),
+                     "answered": 100 * float(answered.mean())})
+    return rows
+
+
+def exact_best_threshold(diff, score_ans, has_ans, nonempty):
+    """The best score over every distinct threshold, searched as evaluate-v2.0.py's find_best_thresh does:
+    start by answering nothing, then answer questions in order of decreasing s_hat - s_null. A question
+    with an answer gains its score; one without loses 1 if the prediction is not empty.
+    Returns the official threshold on s_null - s_hat and tau = -threshold."""
+    order = np.argsort(-diff, kind="stable")
+    gains = np.where(has_ans, score_ans, np.where(nonempty, -1.0, 0.0))[order]
+    totals = (~has_ans).sum() + np.concatenate([[0.0], np.cumsum(gains)])   # after answering the first k
+    k = int(np.argmax(totals))                                              # the first of any ties
+    threshold = float(-diff[order[k - 1]]) if k > 0 else 0.0
+    return {"f1": 100 * totals[k] / len(diff), "answered": 100 * k / len(diff), "threshold": threshold,
+            "tau": -threshold if threshold else 0.0}
+
+
+def dev_v2(model, tok, examples, args, device, dtype, report, show):
+    answers, timing = predict(model, tok, examples, args, device, dtype)
+    diff = np.array([a["score"] - a["s_null"] for a in answers])            # s_hat - s_null
+    em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
+                                         for ex, a in zip(examples, answers))))
+    has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
+    em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
+    n_steps = int(round((args.tau_max - args.tau_min) / args.tau_step))
+    taus = args.tau_min + args.tau_step * np.arange(n_steps + 1)
+    sweep = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, taus)
+    at0 = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
+    best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
+    exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
+    chosen = diff > best["tau"]
+    split = {name: {"n": int(mask.sum()),
+                    "em": 100 * float(np.where(chosen, em_ans, em_null)[mask].mean()) if mask.any() else None,
+                    "f1": 100 * float(np.where(chosen, f1_ans, f1_null)[mask].mean()) if mask.any() else None}
+             for name, mask in (("has_ans", has), ("no_ans", ~has))}
+    secs = timing["seconds"]
+    report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {int((~has).sum())} have no answer")
+    report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
+               + (f"   [article: {ARTICLE['v2_at0']}]" if show else ""))
+    report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
+               f"{best['answered']:.1f}% of questions  ({duration(secs)})"
+               + (f"   [article: {ARTICLE['v2_best']}]" if show else ""))
+    report.say(f"   at the best tau: HasAns ({split['has_ans']['n']}) EM {fmt(split['has_ans']['em'])} "
+               f"F1 {fmt(split['has_ans']['f1'])};  NoAns ({split['no_ans']['n']}) EM {fmt(split['no_ans']['em'])} "
+               f"F1 {fmt(split['no_ans']['f1'])}")
+    report.say(f"   exact best over all distinct thresholds (as evaluate-v2.0.py searches): F1 {exact['f1']:.2f} "
+               f"at tau = {exact['tau']:+.3f} (best_f1_thresh = {exact['threshold']:+.3f}), answers "
+               f"{exact['answered']:.1f}%")
+    files = {"squad_v2_predictions.json": {ex["id"]: (a["text"] if c else "")
+                                           for ex, a, c in zip(examples, answers, chosen)},
+             "squad_v2_nonnull_predictions.json": {ex["id"]: a["text"] for ex, a in zip(examples, answers)},
+             "squad_v2_null_odds.json": {ex["id"]: -float(d) for ex, d in zip(examples, diff)}}
+    return files, {"n": len(examples), "n_noans": int((~has).sum()), "windows": timing["windows"],
+                   "at0": at0, "best": best, "sweep": sweep, "exact_best": exact, "has_ans": split["has_ans"],
+                   "no_ans": split["no_ans"], "seconds": secs, "model_seconds": timing["model_seconds"]}
+
+
+def fmt(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def plot_sweep(sweep, path):
+    """F1, EM and % answered against tau, when matplotlib is installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    taus = [r["tau"] for r in sweep]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered")):
+        ax.plot(taus, [r[key] for r in sweep], label=label)
+    ax.set_xlabel("tau (answer iff s_hat > s_null + tau)")
+    ax.set_ylabel("percent")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_json(folder, name, obj):
+    os.makedirs(folder, exist_ok=True)
+    write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    dtype = autocast_dtype(device, args.dtype)
+    seed_everything(args.seed)
+    report = Report("part4_squad", args.results_dir)
+    v1_examples = read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None
+    v2_examples = read_squad(args.v2_data, "2.0", "--v2-data")[:args.limit] if "v2" in args.only else None
+    payload, files = {"config": {"max_len": args.max_len, "stride": args.stride, "n_best": args.n_best,
+                                 "max_answer": args.max_answer, "dtype": str(dtype)}}, {}
+    if "demo" in args.only or "v1" in args.only:
+        model, tok = load_qa_model(args.v1_model, "--v1-model", device, args.max_len)
+        show = args.v1_model == V1_MODEL
+        if "demo" in args.only:
+            payload["v1_demo"] = demo_v1(model, tok, device, args, report, show)
+        if "v1" in args.only:
+            files["squad_v1_predictions.json"], payload["v1_dev"] = dev_v1(
+                model, tok, v1_examples, args, device, dtype, report, show and args.limit is None)
+    if "demo" in args.only or "v2" in args.only:
+        model, tok = load_qa_model(args.v2_model, "--v2-model", device, args.max_len)
+        show = args.v2_model == V2_MODEL
+        if "demo" in args.only:
+            payload["v2_demo"] = demo_v2(model, tok, device, args, report, show)
+        if "v2" in args.only:
+            v2_files, payload["v2_dev"] = dev_v2(model, tok, v2_examples, args, device, dtype, report,
+                                                 show and args.limit is None)
+            files.update(v2_files)
+            plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
+    for name, obj in files.items():
+        write_json(args.results_dir, name, obj)
+    report.save(payload, args=args, argv=argv, device=device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

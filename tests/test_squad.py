@@ -1,0 +1,296 @@
+"""bert_part4_squad.py: span search against brute force, the official metrics, the tau sweep, end to end."""
+
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from conftest import SHARED_DATA, needs_shared_data, save_tiny
+from transformers import AutoTokenizer, BertForQuestionAnswering
+
+import bert_part4_squad as sq
+from bert_part4_common import run_cli
+
+# --- span search ---
+
+
+def brute_force(start, end, allowed, max_answer):
+    """max over i <= j < i + max_answer, i and j both allowed, of start[i] + end[j]."""
+    best = (float("-inf"), -1, -1)
+    for i, j in itertools.product(range(len(start)), repeat=2):
+        if allowed[i] and allowed[j] and i <= j < i + max_answer and start[i] + end[j] > best[0]:
+            best = (float(start[i] + end[j]), i, j)
+    return best
+
+
+def random_batch(seed, B=6, L=40):
+    g = torch.Generator().manual_seed(seed)
+    start, end = torch.randn(B, L, generator=g), torch.randn(B, L, generator=g)
+    passage = torch.zeros(B, L, dtype=torch.bool)
+    for b in range(B):
+        a = int(torch.randint(1, 10, (1,), generator=g))
+        passage[b, a:L - int(torch.randint(1, 5, (1,), generator=g))] = True
+    return start, end, passage
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
+    start, end, passage = random_batch(seed)
+    val, i, j = sq.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
+    for b in range(start.shape[0]):
+        s, bi, bj = brute_force(start[b], end[b], passage[b], 7)
+        assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx((s, bi, bj), abs=1e-6)
+        assert val[b, 0] >= val[b, 1] >= val[b, 2]
+        assert passage[b, i[b]].all() and passage[b, j[b]].all() and (j[b] >= i[b]).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed):
+    """As run_squad.py: the 5 best starts and ends of the whole window, then only pairs in the passage."""
+    start, end, passage = random_batch(seed)
+    window = torch.ones_like(passage)
+    window[:, -3:] = False                       # padding: its scores must never be picked
+    start[:, -3:], end[:, -3:] = 100.0, 100.0
+    val, i, j = sq.best_spans(start, end, passage, n_best=5, max_answer=30, window=window)
+    for b in range(start.shape[0]):
+        s_top = set(start[b, :-3].topk(5).indices.tolist())
+        e_top = set(end[b, :-3].topk(5).indices.tolist())
+        best = (float("-inf"), -1, -1)
+        for x, y in itertools.product(s_top, e_top):
+            if passage[b, x] and passage[b, y] and x <= y < x + 30 and start[b, x] + end[b, y] > best[0]:
+                best = (float(start[b, x] + end[b, y]), x, y)
+        if best[1] >= 0:
+            assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx(best, abs=1e-6)
+        else:
+            assert val[b, 0] == float("-inf")
+
+
+def test_a_window_without_a_valid_span_scores_minus_infinity():
+    start, end = torch.tensor([[0.0, 5.0, 1.0]]), torch.tensor([[0.0, 1.0, 5.0]])
+    val, _, _ = sq.best_spans(start, end, torch.tensor([[False, False, False]]), 20, 30)
+    assert val[0, 0] == float("-inf")
+    assert sq.null_score(start, end).tolist() == [0.0]
+
+
+# --- windows, padding, and the best span over all windows of a question ---
+
+LONG = ("Ada Lovelace was born in London in 1815. " * 3 + "She wrote about the Analytical Engine. "
+        "The machine was designed by Charles Babbage, and Ada wrote the first program for it. " * 2)
+
+
+@pytest.fixture(scope="module")
+def tiny_qa(tmp_path_factory):
+    folder = save_tiny(str(tmp_path_factory.mktemp("tiny_qa")), BertForQuestionAnswering, seed=3)
+    return folder, BertForQuestionAnswering.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def test_consecutive_windows_share_exactly_stride_passage_tokens(tiny_qa):
+    _, _, tok = tiny_qa
+    ex = [{"question": "Where was Ada born?", "context": LONG}]
+    windows = sq.make_windows(tok, ex, max_len=32, stride=8)
+    assert len(windows) > 3 and all(w["example"] == 0 for w in windows)
+    spans = [[tuple(o) for o, p in zip(w["offsets"], w["passage"]) if p] for w in windows]
+    for a, b in zip(spans, spans[1:]):
+        assert len(set(a) & set(b)) == 8
+    assert all(len(w["input_ids"]) <= 32 for w in windows)
+
+
+def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
+    _, model, tok = tiny_qa
+    examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
+        ("Where was Ada born?", LONG), ("Who designed the machine?", LONG[40:]), ("When?", "Ada was born in 1815.")]]
+    args = type("A", (), dict(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30))()
+    answers, timing = sq.predict(model, tok, examples, args, torch.device("cpu"), None)
+    windows = sq.make_windows(tok, examples, 40, 10)
+    assert timing["windows"] == len(windows) > len(examples)
+    for q, ex in enumerate(examples):
+        best, text, s_null = (float("-inf"),), "", float("inf")
+        for w in (w for w in windows if w["example"] == q):   # one window at a time, no padding
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([w["input_ids"]]), token_type_ids=torch.tensor([w["token_type_ids"]]))
+            s, e = out.start_logits[0], out.end_logits[0]
+            s_null = min(s_null, float(s[0] + e[0]))
+            cand = brute_force(s, e, w["passage"], 30)
+            if cand[0] > best[0]:
+                best, text = cand, ex["context"][w["offsets"][cand[1]][0]:w["offsets"][cand[2]][1]]
+        assert answers[q]["score"] == pytest.approx(best[0], abs=1e-4)
+        assert answers[q]["text"] == text
+        assert answers[q]["s_null"] == pytest.approx(s_null, abs=1e-4)
+
+
+def test_offsets_give_the_original_text_of_non_ascii_contexts(tiny_qa):
+    _, _, tok = tiny_qa
+    context = "Zürich café — naïve Ångström 東京 résumé"
+    w = sq.make_windows(tok, [{"question": "Where?", "context": context}], 64, 16)[0]
+    pieces = [context[a:b] for (a, b), p in zip(w["offsets"], w["passage"]) if p]
+    words = context.split()
+    first = [k for k, p in enumerate(w["passage"]) if p][0]
+    # the pieces of each word put back together give the word as written, accents and all
+    assert "".join(pieces) == "".join(words)
+    assert context[w["offsets"][first][0]:w["offsets"][first + len(pieces) - 1][1]] == context
+
+
+# --- the official metrics ---
+
+@pytest.mark.parametrize("pred, gold, f1, em", [
+    ("The Denver Broncos.", "Denver Broncos", 1.0, 1),
+    ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers", 0.75, 0),
+    ("the Broncos defeated the Panthers", "Denver Broncos", 0.4, 0),
+    ("eight", "2", 0.0, 0),
+])
+def test_the_articles_worked_em_f1_examples(pred, gold, f1, em):
+    assert sq.squad_f1(pred, gold) == pytest.approx(f1) == pytest.approx(sq.squad_f1(pred, gold, "1.1"))
+    assert sq.exact_match(pred, gold) == em
+
+
+def test_normalisation_and_the_official_edge_cases():
+    assert sq.normalize_answer("the Broncos defeated the Panthers") == "broncos defeated panthers"
+    assert sq.normalize_answer("  An apple,  a Day! ") == "apple day"
+    # v2.0: a gold that normalises to nothing is dropped; with none left, only "" is right
+    assert sq.question_scores("", ["the"], "2.0") == (1, 1.0)
+    assert sq.question_scores("The", ["a"], "2.0") == (1, 1.0)
+    assert sq.question_scores("Denver", ["a", "Denver Broncos"], "2.0") == (0, pytest.approx(2 / 3))
+    assert sq.question_scores("", [], "2.0") == (1, 1.0)
+    assert sq.question_scores("Paris", [], "2.0") == (0, 0.0)
+    # v1.1 keeps every gold, and scores F1 0 when nothing is shared, even two empty texts
+    assert sq.question_scores("The", ["a"], "1.1") == (1, 0.0)
+    assert sq.question_scores("Denver Broncos", ["Broncos", "the Denver Broncos"], "1.1") == (1, 1.0)
+    # repeated words count as often as they appear in both
+    assert sq.squad_f1("a b b b", "b b c") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+
+
+# --- the tau sweep ---
+
+def random_v2(seed, n=60):
+    rng = np.random.default_rng(seed)
+    golds = [[] if rng.random() < 0.5 else [f"w{rng.integers(3)} x"] for _ in range(n)]
+    texts = [f"w{rng.integers(3)} {'x' if rng.random() < 0.5 else 'y'}" for _ in range(n)]
+    diff = rng.normal(0, 3, n)
+    return golds, texts, diff
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tau_sweep_against_a_direct_recomputation(seed):
+    golds, texts, diff = random_v2(seed)
+    em_ans, f1_ans = map(np.array, zip(*(sq.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
+    null = np.array([float(not g) for g in golds])
+    taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
+    rows = sq.tau_sweep(diff, em_ans, f1_ans, null, null, taus)
+    for tau, row in zip(taus, rows):
+        preds = [t if d > tau else "" for t, d in zip(texts, diff)]
+        scores = [sq.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
+        assert row["f1"] == pytest.approx(100 * np.mean([s[1] for s in scores]))
+        assert row["em"] == pytest.approx(100 * np.mean([s[0] for s in scores]))
+        assert row["answered"] == pytest.approx(100 * np.mean([p != "" for p in preds]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_best_threshold_is_the_best_of_every_official_threshold(seed):
+    golds, texts, diff = random_v2(seed)
+    f1_ans = np.array([sq.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
+    has = np.array([bool(g) for g in golds])
+    got = sq.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
+    na_prob = -diff   # evaluate-v2.0.py: answered iff na_prob <= threshold
+    brute = [(100 * np.mean(np.where(na_prob <= t, f1_ans, (~has).astype(float))), t) for t in [-np.inf, *sorted(na_prob)]]
+    best = max(s for s, _ in brute)
+    assert got["f1"] == pytest.approx(best)
+    answered = na_prob <= got["threshold"] if got["answered"] > 0 else np.zeros(len(diff), bool)
+    assert 100 * np.mean(np.where(answered, f1_ans, (~has).astype(float))) == pytest.approx(best)
+    assert got["tau"] == -got["threshold"] or got["threshold"] == 0
+
+
+# --- main end to end on a tiny QA model and SQuAD files the test writes ---
+
+def squad_file(path, v2):
+    qas = [("Where was Ada born?", "London"), ("When was Ada born?", "1815"),
+           ("Who designed the machine?", "Charles Babbage"), ("What did Ada write?", None),
+           ("Who won the cup?", None)]
+    context = LONG
+    paragraphs = [{"context": context, "qas": []}]
+    for k, (q, a) in enumerate(qas):
+        if a is None and not v2:
+            continue
+        qa = {"id": f"q{k}", "question": q, "answers": [] if a is None else [{"text": a, "answer_start": context.find(a)}]}
+        if v2:
+            qa["is_impossible"] = a is None
+        paragraphs[0]["qas"].append(qa)
+    with open(path, "w") as f:
+        json.dump({"version": "v2.0" if v2 else "1.1", "data": [{"title": "Ada", "paragraphs": paragraphs}]}, f)
+    return str(path)
+
+
+def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
+    folder = tiny_qa[0]
+    v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
+    out = tmp_path / "results"
+    argv = ["--v1-model", folder, "--v2-model", folder, "--v1-data", v1, "--v2-data", v2, "--max-len", "48",
+            "--stride", "16", "--results-dir", str(out), "--device", "cpu", "--tau-step", "0.5"]
+    assert sq.main(argv) == 0
+    r = json.loads((out / "part4_squad.json").read_text())
+    preds1 = json.loads((out / "squad_v1_predictions.json").read_text())
+    examples1 = sq.read_squad_json(v1, "1.1", "--v1-data")
+    assert r["v1_dev"]["n"] == len(preds1) == 3 and r["v1_dev"]["windows"] > 3
+    em, f1 = zip(*(sq.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
+    assert r["v1_dev"]["em"] == pytest.approx(100 * np.mean(em)) and r["v1_dev"]["f1"] == pytest.approx(100 * np.mean(f1))
+    assert all(p in LONG for p in preds1.values())
+    v2r = r["v2_dev"]
+    assert v2r["n"] == 5 and v2r["n_noans"] == 2 and len(v2r["sweep"]) == 25
+    assert v2r["best"]["f1"] == max(row["f1"] for row in v2r["sweep"])
+    assert v2r["exact_best"]["f1"] >= v2r["best"]["f1"] - 1e-9
+    nonnull = json.loads((out / "squad_v2_nonnull_predictions.json").read_text())
+    odds = json.loads((out / "squad_v2_null_odds.json").read_text())
+    final = json.loads((out / "squad_v2_predictions.json").read_text())
+    tau = v2r["best"]["tau"]
+    assert final == {k: (nonnull[k] if -odds[k] > tau else "") for k in nonnull}
+    assert len(r["v1_demo"]) == 4 and all(d["hand_gap"] < 1e-4 for d in r["v1_demo"])
+    assert [d["question"] for d in r["v2_demo"]] == sq.V2_QUESTIONS
+    log = (out / "part4_squad.log").read_text()
+    assert f"SQuAD v1.1 dev: 3 questions ({r['v1_dev']['windows']} windows of 48 tokens, stride 16)" in log
+    assert f"best tau = {tau:+.2f}: F1 {v2r['best']['f1']:.2f}" in log
+
+
+def test_only_and_limit(tiny_qa, tmp_path):
+    v1 = squad_file(tmp_path / "v1.json", False)
+    out = tmp_path / "results"
+    assert sq.main(["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--limit", "2",
+                    "--results-dir", str(out), "--device", "cpu"]) == 0
+    r = json.loads((out / "part4_squad.json").read_text())
+    assert r["v1_dev"]["n"] == 2 and "v2_dev" not in r and "v1_demo" not in r
+
+
+# --- bad input: one line, non-zero exit, no results ---
+
+def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys):
+    folder = tiny_qa[0]
+    v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
+    (tmp_path / "bad.json").write_text('{"data": [{"title": "x"}]}')
+    (tmp_path / "notjson.json").write_text("hello")
+    out = tmp_path / "results"
+    base = ["--v1-model", folder, "--v2-model", folder, "--results-dir", str(out), "--device", "cpu"]
+    cases = [
+        (["--only", "v1", "--v1-data", v1, "--limit", "0"], "--limit 0"),
+        (["--only", "v1", "--v1-data", v1, "--stride", "384"], "--stride 384"),
+        (["--only", "v1", "--v1-data", str(tmp_path / "missing.json")], "no such file"),
+        (["--only", "v1", "--v1-data", str(tmp_path / "bad.json")], "not an official SQuAD JSON file"),
+        (["--only", "v1", "--v1-data", str(tmp_path / "notjson.json")], "not an official SQuAD JSON file"),
+        (["--only", "v2", "--v2-data", v1], "looks like SQuAD v1.1"),
+        (["--only", "v1", "--v1-data", v2], "looks like SQuAD v2.0"),
+        (["--only", "v1", "--v1-data", v1, "--max-len", "1000"], "above the model's 512 positions"),
+        (["--only", "v1", "--v1-data", v1, "--v1-model", tiny_bert_dir], "has no question-answering head"),
+    ]
+    for extra, message in cases:
+        assert run_cli(sq.main, base + extra) == 2, message
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and message in err and "\n" not in err, err
+    assert not out.exists()
+
+
+@needs_shared_data
+def test_the_real_dev_files_read_with_their_counts():
+    v1 = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
+    v2 = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
+    assert len(v1) == 10570 and len(v2) == 11873
+    assert sum(not ex["golds"] for ex in v2) == 5945
+    assert v1[0]["question"] == "Which NFL team represented the AFC at Super Bowl 50?"
