@@ -5,6 +5,7 @@ printing the log while keeping a copy of it, and writing results/<name>.log and 
 The science lives in the scripts themselves, so that each one reads top to bottom like the article.
 """
 
+import argparse
 import json
 import os
 import platform
@@ -37,6 +38,13 @@ def run_cli(main, argv=None):
     except KeyboardInterrupt:
         print("interrupted: no results were written", file=sys.stderr)
         return 130
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (and exit code 2) like every other bad input."""
+
+    def error(self, message):
+        raise Fatal(f"{message} (see --help)")
 
 
 # --- device, precision and seeds (STYLE 13: chosen once, here) ---

@@ -9,13 +9,13 @@ A gap above 1e-4 is a failed check: the script says so and exits with code 1.
     python bert_part4_heads.py --model path/to/dir  # any local BERT folder (config, weights, vocab)
 """
 
-import argparse
 import sys
 
 import torch
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from bert_part4_common import (
+    ArgumentParser,
     Fatal,
     Report,
     add_common_flags,
@@ -55,7 +55,7 @@ ARTICLE = {
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description="Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
                     "computed by hand and compared with Hugging Face on the same weights.")
     p.add_argument("--model", default=ARTICLE_MODEL,

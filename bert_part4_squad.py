@@ -12,7 +12,6 @@ Writes the official prediction files (squad_v1_predictions.json, squad_v2_predic
 squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_squad.{log,json}.
 """
 
-import argparse
 import collections
 import json
 import os
@@ -27,6 +26,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from bert_part4_common import (
+    ArgumentParser,
     Fatal,
     Report,
     autocast_dtype,
@@ -60,7 +60,7 @@ ARTICLE = {
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description="Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the "
                     "no-answer score s_null and the tau sweep (paper §4.2, §4.3).",
         epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
