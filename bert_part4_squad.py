@@ -118,14 +118,19 @@ def squad_f1(prediction, gold, version="2.0"):
     Both official scripts agree except when a text normalises to nothing: v2.0 then scores 1 if
     both are empty (a correct "no answer"), v1.1 scores 0.
     """
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if version == "2.0" and (not pred or not ref):
-        return float(pred == ref)
-    same = sum((collections.Counter(pred) & collections.Counter(ref)).values())
+    same, n_pred, n_gold = shared_words(prediction, gold)
+    if version == "2.0" and (not n_pred or not n_gold):
+        return float(n_pred == n_gold == 0)
     if same == 0:
         return 0.0
-    precision, recall = same / len(pred), same / len(ref)
+    precision, recall = same / n_pred, same / n_gold
     return 2 * precision * recall / (precision + recall)
+
+
+def shared_words(prediction, gold):
+    """How many normalised words the two share (a repeated word counts as often as in both), and their lengths."""
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    return sum((collections.Counter(pred) & collections.Counter(ref)).values()), len(pred), len(ref)
 
 
 def question_scores(prediction, golds, version):
@@ -289,8 +294,8 @@ def predict(model, tok, examples, args, device, dtype):
                      "model_seconds": scored["model_seconds"], "seconds": time.perf_counter() - t0}
 
 
-def load_qa_model(name, flag, device, max_len):
-    model, info = load_pretrained(BertForQuestionAnswering, name, flag=flag, output_loading_info=True)
+def load_qa_model(name, flag, device, max_len, **kwargs):
+    model, info = load_pretrained(BertForQuestionAnswering, name, flag=flag, output_loading_info=True, **kwargs)
     if any(k.startswith("qa_outputs") for k in info["missing_keys"]):
         raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
     if max_len > model.config.max_position_embeddings:
@@ -316,8 +321,11 @@ def demo_one(model, tok, question, device, n_best, max_answer):
     by_hand, _ = span_logits(T, W, b)
     p_start = torch.softmax(start[passage], -1)                   # P_start over the passage tokens
     top_p, top_i = p_start.topk(3)
-    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
-    return {"question": question, "spans": spans, "start_top": [(tokens[t], float(p)) for p, t in zip(top_p, top_i)],
+    passage_tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
+    return {"question": question, "spans": spans,
+            "start_top": [(passage_tokens[t], float(p)) for p, t in zip(top_p, top_i)],
+            "start": start, "end": end, "passage": passage, "offsets": offsets, "S": W[0], "E": W[1],
+            "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
             "hand_gap": (by_hand - start).abs().max().item(),
             "bias_gap": max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage)),
             "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
@@ -340,7 +348,7 @@ def demo_v1(model, tok, device, args, report, show):
         report.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
         report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
                    f"softmax with vs without bias differs by {d['bias_gap']:.1e}")
-        results.append(d)
+        results.append({k: d[k] for k in ("question", "spans", "start_top", "hand_gap", "bias_gap")})
     return results
 
 

@@ -75,3 +75,17 @@ def save_tiny(folder, model_class=BertModel, seed=0, **config_kw):
 def tiny_bert_dir(tmp_path_factory):
     """A tiny pre-trained-style BERT (encoder + pooler, no task head)."""
     return save_tiny(str(tmp_path_factory.mktemp("tiny_bert")))
+
+
+@pytest.fixture(scope="session")
+def tiny_qa_dir(tmp_path_factory):
+    """A tiny BERT with a span head (qa_outputs), as a SQuAD checkpoint would have."""
+    from transformers import BertForQuestionAnswering
+    return save_tiny(str(tmp_path_factory.mktemp("tiny_qa")), BertForQuestionAnswering, seed=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_sst2_dir(tmp_path_factory):
+    """A tiny two-label sequence classifier, as an SST-2 checkpoint would have."""
+    from transformers import BertForSequenceClassification
+    return save_tiny(str(tmp_path_factory.mktemp("tiny_sst2")), BertForSequenceClassification, seed=4, num_labels=2)

@@ -1,0 +1,435 @@
+"""BERT, explained - Part 4: the article's arithmetic by hand, and the attention flow across the pair.
+
+Every hand computation of the article, in the order of reference_logs/part4_math_stdout.txt:
+  1a. the GLUE head on a toy C and W (H = 4, K = 3);  1b. the same on a real SST-2 classifier;
+  7.  the new weights of each head, counted from the model configs;
+  2.  attention flow between question and passage in a SQuAD model ("Where was Ada born?"), and
+      the same shares over the first N questions of a SQuAD dev file;
+  3a. span scoring on a toy 4-token passage;  3b. the same on the BERT abstract;
+  4.  s_null against the best span, at tau = 0 and at the tau chosen on dev;
+  5.  the EM and F1 worked examples;  6. the SWAG head on four toy C_k.
+`--only toys` runs 1a, 3a, 5 and 6, which need no model, in well under a second.
+"""
+
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+from tqdm import tqdm
+from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+
+import bert_part4_squad as squad
+from bert_part4_common import ArgumentParser, Report, load_pretrained, pick_device, rounded, run_cli, seed_everything
+from bert_part4_heads import PASSAGE, new_head_parameters
+
+SST2_MODEL = "textattack/bert-base-uncased-SST-2"
+
+# The toy inputs (printed at the top of the article's math log; INPUTS.md).
+TOY_C = [0.5, -1.0, 2.0, 0.1]
+TOY_W = [[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, -0.5, 2.0], [-0.5, 0.5, 0.0, 1.0]]
+TOY_LABEL = 0
+TOY_START = [0.5, 1.0, 3.0, 0.2]          # S.T_i for a 4-token passage
+TOY_END = [2.8, 0.1, 1.0, 1.5]            # E.T_j
+TOY_SPAN = (2, 3)                         # the true span of the toy
+SWAG_V = [2.0, -1.0, 0.5, 1.0]
+SWAG_C = [[0.9, 0.2, -0.1, 0.4], [-0.3, 0.8, 0.5, -0.6], [0.1, -0.7, 0.9, 0.0], [0.4, 0.1, -0.2, -0.9]]
+SST2_SENTENCES = [("a gorgeous, witty, seductive movie.", 1), ("the plot is dull and the acting is worse.", 0)]
+FLOW_QUESTION, FLOW_PASSAGE, FLOW_WORD = "Where was Ada born?", "Ada Lovelace was born in London in 1815.", "born"
+GOLD_SPANS = [("What does BERT stand for?", "Bidirectional Encoder Representations from Transformers"),
+              ("What does BERT learn from?", "unlabeled text")]
+NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup in 2018?", "How many layers does BERT have?"]
+F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
+               ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
+               ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
+ARTICLE_TAU = 4.0
+
+# What the article printed for the toys (reference_logs/part4_math_stdout.txt).
+ARTICLE = {"glue_p": "[0.867, 0.032, 0.101]", "glue_loss": "0.143", "span_best": "i=2, j=3 (4.5)",
+           "span_loss": "1.9543", "swag_p": "[0.596, 0.015, 0.327, 0.063]", "swag_loss": "0.518",
+           "f1": ["1.000", "0.750", "0.400", "0.000"]}
+
+
+def parse_args(argv):
+    p = ArgumentParser(description="Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, "
+                                   "s_null vs tau) and the attention flow across the packed pair.")
+    p.add_argument("--only", choices=["toys", "all"], default="all",
+                   help="toys: only the sections that need no model (1a, 3a, 5, 6)")
+    p.add_argument("--sst2-model", default=SST2_MODEL, help=f"SST-2 classifier (article: {SST2_MODEL})")
+    p.add_argument("--squad-model", default=squad.V1_MODEL, help=f"SQuAD v1.1 model (article: {squad.V1_MODEL})")
+    p.add_argument("--squad2-model", default=squad.V2_MODEL, help=f"SQuAD v2.0 model (article: {squad.V2_MODEL})")
+    p.add_argument("--tau", type=float, help="tau for section 4 (default: the best tau in results/part4_squad.json "
+                                             "when it is there for the same model, else the article's +4.00)")
+    p.add_argument("--flow-questions", type=int, default=100, help="questions for the attention flow over a dev file (0: skip)")
+    p.add_argument("--flow-data", help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
+    p.add_argument("--results-dir", default="results", help="where the .log, .json and plots go")
+    args = p.parse_args(argv)
+    if args.flow_questions < 0:
+        p.error(f"--flow-questions {args.flow_questions}: must be 0 or more")
+    return args
+
+
+def written_out(v, c):
+    """(2)(0.9) + (-1)(0.2) + ...: a dot product with every product shown."""
+    return " + ".join(f"({a:g})({b:g})" for a, b in zip(v, c))
+
+
+def softmax(x):
+    e = np.exp(np.asarray(x, float) - np.max(x))
+    return e / e.sum()
+
+
+# --- 1a. The classification layer on a toy: logits = C W^T, P = softmax, loss = -log P(y) ---
+
+def glue_toy(report):
+    say = report.say
+    say("== 1a. GLUE head, toy: H = 4, K = 3")
+    say(f"C = {TOY_C}   (shape ({len(TOY_C)},))")
+    say(f"W = {TOY_W}   (shape ({len(TOY_W)}, {len(TOY_C)}))")
+    logits = [float(np.dot(TOY_C, w)) for w in TOY_W]           # C W^T
+    for k, (w, z) in enumerate(zip(TOY_W, logits)):
+        say(f"  logit {k} = C . W[{k}] = {written_out(TOY_C, w)} = {z:.3f}")
+    e = np.exp(logits)
+    P = e / e.sum()                                              # softmax(C W^T)
+    loss = -math.log(P[TOY_LABEL])                               # -log softmax(C W^T)[y]
+    say(f"softmax: exp(logits) = {rounded(e, 3)}, sum = {e.sum():.3f}, P = {rounded(P, 3)}"
+        f"   [article: P = {ARTICLE['glue_p']}]")
+    say(f"correct label y = {TOY_LABEL}: log softmax = {-loss:.3f}, loss = -log P(y) = {loss:.3f}"
+        f"   [article: {ARTICLE['glue_loss']}]")
+    return {"logits": logits, "p": P.tolist(), "loss": loss}
+
+
+# --- 1b. The same arithmetic on a real fine-tuned SST-2 classifier ---
+
+@torch.no_grad()
+def glue_real(model, tok, name, device, report):
+    report.say(f"\n== 1b. GLUE head, real: {name}")
+    out = []
+    for text, gold in SST2_SENTENCES:
+        enc = tok(text, return_tensors="pt").to(device)
+        library = model(**enc).logits[0]
+        C = model.bert(**enc).pooler_output[0]                    # the pooled [CLS] vector, (H,)
+        W, b = model.classifier.weight, model.classifier.bias   # (K, H), (K,)
+        CW = C @ W.T                                              # C W^T
+        logits = CW + b
+        P = torch.softmax(logits, -1)
+        loss = -torch.log(P[gold]).item()                         # -log P(gold)
+        report.say(f'"{text}"  gold label {gold}')
+        report.say(f"  C: shape {tuple(C.shape)}, first 8 numbers [{', '.join(f'{x:.3f}' for x in C[:8])}]")
+        report.say(f"  W: shape {tuple(W.shape)}, bias [{', '.join(f'{x:.3f}' for x in b)}]")
+        report.say(f"  C W^T = [{', '.join(f'{x:.3f}' for x in CW)}], + bias = logits "
+                   f"[{', '.join(f'{x:.3f}' for x in logits)}]  (library: [{', '.join(f'{x:.3f}' for x in library)}])")
+        report.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}")
+        out.append({"text": text, "gold": gold, "logits_by_hand": logits.tolist(), "logits_library": library.tolist(),
+                    "max_gap": (logits - library).abs().max().item(), "p": P.tolist(), "loss": loss})
+    return out
+
+
+# --- 7. How many new weights each head adds, counted from the configs ---
+
+def new_weights(model, report):
+    """K x H + K for each head, checked against the layers the library builds from the same config."""
+    cfg = model.config
+    H = cfg.hidden_size
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    new = sum(p.numel() for p in model.classifier.parameters())
+    K = model.config.num_labels
+    with torch.device("meta"):                                  # shapes only: no memory, no weights
+        heads = {"GLUE, K = 2 (SST-2)": (BertForSequenceClassification(cfg.__class__(**{**cfg.to_dict(), "num_labels": 2})),
+                                         "classifier", 2),
+                 "GLUE, K = 3 (MNLI)": (BertForSequenceClassification(cfg.__class__(**{**cfg.to_dict(), "num_labels": 3})),
+                                        "classifier", 3),
+                 "SQuAD (S and E)": (BertForQuestionAnswering(cfg), "qa_outputs", 2),
+                 "SWAG (one vector V)": (BertForMultipleChoice(cfg), "classifier", 1)}
+    report.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
+               f"{trainable:,} have requires_grad = True during fine-tuning"
+               + (" (all of them)" if trainable == total else ""))
+    counts = {}
+    for label, (m, attr, k) in heads.items():
+        counted = sum(p.numel() for p in getattr(m, attr).parameters())
+        counts[label] = {"formula": new_head_parameters(k, H), "counted": counted}
+        report.say(f"  new weights, {label}: {counted:,}")
+    return {"total": total, "new": new, "trainable": trainable, "H": H, "heads": counts}
+
+
+# --- 2. Attention flow across the packed pair [CLS] question [SEP] passage [SEP] ---
+
+def block_share(A, rows, cols):
+    """For each token in rows: the share of its attention that goes to cols, averaged over heads.
+    A: (heads, T, T), each row a softmax."""
+    return A[:, rows][:, :, cols].sum(-1).mean(0)             # (len(rows),)
+
+
+def flow_shares(attentions, q, p, special):
+    """Per layer: question -> passage, passage -> question, question -> [CLS]/[SEP], question -> question."""
+    layers = []
+    for layer, A in enumerate(attentions, start=1):             # A: (heads, T, T)
+        layers.append({"layer": layer, "q_to_p": block_share(A, q, p).mean().item(),
+                       "p_to_q": block_share(A, p, q).mean().item(),
+                       "q_to_special": block_share(A, q, special).mean().item(),
+                       "q_to_q": block_share(A, q, q).mean().item()})
+    return layers
+
+
+def segments(enc):
+    """Positions of the question, the passage and the special tokens, from the sequence ids."""
+    ids = enc.sequence_ids(0)
+    return ([i for i, s in enumerate(ids) if s == 0], [i for i, s in enumerate(ids) if s == 1],
+            [i for i, s in enumerate(ids) if s is None])
+
+
+@torch.no_grad()
+def attention_flow(model, tok, name, device, report):
+    enc = tok(FLOW_QUESTION, FLOW_PASSAGE, return_tensors="pt")
+    q, p, special = segments(enc)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
+    att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
+    layers = flow_shares(att, q, p, special)
+    report.say(f"\n== 2. packed pair in {name}")
+    report.say(f"tokens: {tokens}")
+    report.say(f"segment A (question) positions {q}, segment B (passage) positions {p}")
+    for r in layers:
+        report.say(f"  layer {r['layer']:>2}: question -> passage {r['q_to_p']:.3f}   passage -> question {r['p_to_q']:.3f}"
+                   f"   question -> [CLS]/[SEP] {r['q_to_special']:.3f}")
+    born = [i for i in q if tokens[i] == FLOW_WORD]
+    born_share = float(np.mean([block_share(A, born, p).mean().item() for A in att])) if born else None
+    if born:
+        report.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
+                   f"of its attention to the passage")
+    return {"tokens": tokens, "layers": layers, "born_to_passage": born_share}
+
+
+@torch.no_grad()
+def flow_over_dev(model, tok, examples, device, report, source):
+    """The same shares over many questions: mean and std per layer."""
+    per_question = []
+    for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
+        enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
+                  max_length=384)
+        att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
+        per_question.append(flow_shares(att, *segments(enc)))
+    report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
+    rows = []
+    for k in range(len(per_question[0])):
+        row = {"layer": k + 1}
+        for key in ("q_to_p", "p_to_q", "q_to_special"):
+            values = [pq[k][key] for pq in per_question]
+            row[key], row[key + "_std"] = float(np.mean(values)), float(np.std(values))
+        rows.append(row)
+        report.say(f"  layer {k + 1:>2}: question -> passage {row['q_to_p']:.3f} +- {row['q_to_p_std']:.3f}   "
+                   f"passage -> question {row['p_to_q']:.3f} +- {row['p_to_q_std']:.3f}   "
+                   f"question -> [CLS]/[SEP] {row['q_to_special']:.3f} +- {row['q_to_special_std']:.3f}")
+    return {"questions": len(examples), "source": source, "layers": rows}
+
+
+# --- 3a. Span scoring on a toy: score(i, j) = S.T_i + E.T_j, only j >= i ---
+
+def span_toy(report):
+    say = report.say
+    P_start, P_end = softmax(TOY_START), softmax(TOY_END)
+    score = np.add.outer(TOY_START, TOY_END)                     # score[i, j] = S.T_i + E.T_j
+    say("\n== 3a. span scoring, toy (4 passage tokens)")
+    say(f"S.T_i = {TOY_START}  ->  P_start = [{', '.join(f'{x:.3f}' for x in P_start)}]")
+    say(f"E.T_j = {TOY_END}  ->  P_end   = [{', '.join(f'{x:.3f}' for x in P_end)}]")
+    say("score(i, j) = S.T_i + E.T_j:")
+    for i, row in enumerate(score):
+        say(f"  i={i}:" + " ".join(f"{v:6.1f}{'x' if j < i else ' '}" for j, v in enumerate(row)))
+    i0, j0 = np.unravel_index(np.argmax(score), score.shape)
+    val, i, j = squad.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+                                 n_best=4, max_answer=len(TOY_START))
+    i, j, best = int(i[0, 0]), int(j[0, 0]), float(val[0, 0])
+    say(f"best without the rule: i={i0}, j={j0} (score {score[i0, j0]:.1f}) -> "
+        + ("ends before it starts, not allowed" if j0 < i0 else "allowed"))
+    say(f"best with j >= i:      i={i}, j={j} (score {best:.1f});  P_start*P_end = {P_start[i] * P_end[j]:.4f}"
+        f"   [article: {ARTICLE['span_best']}]")
+    s, e = TOY_SPAN
+    loss = -math.log(P_start[s]) - math.log(P_end[e])            # -log P_start(s) - log P_end(e)
+    say(f"if the true span is ({s}, {e}): loss = -log {P_start[s]:.4f} - log {P_end[e]:.4f} = {loss:.4f}"
+        f"   [article: {ARTICLE['span_loss']}]")
+    return {"p_start": P_start.tolist(), "p_end": P_end.tolist(), "best_any": [int(i0), int(j0)], "best": [i, j],
+            "best_score": best, "loss": loss}
+
+
+# --- 3b. The same on the BERT abstract, with a real SQuAD v1.1 model ---
+
+def gold_tokens(offsets, passage, text, answer):
+    """First and last token of the answer's characters, among the passage tokens."""
+    a = text.index(answer)
+    inside = [t for t, (o, on) in enumerate(zip(offsets, passage)) if on and o[0] >= a and o[1] <= a + len(answer)]
+    return inside[0], inside[-1]
+
+
+def span_real(model, tok, name, device, report):
+    report.say(f"\n== 3b. span scoring on the abstract, {name}")
+    out = []
+    for n, (question, gold) in enumerate(GOLD_SPANS):
+        d = squad.demo_one(model, tok, question, device, 20, 30)
+        passage = d["passage"].tolist()
+        gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
+        positions = [t for t, on in enumerate(passage) if on]
+        P_start = torch.softmax(d["start"][d["passage"]], -1)   # over the passage tokens
+        P_end = torch.softmax(d["end"][d["passage"]], -1)
+        ps, pe = P_start[positions.index(gs)].item(), P_end[positions.index(ge)].item()
+        loss = -math.log(ps) - math.log(pe)                       # -log P_start(s) - log P_end(e)
+        text, i, j, score = d["spans"][0]
+        report.say(f'Q: {question}   gold "{gold}" = tokens {gs}..{ge} {d["tokens"][gs:ge + 1]}')
+        report.say(f"   S, E: shape ({d['S'].shape[0]},) each; first 4 of S [{', '.join(f'{x:.3f}' for x in d['S'][:4])}], "
+                   f"of E [{', '.join(f'{x:.3f}' for x in d['E'][:4])}]")
+        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})')
+        report.say(f"   P_start(gold start) = {ps:.4f}, P_end(gold end) = {pe:.4f}, "
+                   f"loss = -log P_start - log P_end = {loss:.4f}")
+        row = {"question": question, "gold": gold, "gold_tokens": [gs, ge], "predicted": text, "span": [i, j],
+               "score": score, "p_start_gold": ps, "p_end_gold": pe, "loss": loss}
+        if n == 0:                                                # the window the article draws as a heatmap
+            lo, hi = max(0, gs - 4), min(len(passage) - 1, ge + 2)
+            row["heatmap"] = {"tokens": d["tokens"][lo:hi + 1], "first": lo, "start": d["start"][lo:hi + 1].tolist(),
+                              "end": d["end"][lo:hi + 1].tolist()}
+            report.say(f"   heatmap window: tokens {lo}..{hi} {row['heatmap']['tokens']}")
+            report.say(f"   start scores S.T_i: [{', '.join(f'{x:.2f}' for x in row['heatmap']['start'])}]")
+            report.say(f"   end scores   E.T_j: [{', '.join(f'{x:.2f}' for x in row['heatmap']['end'])}]")
+        out.append(row)
+    return out
+
+
+# --- 4. SQuAD v2.0: answer iff s_hat > s_null + tau ---
+
+def chosen_tau(args):
+    """The tau of section 4: --tau, else bert_part4_squad.py's best tau for the same model, else the article's."""
+    if args.tau is not None:
+        return args.tau, "from --tau"
+    path = os.path.join(args.results_dir, "part4_squad.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            r = json.load(f)
+        if "v2_dev" in r and (r.get("run", {}).get("config") or {}).get("v2_model") == args.squad2_model:
+            return r["v2_dev"]["best"]["tau"], "from bert_part4_squad.py"
+    return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
+
+
+def null_scores(model, tok, name, device, tau, source, report):
+    report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})")
+    out = []
+    for question in NULL_QUESTIONS:
+        d = squad.demo_one(model, tok, question, device, 20, 30)
+        (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
+        text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
+        report.say(f"Q: {question}")
+        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}")
+        report.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}')
+        decisions = {}
+        for t in (0.0, tau):
+            answer = s_hat > s_null + t
+            label = "0:    " if t == 0 else f"{t:+.2f}:"
+            report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}")
+            decisions[f"{t:+.2f}"] = bool(answer)
+        out.append({"question": question, "s_null": s_null, "best_span": text, "s_hat": s_hat, "answer": decisions})
+    return {"tau": tau, "tau_source": source, "questions": out}
+
+
+# --- 5. EM and F1, worked out ---
+
+def f1_examples(report):
+    report.say("\n== 5. EM and F1")
+    out = []
+    for (pred, gold), article in zip(F1_EXAMPLES, ARTICLE["f1"]):
+        same, n_pred, n_gold = squad.shared_words(pred, gold)
+        precision, recall = (same / n_pred if n_pred else 0.0), (same / n_gold if n_gold else 0.0)
+        f1, em = squad.squad_f1(pred, gold), squad.exact_match(pred, gold)
+        report.say(f'pred "{pred}" -> "{squad.normalize_answer(pred)}" | gold "{gold}" -> "{squad.normalize_answer(gold)}"')
+        report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
+                   f"   [article: F1 {article}]")
+        out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,
+                    "f1": f1, "em": em})
+    return out
+
+
+# --- 6. SWAG: s_k = V . C_k, softmax across the four endings ---
+
+def swag_toy(report):
+    report.say("\n== 6. SWAG, toy: four C_k (H = 4), one vector V")
+    scores = [float(np.dot(SWAG_V, c)) for c in SWAG_C]          # s_k = V . C_k
+    for k, (c, s) in enumerate(zip(SWAG_C, scores), start=1):
+        report.say(f"  s_{k} = V . C_{k} = {written_out(SWAG_V, c)} = {s:.2f}")
+    P = softmax(scores)                                          # across the four choices
+    loss = -math.log(P[0])
+    report.say(f"softmax over the four = [{', '.join(f'{x:.3f}' for x in P)}]; if ending 1 is right, "
+               f"loss = -log {P[0]:.3f} = {loss:.3f}   [article: {ARTICLE['swag_p']}, loss {ARTICLE['swag_loss']}]")
+    return {"scores": scores, "p": P.tolist(), "loss": loss}
+
+
+def plots(payload, folder):
+    """The attention shares per layer and the span-score heatmap, when matplotlib is installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    if "attention" in payload:
+        layers = payload["attention"]["layers"]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for key, label in (("q_to_p", "question -> passage"), ("p_to_q", "passage -> question"),
+                           ("q_to_special", "question -> [CLS]/[SEP]")):
+            ax.plot([r["layer"] for r in layers], [r[key] for r in layers], marker="o", label=label)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("share of attention")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(folder, "part4_math_attention.png"), dpi=120)
+        plt.close(fig)
+    if "span_real" in payload:
+        h = payload["span_real"][0]["heatmap"]
+        grid = np.add.outer(h["start"], h["end"])
+        grid[np.tril_indices(len(grid), -1)] = np.nan             # j < i: not a span
+        fig, ax = plt.subplots(figsize=(7, 6))
+        im = ax.imshow(grid, cmap="viridis")
+        ax.set_xticks(range(len(h["tokens"])), h["tokens"], rotation=90)
+        ax.set_yticks(range(len(h["tokens"])), h["tokens"])
+        ax.set_xlabel("end token j")
+        ax.set_ylabel("start token i")
+        fig.colorbar(im, label="S.T_i + E.T_j")
+        fig.tight_layout()
+        fig.savefig(os.path.join(folder, "part4_math_span_heatmap.png"), dpi=120)
+        plt.close(fig)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    report = Report("part4_math", args.results_dir)
+    models = args.only == "all"
+    if models:
+        device = pick_device(args.device)
+        seed_everything(0)
+        flow_examples = (squad.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
+                         if args.flow_questions else [])
+        tau, tau_source = chosen_tau(args)
+    payload = {"glue_toy": glue_toy(report)}
+    if models:
+        sst2 = load_pretrained(BertForSequenceClassification, args.sst2_model, flag="--sst2-model").to(device).eval()
+        tok = load_pretrained(AutoTokenizer, args.sst2_model, flag="--sst2-model")
+        payload["glue_real"] = glue_real(sst2, tok, args.sst2_model, device, report)
+        payload["new_weights"] = new_weights(sst2, report)
+        qa, tok = squad.load_qa_model(args.squad_model, "--squad-model", device, 384, attn_implementation="eager")
+        payload["attention"] = attention_flow(qa, tok, args.squad_model, device, report)
+        if flow_examples:
+            payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device, report,
+                                                        args.flow_data or "rajpurkar/squad (validation)")
+    payload["span_toy"] = span_toy(report)
+    if models:
+        payload["span_real"] = span_real(qa, tok, args.squad_model, device, report)
+        qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, 384)
+        payload["null"] = null_scores(qa2, tok2, args.squad2_model, device, tau, tau_source, report)
+    payload["f1_examples"] = f1_examples(report)
+    payload["swag_toy"] = swag_toy(report)
+    os.makedirs(args.results_dir, exist_ok=True)
+    plots(payload, args.results_dir)
+    report.save(payload, args=args, argv=argv, device=device if models else None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,141 @@
+"""bert_part4_math.py: the toy numbers are the article's, the attention shares against loops, end to end."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, save_tiny
+from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
+
+import bert_part4_math as bm
+from bert_part4_common import Report
+
+REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
+
+
+def test_toy_numbers_are_the_articles(tmp_path):
+    report = Report("x", str(tmp_path))
+    glue, span, swag = bm.glue_toy(report), bm.span_toy(report), bm.swag_toy(report)
+    f1 = bm.f1_examples(report)
+    assert [round(x, 3) for x in glue["p"]] == [0.867, 0.032, 0.101] and round(glue["loss"], 3) == 0.143
+    assert [round(x, 3) for x in glue["logits"]] == [1.5, -1.8, -0.65]
+    assert span["best_any"] == [2, 0] and span["best"] == [2, 3] and round(span["best_score"], 1) == 4.5
+    assert round(span["loss"], 4) == 1.9543
+    assert [round(x, 3) for x in span["p_start"]] == [0.064, 0.106, 0.782, 0.048]
+    assert [round(x, 3) for x in swag["p"]] == [0.596, 0.015, 0.327, 0.063] and round(swag["loss"], 3) == 0.518
+    assert [round(x, 2) for x in swag["scores"]] == [1.95, -1.75, 1.35, -0.3]
+    assert [(round(e["f1"], 3), e["em"]) for e in f1] == [(1.0, 1), (0.75, 0), (0.4, 0), (0.0, 0)]
+    assert [round(e["precision"], 3) for e in f1] == [1.0, 1.0, 0.333, 0.0]
+
+
+@pytest.mark.skipif(not os.path.isfile(REFERENCE), reason="../shared/article/reference_logs is not beside this checkout")
+def test_toy_sections_print_the_articles_lines_exactly(tmp_path, capsys):
+    assert bm.main(["--only", "toys", "--results-dir", str(tmp_path)]) == 0
+    ours = [line.split("   [article:")[0] for line in (tmp_path / "part4_math.log").read_text().splitlines()]
+    reference = open(REFERENCE).read().splitlines()
+    for header in ("== 1a.", "== 3a.", "== 5.", "== 6."):
+        start = next(k for k, line in enumerate(reference) if line.startswith(header))
+        end = next((k for k in range(start + 1, len(reference)) if reference[k] == ""), len(reference))
+        mine = next(k for k, line in enumerate(ours) if line.startswith(header))
+        assert ours[mine:mine + end - start] == reference[start:end]
+
+
+def test_only_toys_needs_no_model(tmp_path):
+    assert bm.main(["--only", "toys", "--results-dir", str(tmp_path), "--sst2-model", "/nonexistent"]) == 0
+    r = json.loads((tmp_path / "part4_math.json").read_text())
+    assert set(r) >= {"glue_toy", "span_toy", "swag_toy", "f1_examples"} and "attention" not in r
+
+
+def random_attention(heads=3, T=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(heads, T, T, generator=g), -1)
+
+
+def test_block_share_against_a_plain_loop():
+    A = random_attention()
+    rows, cols = [1, 2, 3], [5, 6, 7]
+    got = bm.block_share(A, rows, cols)
+    for n, r in enumerate(rows):
+        expected = sum(sum(A[h, r, c].item() for c in cols) for h in range(A.shape[0])) / A.shape[0]
+        assert got[n].item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_shares_of_each_question_token_add_up_to_one(tiny_qa_dir):
+    model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager").eval()
+    tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    enc = tok(bm.FLOW_QUESTION, bm.FLOW_PASSAGE, return_tensors="pt")
+    q, p, special = bm.segments(enc)
+    assert sorted(q + p + special) == list(range(enc["input_ids"].shape[1]))
+    with torch.no_grad():
+        att = model(**enc, output_attentions=True).attentions
+    for A in att:
+        total = bm.block_share(A[0], q, p) + bm.block_share(A[0], q, special) + bm.block_share(A[0], q, q)
+        assert torch.allclose(total, torch.ones(len(q)), atol=1e-5)
+    layers = bm.flow_shares([a[0] for a in att], q, p, special)
+    for r in layers:
+        assert r["q_to_p"] + r["q_to_special"] + r["q_to_q"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_weight_counts_against_the_heads(tiny_sst2_dir, tmp_path):
+    model = BertForSequenceClassification.from_pretrained(tiny_sst2_dir)
+    w = bm.new_weights(model, Report("x", str(tmp_path)))
+    H = model.config.hidden_size
+    assert w["total"] == sum(p.numel() for p in model.parameters()) == w["trainable"]
+    assert w["new"] == sum(p.numel() for p in model.classifier.parameters()) == 2 * H + 2
+    assert [v["counted"] for v in w["heads"].values()] == [2 * H + 2, 3 * H + 3, 2 * H + 2, H + 1]
+    assert all(v["counted"] == v["formula"] for v in w["heads"].values())
+
+
+def squad_file(path):
+    context = "Ada Lovelace was born in London in 1815. She wrote the first program for the Analytical Engine."
+    qas = [{"id": f"q{k}", "question": q, "answers": [{"text": "London", "answer_start": context.find("London")}]}
+           for k, q in enumerate(["Where was Ada born?", "When was Ada born?", "What did she write?"])]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "Ada", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    return str(path)
+
+
+def test_main_end_to_end_on_tiny_models(tiny_sst2_dir, tiny_qa_dir, tmp_path):
+    out = tmp_path / "results"
+    argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+            "--flow-data", squad_file(tmp_path / "flow.json"), "--flow-questions", "3", "--results-dir", str(out),
+            "--device", "cpu"]
+    assert bm.main(argv) == 0
+    r = json.loads((out / "part4_math.json").read_text())
+    assert set(r) >= {"glue_toy", "glue_real", "new_weights", "attention", "span_toy", "span_real", "null",
+                      "f1_examples", "swag_toy"}
+    assert all(s["max_gap"] < 1e-5 for s in r["glue_real"])
+    layers = r["attention"]["layers"]
+    assert [x["layer"] for x in layers] == [1, 2]
+    assert all({"q_to_p", "p_to_q", "q_to_special"} <= set(x) for x in layers)
+    assert 0 < r["attention"]["born_to_passage"] < 1 and r["attention"]["dev"]["questions"] == 3
+    assert r["null"]["tau"] == 4.0 and r["null"]["tau_source"].startswith("the article's value")
+    for q in r["null"]["questions"]:
+        assert q["answer"]["+0.00"] == (q["s_hat"] > q["s_null"])
+    gold = r["span_real"][0]
+    assert r["span_real"][0]["heatmap"]["tokens"][4] == "bidirectional" and gold["gold_tokens"][0] == 21
+    assert gold["loss"] == pytest.approx(-np.log(gold["p_start_gold"]) - np.log(gold["p_end_gold"]))
+    log = (out / "part4_math.log").read_text()
+    assert "tau chosen on the dev set = +4.00 (the article's value" in log
+
+
+def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
+    args = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
+    assert bm.chosen_tau(args)[0] == 4.0
+    payload = {"v2_dev": {"best": {"tau": 2.25}}, "run": {"config": {"v2_model": "m2"}}}
+    (tmp_path / "part4_squad.json").write_text(json.dumps(payload))
+    assert bm.chosen_tau(args) == (2.25, "from bert_part4_squad.py")
+    other = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "another"])
+    assert bm.chosen_tau(other)[0] == 4.0
+    assert bm.chosen_tau(bm.parse_args(["--results-dir", str(tmp_path), "--tau", "1.5"])) == (1.5, "from --tau")
+
+
+def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tmp_path, capsys):
+    from bert_part4_common import run_cli
+    folder = save_tiny(str(tmp_path / "base"))
+    argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--flow-questions", "0", "--results-dir",
+            str(tmp_path / "r"), "--device", "cpu"]
+    assert run_cli(bm.main, argv) == 2
+    assert "has no question-answering head" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "part4_math.json").exists()
