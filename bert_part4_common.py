@@ -201,6 +201,9 @@ def write_atomic(path, text):
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -478,6 +478,7 @@ def plot_sweep(sweep, path):
     except ImportError:
         return None
     taus = [r["tau"] for r in sweep]
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered")):
         ax.plot(taus, [r[key] for r in sweep], label=label)

@@ -141,6 +141,11 @@ def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
                               f"dev F1 {final['f1']:.4f}, training time ")
     assert "[paper, BERT-base dev: 92.7]" in log[-1] and "[article:" not in log[-1]
     assert sum(line.startswith("step ") for line in log) == 3
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "part4_sst2_lr2e-5_curve.png").stat().st_size > 1000
+    except ImportError:
+        pass
 
 
 def test_two_cpu_runs_with_one_seed_give_identical_losses(tiny_bert_dir, glue_dir, tmp_path):

@@ -150,3 +150,18 @@ def test_real_vocab_gives_the_articles_tokens_and_swag_shape(tmp_path):
     assert r["glue"]["tokens"] == ['[CLS]', 'a', 'man', 'is', 'playing', 'a', 'guitar', '.', '[SEP]',
                                    'a', 'person', 'is', 'making', 'music', '.', '[SEP]']
     assert r["swag"]["input_shape"] == [1, 4, 16]
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypatch):
+    from bert_part4_common import write_atomic
+    path = tmp_path / "x.json"
+    write_atomic(str(path), "first")
+    write_atomic(str(path), "second")
+    assert path.read_text() == "second" and oct(path.stat().st_mode & 0o777) != "0o600"
+
+    def broken_replace(a, b):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_atomic(str(path), "third")
+    assert path.read_text() == "second" and [p.name for p in tmp_path.iterdir()] == ["x.json"]

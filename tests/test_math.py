@@ -118,6 +118,12 @@ def test_main_end_to_end_on_tiny_models(tiny_sst2_dir, tiny_qa_dir, tmp_path):
     assert gold["loss"] == pytest.approx(-np.log(gold["p_start_gold"]) - np.log(gold["p_end_gold"]))
     log = (out / "part4_math.log").read_text()
     assert "tau chosen on the dev set = +4.00 (the article's value" in log
+    try:
+        import matplotlib  # noqa: F401
+        assert (out / "part4_math_attention.png").stat().st_size > 1000
+        assert (out / "part4_math_span_heatmap.png").stat().st_size > 1000
+    except ImportError:
+        pass
 
 
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):

@@ -249,6 +249,16 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     log = (out / "part4_squad.log").read_text()
     assert f"SQuAD v1.1 dev: 3 questions ({r['v1_dev']['windows']} windows of 48 tokens, stride 16)" in log
     assert f"best tau = {tau:+.2f}: F1 {v2r['best']['f1']:.2f}" in log
+    if has_matplotlib():
+        assert (out / "part4_squad_tau_sweep.png").stat().st_size > 1000
+
+
+def has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
 
 
 def test_only_and_limit(tiny_qa, tmp_path):
