@@ -64,10 +64,16 @@ def pick_device(name="auto"):
     return torch.device(name)
 
 
-def autocast_dtype(device, dtype="auto"):
-    """The autocast dtype for `--dtype`, or None for plain fp32. auto = bf16 on CUDA, fp32 elsewhere."""
+def autocast_dtype(device, dtype="auto", inference=False):
+    """The autocast dtype for `--dtype`, or None for plain fp32.
+
+    auto = bf16 on CUDA (fp16 on older cards, for inference only); fp16 on Apple MPS for inference;
+    fp32 on the CPU, and for training on MPS (fp16 training would need loss scaling).
+    """
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else (torch.float16 if inference else None)
+        return torch.float16 if device.type == "mps" and inference else None
     table = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype not in table:
         raise Fatal(f"--dtype {dtype}: choose auto, fp32, bf16 or fp16")

@@ -101,7 +101,7 @@ def parse_args(argv):
     p.add_argument("--max-train-examples", type=int, help="only the first N training examples")
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set")
     p.add_argument("--eval-batch-size", type=int, default=128, help="batch size for dev evaluation")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32, bf16, fp16")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
     p.add_argument("--results-dir", default="results", help="where the .log, .json and plots go")
     p.add_argument("--run-tag", help="appended to the results file names, e.g. the model's name")
@@ -120,6 +120,8 @@ def parse_args(argv):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise Fatal(f"--{name.replace('_', '-')} {value}: must be positive")
+    if args.dtype == "fp16":
+        raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
     if not 0 <= args.warmup < 1 or args.weight_decay < 0 or args.clip <= 0:
         raise Fatal("--warmup must be in [0, 1), --weight-decay >= 0 and --clip > 0")
     return args

@@ -81,7 +81,7 @@ def parse_args(argv):
     p.add_argument("--tau-min", type=float, default=-6.0, help="tau sweep start (article: -6)")
     p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (article: +6)")
     p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (article: 0.25)")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp16 on MPS, fp32 on the CPU), fp32, bf16 or fp16")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
     p.add_argument("--results-dir", default="results", help="where the logs, JSON and predictions go")
     p.add_argument("--seed", type=int, default=0, help="seed (nothing here is random; kept for the record)")
@@ -500,7 +500,7 @@ def write_json(folder, name, obj):
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
-    dtype = autocast_dtype(device, args.dtype)
+    dtype = autocast_dtype(device, args.dtype, inference=True)
     seed_everything(args.seed)
     report = Report("part4_squad", args.results_dir)
     v1_examples = read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None

@@ -79,7 +79,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)
-    dtype = autocast_dtype(device, args.dtype)
+    dtype = autocast_dtype(device, args.dtype, inference=True)
     if args.random_base:
         torch.manual_seed(0)
         model, tok = BertForQuestionAnswering(BertConfig()), BertTokenizer(vocab=args.vocab)

@@ -165,3 +165,21 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
     with pytest.raises(OSError):
         write_atomic(str(path), "third")
     assert path.read_text() == "second" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_device_and_precision_choices():
+    from bert_part4_common import Fatal, autocast_dtype, pick_device
+    cpu, mps = torch.device("cpu"), torch.device("mps")
+    assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "auto", inference=True) is None
+    assert autocast_dtype(mps, "auto") is None                       # no fp16 training without loss scaling
+    assert autocast_dtype(mps, "auto", inference=True) == torch.float16
+    assert autocast_dtype(cpu, "bf16") == torch.bfloat16 and autocast_dtype(cpu, "fp32") is None
+    with pytest.raises(Fatal, match="fp16 is not supported on the CPU"):
+        autocast_dtype(cpu, "fp16")
+    with pytest.raises(Fatal, match="choose auto, fp32, bf16 or fp16"):
+        autocast_dtype(cpu, "fp8")
+    assert pick_device("cpu") == cpu
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert pick_device("auto") == cpu
+    with pytest.raises(Fatal, match="choose auto, cuda, mps or cpu"):
+        pick_device("tpu")
