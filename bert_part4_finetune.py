@@ -259,9 +259,9 @@ def warmup_then_linear_decay(step, warmup, total):
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def make_optimizer(model, args, total, device):
-    warmup = int(args.warmup * total)
-    opt = torch.optim.AdamW(decay_groups(model, args.weight_decay), lr=args.lr, fused=device.type == "cuda")
+def make_optimizer(model, lr, weight_decay, warmup_share, total, device):
+    warmup = int(warmup_share * total)
+    opt = torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, fused=device.type == "cuda")
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warmup, total))
     return opt, sched, warmup
 
@@ -390,7 +390,7 @@ def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
     model.train()
     plan = epoch_batches(len(train["labels"]), batch_size, epochs, seed)
     total = sum(len(e) for e in plan)
-    opt, sched, warmup = make_optimizer(model, argparse.Namespace(**{**vars(args), "lr": lr}), total, device)
+    opt, sched, warmup = make_optimizer(model, lr, args.weight_decay, args.warmup, total, device)
     every = max(1, total // args.evals)
     cut = sum(n > args.max_len for n in train["full_lengths"])
     say = report.say
@@ -412,10 +412,12 @@ def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
             step += 1
             bar.update()
             if step % every == 0 or step == total:
-                mean = torch.stack(losses).float().mean().item()
-                if not math.isfinite(mean):
-                    raise Fatal(f"the training loss became {mean} by step {step} (lr {lr}): stopped, no results written",
-                                code=1)
+                window = torch.stack(losses).float()             # one sync per evaluation, not per step
+                if not torch.isfinite(window).all():
+                    k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
+                    raise Fatal(f"the training loss became {window[k].item()} at step {step - len(losses) + 1 + k} "
+                                f"(lr {lr}): stopped, no results written", code=1)
+                mean = window.mean().item()
                 scores = dev_scores(model, devs, device, dtype, args, task.metrics)
                 curve.append({"step": step, "epoch": epoch, "train_loss": mean, "dev": scores,
                               "seconds": round(time.time() - t0, 1)})
