@@ -11,7 +11,6 @@ linearly to zero (Google's run_classifier.py), gradient clipping at 1.0, dropout
 the classifier on the pooled [CLS]. Each run writes results/part4_<task>_lr<lr>.{log,json}.
 """
 
-import argparse
 import csv
 import json
 import math
@@ -83,7 +82,7 @@ def parse_args(argv):
     p = ArgumentParser(
         description="Part 4, 'Our own fine-tune': BERT fine-tuned on a GLUE task with the paper's recipe "
                     "(paper §4.1 and Appendix A.3), on CUDA, Apple MPS or the CPU.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary.")
     p.add_argument("task", help="one of " + ", ".join(TASKS))
     p.add_argument("lr", nargs="?", default="2e-5", help="peak learning rate (article: 2e-5 for SST-2; paper grid 5e-5..2e-5)")
     p.add_argument("--model", default=ARTICLE_MODEL, help="pre-trained BERT: Hub id or local folder (article: bert-base-uncased)")
