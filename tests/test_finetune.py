@@ -273,3 +273,62 @@ def test_real_label_counts():
     assert [mnli.count(k) for k in range(3)] == [3479, 3123, 3213]
     assert ft.read_split(glue, "mnli", "dev_matched")[0][0] == ["The new rights are nice enough",
                                                                 "Everyone really likes the newest benefits "]
+
+
+# --- GLUE's TSV layouts for the tasks not in ../shared, and the Hub path ---
+
+MNLI_HEAD = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+             "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n")
+MNLI_DEV_HEAD = MNLI_HEAD.replace("label1\t", "label1\tlabel2\tlabel3\tlabel4\tlabel5\t")
+
+
+def write_mnli(folder, n=48):
+    os.makedirs(os.path.join(folder, "MNLI"), exist_ok=True)
+    rng = random.Random(5)
+    labels = ["entailment", "neutral", "contradiction"]
+    rows = lambda extra: "".join(  # noqa: E731
+        f"{k}\t0\t0\tg\tp\tp\tp\tp\tthe movie is good\tthe film is {rng.choice(GOOD)}\tneutral\t{extra}{labels[k % 3]}\n"
+        for k in range(n))
+    with open(os.path.join(folder, "MNLI", "train.tsv"), "w") as f:
+        f.write(MNLI_HEAD + rows(""))
+    for name in ("dev_matched", "dev_mismatched"):
+        with open(os.path.join(folder, "MNLI", f"{name}.tsv"), "w") as f:
+            f.write(MNLI_DEV_HEAD + rows("a\tb\tc\td\t"))
+
+
+def test_mnli_reports_matched_and_mismatched(tiny_bert_dir, tmp_path):
+    glue = str(tmp_path / "glue")
+    write_mnli(glue)
+    examples = ft.read_split(glue, "mnli", "dev_mismatched")
+    assert [y for _, y in examples[:4]] == [0, 1, 2, 0] and examples[0][0] == ["the movie is good", examples[0][0][1]]
+    out = tmp_path / "r"
+    assert ft.main(["mnli", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu",
+                    "--evals", "2"]) == 0
+    r = json.loads((out / "part4_mnli_lr2e-5.json").read_text())
+    assert set(r["final"]) == {"dev_matched", "dev_mismatched"}
+    last = (out / "part4_mnli_lr2e-5.log").read_text().splitlines()[-1]
+    assert "dev accuracy (matched)" in last and "dev accuracy (mismatched)" in last and "[paper, BERT-base dev: 84.4]" in last
+
+
+def test_qqp_tsv_layout(tmp_path):
+    os.makedirs(tmp_path / "QQP")
+    (tmp_path / "QQP" / "dev.tsv").write_text("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                                              "1\t2\t3\tIs it good?\tIs it great?\t1\n4\t5\t6\tWhy?\tHow?\t0\n")
+    assert ft.read_split(str(tmp_path), "qqp", "dev") == [(["Is it good?", "Is it great?"], 1), (["Why?", "How?"], 0)]
+
+
+@pytest.mark.parametrize("task", sorted(ft.TASKS))
+def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
+    """Without --data-dir the Hub dataset nyu-mll/glue is read; its columns map onto (texts, label)."""
+    spec = ft.TASKS[task]
+    rows = [{**{c: f"{c} {k}" for c in spec.hub_columns}, "label": k % max(2, len(spec.labels))} for k in range(4)]
+    asked = []
+
+    def fake_hub(name, config, split, flag):
+        asked.append((name, config, split))
+        return rows
+    monkeypatch.setattr(ft, "load_hub_dataset", fake_hub)
+    split = "dev_mismatched" if task == "mnli" else "dev"
+    examples = ft.read_split(None, task, split)
+    assert asked == [("nyu-mll/glue", task, "validation_mismatched" if task == "mnli" else "validation")]
+    assert examples[1] == ([f"{c} 1" for c in spec.hub_columns], 1)

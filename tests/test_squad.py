@@ -304,3 +304,11 @@ def test_the_real_dev_files_read_with_their_counts():
     assert len(v1) == 10570 and len(v2) == 11873
     assert sum(not ex["golds"] for ex in v2) == 5945
     assert v1[0]["question"] == "Which NFL team represented the AFC at Super Bowl 50?"
+
+
+def test_hub_rows_are_read_like_the_official_files(monkeypatch):
+    rows = [{"id": "a", "question": "Q?", "context": "ctx", "answers": {"text": ["x", "y"], "answer_start": [0, 1]}},
+            {"id": "b", "question": "Q2?", "context": "ctx", "answers": {"text": [], "answer_start": []}}]
+    monkeypatch.setattr(sq, "load_hub_dataset", lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
+    ex = sq.read_squad(None, "2.0", "--v2-data")
+    assert [(e["id"], e["golds"], e["impossible"]) for e in ex] == [("a", ["x", "y"], False), ("b", [], True)]
