@@ -229,7 +229,18 @@ def rounded(values, digits):
     return str([round(float(v), digits) for v in values])
 
 
-def add_common_flags(parser, results_dir="results"):
+def add_common_flags(parser):
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
-    parser.add_argument("--results-dir", default=results_dir, help="where the .log and .json go (default: results/)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for every random number generator (default: 0)")
+    parser.add_argument("--results-dir", default="results", help="where the logs, JSON and plots go (default: results/)")
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files (no screen needed), or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -29,10 +29,12 @@ from bert_part4_common import (
     ArgumentParser,
     Fatal,
     Report,
+    add_common_flags,
     autocast_dtype,
     load_hub_dataset,
     load_pretrained,
     pick_device,
+    pyplot,
     run_cli,
     seed_everything,
 )
@@ -101,8 +103,7 @@ def parse_args(argv):
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set")
     p.add_argument("--eval-batch-size", type=int, default=128, help="batch size for dev evaluation")
     p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
-    p.add_argument("--results-dir", default="results", help="where the .log, .json and plots go")
+    add_common_flags(p)
     p.add_argument("--run-tag", help="appended to the results file names, e.g. the model's name")
     args = p.parse_intermixed_args(argv)
     args.task = args.task.lower().replace("-", "")
@@ -426,7 +427,7 @@ def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
     bar.close()
     seconds = time.time() - t0
     final = curve[-1]["dev"]
-    say(final_line(args, lr, final, task, seconds, args.full_recipe and batch_size == 32 and epochs == 3))
+    say(final_line(args, lr, final, task, seconds, articles_setting(args, batch_size, epochs)))
     best = max(curve, key=lambda c: next(iter(c["dev"].values()))[task.metrics[0]])
     first = next(iter(final))
     if best["dev"][first][task.metrics[0]] > final[first][task.metrics[0]]:
@@ -440,6 +441,12 @@ def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
     report.save(result, args=args, argv=data["argv"], device=device)
     plot_curve(curve, task, os.path.join(args.results_dir, name + "_curve.png"))
     return result
+
+
+def articles_setting(args, batch_size, epochs):
+    """The article's run: bert-base-uncased, batch 32, 3 epochs, all the data. Only then is its number shown."""
+    return (args.model == ARTICLE_MODEL and batch_size == 32 and epochs == 3
+            and args.max_train_examples is None and args.max_dev_examples is None)
 
 
 def final_line(args, lr, final, task, seconds, full_recipe):
@@ -461,11 +468,8 @@ def final_line(args, lr, final, task, seconds, full_recipe):
 
 def plot_curve(curve, task, path):
     """Train loss and the first dev metric against the step, when matplotlib is installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     steps = [c["step"] for c in curve]
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -531,9 +535,6 @@ def main(argv=None):
     device = pick_device(args.device)
     dtype = autocast_dtype(device, args.dtype)
     data = prepare(args, argv)
-    full_recipe = (args.model == ARTICLE_MODEL and args.batch_size == 32 and args.epochs == 3
-                   and args.max_train_examples is None and args.max_dev_examples is None)
-    args.full_recipe = full_recipe
     if not args.grid and not args.seeds:
         fine_tune(args, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype)
         return 0

@@ -62,6 +62,7 @@ def parse_args(argv):
                    help="Hub id or local folder of a pre-trained BERT (default: bert-base-uncased, "
                         "as in the article)")
     add_common_flags(p)
+    p.add_argument("--seed", type=int, default=0, help="seed for the randomly initialised heads (default: 0)")
     return p.parse_args(argv)
 
 

@@ -22,7 +22,17 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_squad as squad
-from bert_part4_common import ArgumentParser, Report, load_pretrained, pick_device, rounded, run_cli, seed_everything
+from bert_part4_common import (
+    ArgumentParser,
+    Report,
+    add_common_flags,
+    load_pretrained,
+    pick_device,
+    pyplot,
+    rounded,
+    run_cli,
+    seed_everything,
+)
 from bert_part4_heads import PASSAGE, new_head_parameters
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
@@ -64,8 +74,7 @@ def parse_args(argv):
                                              "when it is there for the same model, else the article's +4.00)")
     p.add_argument("--flow-questions", type=int, default=100, help="questions for the attention flow over a dev file (0: skip)")
     p.add_argument("--flow-data", help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
-    p.add_argument("--results-dir", default="results", help="where the .log, .json and plots go")
+    add_common_flags(p)
     args = p.parse_args(argv)
     if args.flow_questions < 0:
         p.error(f"--flow-questions {args.flow_questions}: must be 0 or more")
@@ -363,11 +372,8 @@ def swag_toy(report):
 
 def plots(payload, folder):
     """The attention shares per layer and the span-score heatmap, when matplotlib is installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     if "attention" in payload:
         layers = payload["attention"]["layers"]

@@ -29,12 +29,13 @@ from bert_part4_common import (
     ArgumentParser,
     Fatal,
     Report,
+    add_common_flags,
     autocast_dtype,
     load_hub_dataset,
     load_pretrained,
     pick_device,
+    pyplot,
     run_cli,
-    seed_everything,
     write_atomic,
 )
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
@@ -82,9 +83,7 @@ def parse_args(argv):
     p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (article: +6)")
     p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (article: 0.25)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp16 on MPS, fp32 on the CPU), fp32, bf16 or fp16")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
-    p.add_argument("--results-dir", default="results", help="where the logs, JSON and predictions go")
-    p.add_argument("--seed", type=int, default=0, help="seed (nothing here is random; kept for the record)")
+    add_common_flags(p)
     args = p.parse_args(argv)
     args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
     if args.limit is not None and args.limit <= 0:
@@ -471,11 +470,8 @@ def fmt(x):
 
 def plot_sweep(sweep, path):
     """F1, EM and % answered against tau, when matplotlib is installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     taus = [r["tau"] for r in sweep]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -501,7 +497,6 @@ def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
-    seed_everything(args.seed)
     report = Report("part4_squad", args.results_dir)
     v1_examples = read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None
     v2_examples = read_squad(args.v2_data, "2.0", "--v2-data")[:args.limit] if "v2" in args.only else None
