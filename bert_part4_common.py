@@ -6,6 +6,7 @@ The science lives in the scripts themselves, so that each one reads top to botto
 """
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -161,6 +162,34 @@ def load_hub_dataset(name, config, split, flag):
                     f"pass local files with {flag}")
 
 
+# --- paths in logs and results: nothing that only exists on the machine that made them ---
+
+def fingerprint(folder):
+    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print."""
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name == "config.json" or name.endswith((".safetensors", ".bin")):
+            with open(os.path.join(folder, name), "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()[:12]
+
+
+def portable(value):
+    """A path as the results record it: relative to the working directory when it is inside it (or beside
+    it, like ../shared), else a model folder by its name plus a fingerprint of its config and weights, and
+    any other file by its name. Anything that is not an existing local path is returned as it is."""
+    if not isinstance(value, str) or not value or not os.path.exists(os.path.expanduser(value)):
+        return value
+    path = os.path.abspath(os.path.expanduser(value))
+    rel = os.path.relpath(path)
+    if not rel.startswith(".." + os.sep + "..") and rel != "..":
+        return rel
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        return f"{os.path.basename(path)}@{fingerprint(path)}"
+    return os.path.basename(path)
+
+
 # --- the log and the results files (STYLE 8 and 9) ---
 
 class Report:
@@ -179,8 +208,8 @@ class Report:
         """Write results/<name>.log and results/<name>.json, each atomically."""
         payload = dict(payload)
         payload["run"] = {
-            "argv": list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:]),
-            "config": vars(args) if args is not None else None,
+            "argv": [portable(a) for a in list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:])],
+            "config": {k: portable(v) for k, v in vars(args).items()} if args is not None else None,
             "device": str(device) if device is not None else None,
             "seconds": round(time.time() - self.started, 3),
             "versions": library_versions(),
@@ -190,6 +219,23 @@ class Report:
         write_atomic(base + ".log", "\n".join(self.lines) + "\n")
         write_atomic(base + ".json", json.dumps(payload, indent=2, default=_jsonable) + "\n")
         return base + ".json"
+
+
+def check_writable_dir(path, flag):
+    """A folder the script will write into must be writable before any work starts: the folder itself, or
+    the nearest one above it that exists (so that it can be made). Probed by making and removing a
+    temporary folder there; nothing is left behind, and the folder itself is not created yet."""
+    path = os.path.abspath(os.path.expanduser(path))
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise Fatal(f"{flag} {path}: cannot be a folder, because {probe} is a file")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".write-test-"))
+    except OSError as e:
+        raise Fatal(f"{flag} {path}: cannot write there ({e.strerror or e})")
+    return path
 
 
 def _jsonable(x):

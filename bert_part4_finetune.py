@@ -1,39 +1,56 @@
-"""BERT, explained - Part 4: fine-tuning BERT on GLUE with the paper's recipe (paper §3.2, §4.1, A.3).
+"""BERT, explained - Part 4: fine-tuning BERT with the paper's recipe (paper §3.2, §4.1-4.4, A.3).
 
     python bert_part4_finetune.py sst2            # the article's SST-2 run (lr 2e-5)
     python bert_part4_finetune.py mrpc 5e-5       # one MRPC learning rate; --grid glue runs all four
     python bert_part4_finetune.py rte --seeds 5   # five restarts, then mean and std
+    python bert_part4_finetune.py squad --save-model models/squad      # SQuAD v1.1 (§4.2), keep the model
+    python bert_part4_finetune.py squad_v2        # SQuAD v2.0 (§4.3);  swag: SWAG (§4.4)
     python bert_part4_finetune.py mrpc --model DIR --data-dir ../shared/data/glue_data   # offline
 
-The recipe: batch 32, 3 epochs, max length 128, AdamW with weight decay 0.01 (none on biases and
-LayerNorm weights), the learning rate rising linearly over the first 10% of steps then falling
-linearly to zero (Google's run_classifier.py), gradient clipping at 1.0, dropout 0.1, one fixed seed,
-the classifier on the pooled [CLS]. Each run writes results/part4_<task>_lr<lr>.{log,json}.
+One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
+learning rate rising linearly over the first 10% of steps then falling linearly to zero (Google's
+run_classifier.py and run_squad.py), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches
+padded to their own longest input. A task brings only what differs: how it reads its data, how it
+encodes an example, its output layer and its metric. Batch size, epochs and learning rate default to
+the paper's values for each task (GLUE 32 / 3 / 2e-5; SQuAD v1.1 32 / 3 / 5e-5; SQuAD v2.0 48 / 2 / 5e-5;
+SWAG 16 / 3 / 2e-5). Each run writes results/part4_<task>_lr<lr>.{log,json}.
 """
 
 import csv
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from tqdm import tqdm
-from transformers import AutoTokenizer, BertForSequenceClassification
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+)
 
+import bert_part4_squad as squad
 from bert_part4_common import (
     ArgumentParser,
     Fatal,
     Report,
     add_common_flags,
     autocast_dtype,
+    check_writable_dir,
     load_hub_dataset,
     load_pretrained,
     pick_device,
+    portable,
     pyplot,
     run_cli,
     seed_everything,
@@ -69,12 +86,36 @@ TASKS = {
 LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
                 "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
 
+
+# --- ... SQuAD v1.1 (§4.2), SQuAD v2.0 (§4.3) and SWAG (§4.4): the paper's settings for each task ---
+
+@dataclass(frozen=True)
+class Recipe:
+    lr: float
+    batch_size: int
+    epochs: int
+    max_len: int
+    evals: int             # dev evaluations per run; 0 = once per epoch
+    source: str            # where the numbers come from
+
+
+RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30, "paper §4.1 and A.3; article: lr 2e-5, about 30 evaluations")
+              for name in TASKS},
+           "squad": Recipe(5e-5, 32, 3, 384, 0, "paper §4.2; run_squad.py: 384-token windows"),
+           "squad_v2": Recipe(5e-5, 48, 2, 384, 0, "paper §4.3"),
+           "swag": Recipe(2e-5, 16, 3, 128, 0, "paper §4.4")}
+SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
+
 # What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt), and the
-# paper's BERT-base dev scores (Table 5: MNLI-m, QNLI, MRPC accuracy, SST-2).
+# paper's BERT-base dev scores (Table 5: MNLI-m, QNLI, MRPC accuracy, SST-2; Tables 2-4 for the rest).
 ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): "0.8333 (340/408), F1 0.8847",
                  ("mrpc", 3e-5): "0.8333 (340/408), F1 0.8863", ("mrpc", 4e-5): "0.8480 (346/408), F1 0.8953",
                  ("mrpc", 5e-5): "0.8701 (355/408), F1 0.9094"}
-PAPER_DEV = {"mnli": 84.4, "qnli": 88.4, "mrpc": 86.7, "sst2": 92.7}
+PAPER_DEV = {"mnli": "paper, BERT-base dev: 84.4", "qnli": "paper, BERT-base dev: 88.4",
+             "mrpc": "paper, BERT-base dev: 86.7", "sst2": "paper, BERT-base dev: 92.7",
+             "squad": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
+             "squad_v2": "paper, BERT-large dev (Table 3): EM 78.7, F1 81.9; the paper gives no BERT-base v2.0 number",
+             "swag": "paper, BERT-base dev (Table 4): accuracy 81.6"}
 ARTICLE_MODEL = "bert-base-uncased"
 GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
@@ -82,44 +123,73 @@ GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],              
 
 def parse_args(argv):
     p = ArgumentParser(
-        description="Part 4, 'Our own fine-tune': BERT fine-tuned on a GLUE task with the paper's recipe "
-                    "(paper §4.1 and Appendix A.3), on CUDA, Apple MPS or the CPU.",
-        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary.")
-    p.add_argument("task", help="one of " + ", ".join(TASKS))
-    p.add_argument("lr", nargs="?", default="2e-5", help="peak learning rate (article: 2e-5 for SST-2; paper grid 5e-5..2e-5)")
-    p.add_argument("--model", default=ARTICLE_MODEL, help="pre-trained BERT: Hub id or local folder (article: bert-base-uncased)")
-    p.add_argument("--data-dir", help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...); default: the Hub dataset nyu-mll/glue")
-    p.add_argument("--batch-size", type=int, default=32, help="paper A.3 / article: 32")
-    p.add_argument("--epochs", type=int, default=3, help="paper §4.1 / article: 3")
-    p.add_argument("--max-len", type=int, default=128, help="longest input in tokens (article, run_classifier.py: 128)")
-    p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (run_classifier.py: 0.1)")
-    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay, not on biases and LayerNorm (paper A.2)")
-    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (run_classifier.py: 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="the one fixed seed (restarts: --seeds)")
+        description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
+                    "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU. Defaults are the "
+                    "paper's for each task.",
+        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary. "
+               "SQuAD and SWAG are evaluated once per epoch by default (a SQuAD evaluation costs a pass over "
+               "every dev window); GLUE about 30 times per run, as in the article.")
+    p.add_argument("task", help="one of " + ", ".join(RECIPES))
+    p.add_argument("lr", nargs="?", help="peak learning rate (default: GLUE 2e-5 as in the article, paper grid "
+                                         "5e-5..2e-5; SQuAD 5e-5; SWAG 2e-5)")
+    p.add_argument("--model", default=ARTICLE_MODEL, help="pre-trained BERT: Hub id or local folder (default and "
+                                                          "article: bert-base-uncased)")
+    p.add_argument("--data-dir", help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...) or SWAG folder (DIR/train.csv, "
+                                      "val.csv); default: the Hub datasets nyu-mll/glue, allenai/swag (regular)")
+    p.add_argument("--train-data", help="SQuAD: official training JSON (default: the Hub dataset rajpurkar/squad or "
+                                        "rajpurkar/squad_v2, split train)")
+    p.add_argument("--dev-data", help="SQuAD: official dev JSON (default: the same Hub dataset, split validation)")
+    p.add_argument("--batch-size", type=int, help="default: the paper's (GLUE 32, SQuAD v1.1 32, v2.0 48, SWAG 16)")
+    p.add_argument("--epochs", type=int, help="default: the paper's (GLUE 3, SQuAD v1.1 3, v2.0 2, SWAG 3)")
+    p.add_argument("--max-len", type=int, help="longest input in tokens (default: 128, as run_classifier.py; SQuAD "
+                                               "windows 384, as run_squad.py)")
+    p.add_argument("--stride", type=int, default=128, help="SQuAD: tokens shared by consecutive windows (default 128, "
+                                                           "as bert_part4_squad.py)")
+    p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (default 0.1, run_classifier.py)")
+    p.add_argument("--weight-decay", type=float, default=0.01,
+                   help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2)")
+    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0, run_classifier.py)")
+    p.add_argument("--seed", type=int, default=0, help="the one fixed seed (default 0; restarts: --seeds)")
     p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts)")
     p.add_argument("--grid", choices=sorted(GRIDS), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3)")
-    p.add_argument("--evals", type=int, default=30, help="dev evaluations during training (article: about 30)")
-    p.add_argument("--max-train-examples", type=int, help="only the first N training examples")
-    p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set")
-    p.add_argument("--eval-batch-size", type=int, default=128, help="batch size for dev evaluation")
+    p.add_argument("--evals", type=int, help="dev evaluations during training (default: GLUE 30, as the article; "
+                                             "SQuAD and SWAG once per epoch)")
+    p.add_argument("--group-by-length", choices=["auto", "on", "off"], default="auto",
+                   help="batches cut from length-sorted groups of 50 batches, in random order (auto: on for SQuAD, "
+                        "whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
+    p.add_argument("--max-train-examples", type=int, help="only the first N training examples (SQuAD: questions)")
+    p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set (SQuAD: questions)")
+    p.add_argument("--eval-batch-size", type=int, help="batch size for dev evaluation (default: 128; SQuAD 64 windows, "
+                                                       "as bert_part4_squad.py)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16")
+    p.add_argument("--save-model", help="keep the fine-tuned model in this folder (config, safetensors weights, "
+                                        "tokenizer; several runs: one subfolder each)")
     add_common_flags(p)
     p.add_argument("--run-tag", help="appended to the results file names, e.g. the model's name")
     args = p.parse_intermixed_args(argv)
     args.task = args.task.lower().replace("-", "")
-    if args.task not in TASKS:
-        raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(TASKS)}")
+    args.task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(args.task, args.task)
+    if args.task not in RECIPES:
+        raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(RECIPES)}")
+    recipe = RECIPES[args.task]
     try:
-        args.lr = float(args.lr)
+        args.lr = float(args.lr) if args.lr is not None else recipe.lr
     except ValueError:
         raise Fatal(f"learning rate '{args.lr}' is not a number (e.g. 2e-5)")
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise Fatal(f"learning rate {args.lr}: must be a positive number (e.g. 2e-5)")
     for name in ("batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples",
-                 "max_dev_examples"):
+                 "max_dev_examples", "stride"):
         value = getattr(args, name)
-        if value is not None and value <= 0:
+        if value is not None and value <= 0 and not (name == "stride" and value == 0):
             raise Fatal(f"--{name.replace('_', '-')} {value}: must be positive")
+    args.batch_size = args.batch_size or recipe.batch_size
+    args.epochs = args.epochs or recipe.epochs
+    args.max_len = args.max_len or recipe.max_len
+    args.evals = args.evals or recipe.evals or args.epochs
+    args.eval_batch_size = args.eval_batch_size or (64 if args.task in SQUAD_VERSION else 128)
+    if args.task in SQUAD_VERSION and args.stride >= args.max_len:
+        raise Fatal(f"--stride {args.stride}: must be below the window length --max-len {args.max_len}")
     if args.dtype == "fp16":
         raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
     if not 0 <= args.warmup < 1 or args.weight_decay < 0 or args.clip <= 0:
@@ -206,38 +276,165 @@ def read_glue(args):
     return train, devs
 
 
+# --- Reading SWAG: the official train.csv / val.csv, or the Hub dataset allenai/swag ---
+
+SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label")
+
+
+def read_swag_csv(path):
+    """(context, [four continuations], label) per row: sentence A is sent1, sentence B is sent2 + ending k."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{path}: no such file (expected SWAG's layout: DIR/train.csv, DIR/val.csv)")
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in SWAG_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise Fatal(f"{path}: not a SWAG CSV file: no column(s) {', '.join(missing)} (expected video-id, fold-ind, "
+                        f"startphrase, sent1, sent2, gold-source, ending0..ending3, label)")
+        return [swag_example(r, f"{path}, line {n}") for n, r in enumerate(reader, start=2)]
+
+
+def swag_example(row, where):
+    label = str(row["label"]).strip()
+    if label not in ("0", "1", "2", "3"):
+        raise Fatal(f"{where}: label '{row['label']}' is not one of 0, 1, 2, 3")
+    return row["sent1"], [f"{row['sent2']} {row[f'ending{k}']}".strip() for k in range(4)], int(label)
+
+
+def read_swag(args):
+    if args.data_dir is None:
+        split = {name: load_hub_dataset("allenai/swag", "regular", hub, "--data-dir")
+                 for name, hub in (("train", "train"), ("dev", "validation"))}
+        train, dev = ([swag_example(r, f"allenai/swag {name} row {n}") for n, r in enumerate(rows)]
+                      for name, rows in split.items())
+    else:
+        if not os.path.isdir(args.data_dir):
+            raise Fatal(f"--data-dir {args.data_dir}: no such directory")
+        train, dev = (read_swag_csv(os.path.join(args.data_dir, f)) for f in ("train.csv", "val.csv"))
+    return train[:args.max_train_examples], {"dev": dev[:args.max_dev_examples]}
+
+
+# --- Reading SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
+
+def read_squad_task(args):
+    version = SQUAD_VERSION[args.task]
+    train = squad.read_squad(args.train_data, version, "--train-data", split="train")[:args.max_train_examples]
+    dev = squad.read_squad(args.dev_data, version, "--dev-data")[:args.max_dev_examples]
+    return train, {"dev": dev}
+
+
 # --- Tokenise once; batches padded to their own longest input (dynamic padding) ---
 
 def encode(tok, examples, max_len):
-    """Token ids cut at max_len, plus each input's full length before the cut."""
+    """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
     columns = list(zip(*[texts for texts, _ in examples]))
     full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
     enc = tok(*columns, truncation=True, max_length=max_len)
     return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
-            "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full]}
+            "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full], "targets": ("labels",)}
+
+
+def encode_swag(tok, examples, max_len):
+    """SWAG: four (sentence A, sentence B) pairs per example, each cut at max_len: input_ids is (4, tokens)."""
+    first = [ctx for ctx, endings, _ in examples for _ in endings]
+    second = [e for _, endings, _ in examples for e in endings]
+    full = tok(first, second, truncation=False)["input_ids"]
+    enc = tok(first, second, truncation=True, max_length=max_len)
+    group = lambda rows: [rows[4 * k:4 * k + 4] for k in range(len(examples))]  # noqa: E731
+    return {"input_ids": group(enc["input_ids"]), "token_type_ids": group(enc["token_type_ids"]),
+            "labels": [y for _, _, y in examples], "full_lengths": [max(x) for x in group([len(f) for f in full])],
+            "targets": ("labels",)}
+
+
+def span_targets(offsets, passage, answer_start, answer_end):
+    """The start and end token of the answer's characters [answer_start, answer_end) in one window, or
+    (0, 0), the [CLS] token, when the window does not hold the whole answer (paper §4.2, §4.3).
+
+    Worked example: context "Ada was born in London in 1815.", answer "London" = characters [16, 22).
+    A window [CLS] where ? [SEP] ada was born in london in 1815 . [SEP] has passage tokens 4..11 with
+    offsets (0,3) (4,7) (8,12) (13,15) (16,22) ...: the start is the last passage token that begins at
+    or before 16, token 8 ("london"), the end the first that ends at or after 22, token 8 again: (8, 8).
+    A window whose passage starts at "in 1815" (offset 23) cannot hold it: (0, 0).
+    """
+    tokens = [t for t, p in enumerate(passage) if p]
+    if not tokens or offsets[tokens[0]][0] > answer_start or offsets[tokens[-1]][1] < answer_end:
+        return 0, 0
+    i = max(t for t in tokens if offsets[t][0] <= answer_start)
+    j = min(t for t in tokens if offsets[t][1] >= answer_end)
+    return i, j
+
+
+def answer_chars(example):
+    """[start, end) of the first gold answer in the context, white space trimmed; None when the file's
+    answer_start does not point at the answer's text (or there is no answer)."""
+    if not example["golds"]:
+        return None
+    text, start = example["golds"][0], example["starts"][0]
+    if example["context"][start:start + len(text)] != text or not text.strip():
+        return None
+    start += len(text) - len(text.lstrip())
+    return start, start + len(text.strip())
+
+
+def encode_squad(tok, examples, max_len, stride):
+    """SQuAD: bert_part4_squad.py's windows, each with its start and end token (or [CLS] for none).
+
+    A question whose answer_start does not match its context is left out of training and counted."""
+    chars = [None if ex["impossible"] else answer_chars(ex) for ex in examples]
+    bad = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is None and not ex["impossible"]]
+    windows = squad.make_windows(tok, [ex for k, ex in enumerate(examples) if k not in set(bad)], max_len, stride)
+    kept = [k for k in range(len(examples)) if k not in set(bad)]
+    starts, ends = [], []
+    for w in windows:
+        c = chars[kept[w["example"]]]
+        i, j = span_targets(w["offsets"], w["passage"], *c) if c else (0, 0)
+        starts.append(i)
+        ends.append(j)
+    per_question = np.bincount([w["example"] for w in windows], minlength=len(kept))
+    return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
+            "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
+            "targets": ("start_positions", "end_positions"), "questions": len(kept), "skipped": len(bad),
+            "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
 
 
 def collate(enc, idx, device, pad_to=None, pad_id=0):
-    """A batch of the rows idx, padded to the longest of them (or to pad_to: the common default)."""
-    L = pad_to or max(len(enc["input_ids"][i]) for i in idx)
-    ids = torch.full((len(idx), L), pad_id, dtype=torch.long)
-    tt = torch.zeros((len(idx), L), dtype=torch.long)
-    am = torch.zeros((len(idx), L), dtype=torch.long)
-    for r, i in enumerate(idx):
-        n = len(enc["input_ids"][i])
-        ids[r, :n], tt[r, :n], am[r, :n] = torch.tensor(enc["input_ids"][i]), torch.tensor(enc["token_type_ids"][i]), 1
-    labels = torch.tensor([enc["labels"][i] for i in idx])
-    return {"input_ids": ids.to(device), "token_type_ids": tt.to(device), "attention_mask": am.to(device),
-            "labels": labels.to(device)}
+    """A batch of the rows idx, padded to the longest of them (or to pad_to: the common default).
+    SWAG rows hold four inputs each and make (batch, 4, tokens) tensors."""
+    rows = [enc["input_ids"][i] for i in idx]
+    types = [enc["token_type_ids"][i] for i in idx]
+    choices = isinstance(rows[0][0], list)
+    if choices:
+        rows, types = [r for row in rows for r in row], [t for row in types for t in row]
+    L = pad_to or max(len(r) for r in rows)
+    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
+    tt = torch.zeros((len(rows), L), dtype=torch.long)
+    am = torch.zeros((len(rows), L), dtype=torch.long)
+    for r, (x, t) in enumerate(zip(rows, types)):
+        ids[r, :len(x)], tt[r, :len(x)], am[r, :len(x)] = torch.tensor(x), torch.tensor(t), 1
+    batch = {"input_ids": ids, "token_type_ids": tt, "attention_mask": am}
+    if choices:
+        batch = {k: v.view(len(idx), -1, L) for k, v in batch.items()}
+    for key in enc["targets"]:
+        batch[key] = torch.tensor([enc[key][i] for i in idx])
+    return {k: v.to(device) for k, v in batch.items()}
 
 
-def epoch_batches(n, batch_size, epochs, seed):
-    """The shuffled row order of every epoch, cut into batches (the last one of an epoch may be short)."""
+def epoch_batches(n, batch_size, epochs, seed, lengths=None, group=50):
+    """The shuffled row order of every epoch, cut into batches (the last one of an epoch may be short).
+
+    With lengths: each run of group * batch_size shuffled rows is sorted by length before it is cut, and
+    the batches of the epoch are then shuffled, so that a batch holds rows of similar length."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(epochs):
         order = torch.randperm(n, generator=g).tolist()
-        out.append([order[i:i + batch_size] for i in range(0, n, batch_size)])
+        if lengths is not None:
+            chunk = group * batch_size
+            order = [i for c in range(0, n, chunk) for i in sorted(order[c:c + chunk], key=lambda i: lengths[i])]
+        batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        if lengths is not None:
+            batches = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+        out.append(batches)
     return out
 
 
@@ -266,10 +463,29 @@ def make_optimizer(model, lr, weight_decay, warmup_share, total, device):
     return opt, sched, warmup
 
 
-def train_step(model, batch, opt, sched, clip, dtype):
+def library_loss(model, batch):
+    """GLUE and SWAG: the library's cross-entropy over the labels (over the four endings for SWAG)."""
+    return model(**batch).loss
+
+
+def span_loss(model, batch):
+    """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
+
+    The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
+    of the softmax, so a window's loss does not depend on how far its batch is padded."""
+    targets = {k: batch[k] for k in ("start_positions", "end_positions")}
+    out = model(**{k: v for k, v in batch.items() if k not in targets})
+    mask = batch["attention_mask"].bool()
+    start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
+    end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
+    return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
+            + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
+
+
+def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
     """One step: forward, loss, backward, clip the gradient norm, AdamW, schedule. Returns the loss."""
     with torch.autocast(batch["input_ids"].device.type, dtype=dtype, enabled=dtype is not None):
-        loss = model(**batch).loss
+        loss = loss_fn(model, batch)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
@@ -327,32 +543,43 @@ def spearman(x, y):
 
 
 METRICS = {"accuracy": accuracy, "f1": f1_positive, "mcc": matthews_corrcoef, "pearson": pearson, "spearman": spearman}
-METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman"}
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman",
+                "em": "EM"}
+
+
+def row_length(enc, i):
+    """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
+    row = enc["input_ids"][i]
+    return max(len(r) for r in row) if isinstance(row[0], list) else len(row)
 
 
 @torch.inference_mode()
-def evaluate(model, enc, device, dtype, batch_size, metrics):
-    """Dev metrics; inputs sorted by length so that each batch carries little padding."""
+def predict_logits(model, enc, device, dtype, batch_size):
+    """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
     model.eval()
-    order = sorted(range(len(enc["labels"])), key=lambda i: len(enc["input_ids"][i]))
-    out = np.zeros((len(order), model.config.num_labels))
+    order = sorted(range(len(enc["labels"])), key=lambda i: row_length(enc, i))
+    out = None
     for b in range(0, len(order), batch_size):
         idx = order[b:b + batch_size]
         batch = collate(enc, idx, device)
         batch.pop("labels")
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            out[idx] = model(**batch).logits.float().cpu().numpy()
+            logits = model(**batch).logits.float().cpu().numpy()
+        out = np.zeros((len(order), logits.shape[1])) if out is None else out
+        out[idx] = logits
     model.train()
-    pred = out[:, 0] if model.config.num_labels == 1 else out.argmax(-1)
+    return out
+
+
+def evaluate(model, enc, device, dtype, batch_size, metrics):
+    """Dev metrics of a GLUE or SWAG dev set."""
+    out = predict_logits(model, enc, device, dtype, batch_size)
+    pred = out[:, 0] if out.shape[1] == 1 and "accuracy" not in metrics else out.argmax(-1)
     scores = {m: METRICS[m](pred, enc["labels"]) for m in metrics}
-    scores["n"] = len(order)
+    scores["n"] = len(pred)
     if "accuracy" in metrics:
         scores["correct"] = int(np.sum(np.asarray(pred) == np.asarray(enc["labels"])))
     return scores
-
-
-def dev_scores(model, devs, device, dtype, args, metrics):
-    return {name: evaluate(model, enc, device, dtype, args.eval_batch_size, metrics) for name, enc in devs.items()}
 
 
 def format_scores(scores, metrics):
@@ -361,6 +588,168 @@ def format_scores(scores, metrics):
         tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
         parts += [f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" for m in metrics]
     return "  ".join(parts)
+
+
+# --- What differs between the tasks: how they read, encode, score (one class per output layer) ---
+
+class Classification:
+    """GLUE (paper §4.1): the pooled [CLS] vector C, logits = C W^T + b, K labels (1 for STS-B)."""
+    model_class = BertForSequenceClassification
+    loss = staticmethod(library_loss)
+    fresh = "random classifier layer"
+
+    def __init__(self, name):
+        self.name, self.metrics = name, TASKS[name].metrics
+        self.model_kwargs = {"num_labels": max(1, len(TASKS[name].labels))}
+
+    def read(self, args):
+        return read_glue(args)
+
+    def encode(self, tok, train, devs, args):
+        return encode(tok, train, args.max_len), {name: encode(tok, d, args.max_len) for name, d in devs.items()}
+
+    def describe(self, train, args):
+        cut = sum(n > args.max_len for n in train["full_lengths"])
+        return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {args.max_len}: {cut}"]
+
+    def evaluate(self, model, devs, tok, device, dtype, args):
+        return {name: evaluate(model, enc, device, dtype, args.eval_batch_size, self.metrics) for name, enc in devs.items()}
+
+    def headline(self, scores):
+        return next(iter(scores.values()))[self.metrics[0]]
+
+    def format(self, scores):
+        return format_scores(scores, self.metrics)
+
+    def final(self, scores):
+        parts = []
+        for name, s in scores.items():
+            tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+            for k, m in enumerate(self.metrics):
+                parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if k == 0 and
+                                                                         m == "accuracy" else ""))
+        return ", ".join(parts)
+
+
+class MultipleChoice(Classification):
+    """SWAG (paper §4.4): one vector w scores the pooled C_k of each of the four endings, softmax across them."""
+    model_class = BertForMultipleChoice
+    fresh = "random vector w"
+
+    def __init__(self, name):
+        self.name, self.metrics, self.model_kwargs = name, ("accuracy",), {}
+
+    def read(self, args):
+        return read_swag(args)
+
+    def encode(self, tok, train, devs, args):
+        return (encode_swag(tok, train, args.max_len),
+                {name: encode_swag(tok, d, args.max_len) for name, d in devs.items()})
+
+    def describe(self, train, args):
+        cut = sum(n > args.max_len for n in train["full_lengths"])
+        return [f"longest (context, ending) pair: {max(train['full_lengths'])} tokens; examples with a pair cut at "
+                f"{args.max_len}: {cut}"]
+
+
+class SpanExtraction:
+    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of 384-token windows."""
+    model_class = BertForQuestionAnswering
+    loss = staticmethod(span_loss)
+    model_kwargs = {}
+    fresh = "random start and end vectors S, E"
+
+    def __init__(self, name):
+        self.name, self.version = name, SQUAD_VERSION[name]
+        self.metrics = ("em", "f1")
+
+    def read(self, args):
+        return read_squad_task(args)
+
+    def encode(self, tok, train, devs, args):
+        return encode_squad(tok, train, args.max_len, args.stride), devs    # dev windows: bert_part4_squad.predict
+
+    def describe(self, train, args):
+        return [f"{len(train['input_ids'])} windows of at most {args.max_len} tokens (stride {args.stride}) from "
+                f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
+                f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
+                f"questions skipped because answer_start does not match the context: {train['skipped']}"]
+
+    def evaluate(self, model, devs, tok, device, dtype, args):
+        """bert_part4_squad.py's own prediction and official metric on every dev question."""
+        model.eval()
+        settings = SimpleNamespace(max_len=args.max_len, stride=args.stride, batch_size=args.eval_batch_size,
+                                   n_best=20, max_answer=30)
+        out = {}
+        for name, examples in devs.items():
+            answers, timing = squad.predict(model, tok, examples, settings, device, dtype)
+            if self.version == "1.1":
+                em, f1, _ = squad.score_v1(examples, answers)
+                out[name] = {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"]}
+            else:
+                r = squad.score_v2(examples, answers, squad.tau_grid(-6.0, 6.0, 0.25))
+                r.pop("diff"), r.pop("chosen")
+                out[name] = {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"]}
+        model.train()
+        return out
+
+    def headline(self, scores):
+        return next(iter(scores.values()))["f1"]
+
+    def format(self, scores):
+        s = next(iter(scores.values()))
+        text = f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
+        if self.version == "2.0":
+            text = f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: F1 {s['best']['f1']:.2f}"
+        return text
+
+    def final(self, scores):
+        s = next(iter(scores.values()))
+        line = f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
+        if self.version == "2.0":
+            line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
+                    f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
+                    f"{squad.fmt(s['has_ans']['em'])} F1 {squad.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {squad.fmt(s['no_ans']['em'])} F1 {squad.fmt(s['no_ans']['f1'])}")
+        return line
+
+
+def head_for(task):
+    return SpanExtraction(task) if task in SQUAD_VERSION else MultipleChoice(task) if task == "swag" else Classification(task)
+
+
+# --- Keeping the model: config, safetensors weights and tokenizer, written atomically ---
+
+def check_model_target(path):
+    """--save-model must be writable before any training starts; an existing folder must be a model."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise Fatal(f"--save-model {path}: exists and is not a directory")
+    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise Fatal(f"--save-model {path}: exists and is not a model folder (no config.json); refusing to replace it")
+    check_writable_dir(os.path.dirname(path), "--save-model")
+
+
+def save_model(model, tok, path):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
+    path = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        old = None
+        if os.path.isdir(path):
+            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
+            os.rename(path, os.path.join(old, "model"))
+        os.rename(tmp, path)
+        if old:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
 
 
 # --- One fine-tuning run, logged as in the article ---
@@ -372,42 +761,48 @@ def lr_tag(lr):
 
 
 def run_name(args, lr, batch, epochs, seed):
+    recipe = RECIPES[args.task]
     name = f"part4_{args.task}_lr{lr_tag(lr)}"
-    name += f"_bs{batch}" if batch != 32 else ""
-    name += f"_ep{epochs}" if epochs != 3 else ""
+    name += f"_bs{batch}" if batch != recipe.batch_size else ""
+    name += f"_ep{epochs}" if epochs != recipe.epochs else ""
     name += f"_seed{seed}" if (args.seeds or seed != 0) else ""
     return name + (f"_{args.run_tag}" if args.run_tag else "")
 
 
-def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
+def grouped(args):
+    return args.group_by_length == "on" or (args.group_by_length == "auto" and args.task in SQUAD_VERSION)
+
+
+def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype):
     """Train one model from the pre-trained weights; returns the results of the run."""
-    task = TASKS[args.task]
     name = run_name(args, lr, batch_size, epochs, seed)
     report = Report(name, args.results_dir)
     train, devs = data["train"], data["devs"]
     seed_everything(seed)
-    model = load_pretrained(BertForSequenceClassification, args.model, num_labels=max(1, len(task.labels))).to(device)
+    model = load_pretrained(head.model_class, args.model, **head.model_kwargs).to(device)
     model.train()
-    plan = epoch_batches(len(train["labels"]), batch_size, epochs, seed)
+    n = len(train["input_ids"])
+    plan = epoch_batches(n, batch_size, epochs, seed, train["full_lengths"] if grouped(args) else None)
     total = sum(len(e) for e in plan)
     opt, sched, warmup = make_optimizer(model, lr, args.weight_decay, args.warmup, total, device)
     every = max(1, total // args.evals)
-    cut = sum(n > args.max_len for n in train["full_lengths"])
     say = report.say
-    say(f"task {args.task}: {len(train['labels'])} training examples, "
-        + ", ".join(f"{len(d['labels'])} {n.replace('_', ' ')} examples" for n, d in devs.items()) + f", device {device.type}")
-    say(f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {args.max_len}: {cut}")
+    say(f"task {args.task}: {data['n_train']} training examples, "
+        + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in devs) + f", device {device.type}")
+    for line in head.describe(train, args):
+        say(line)
     say(f"batch {batch_size}, {epochs} epochs = {total} steps, learning rate {lr}, warmup {warmup} steps, "
         f"weight decay {args.weight_decay}")
     say(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {args.clip}, dropout "
-        f"{model.config.hidden_dropout_prob}, seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding)")
-    before = dev_scores(model, devs, device, dtype, args, task.metrics)
-    say(f"before fine-tuning (random classifier layer): {format_scores(before, task.metrics)}")
+        f"{model.config.hidden_dropout_prob}, seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding"
+        + (", batches grouped by length (paper: random batches)" if grouped(args) else "") + ")")
+    before = head.evaluate(model, devs, data["tok"], device, dtype, args)
+    say(f"before fine-tuning ({head.fresh}): {head.format(before)}")
     curve, losses, step, t0 = [], [], 0, time.time()
     bar = tqdm(total=total, desc=name, unit="step", file=sys.stderr, leave=False)
     for epoch, batches in enumerate(plan, start=1):
         for idx in batches:
-            loss = train_step(model, collate(train, idx, device), opt, sched, args.clip, dtype)
+            loss = train_step(model, collate(train, idx, device), opt, sched, args.clip, dtype, head.loss)
             losses.append(loss)
             step += 1
             bar.update()
@@ -418,28 +813,31 @@ def fine_tune(args, data, lr, batch_size, epochs, seed, device, dtype):
                     raise Fatal(f"the training loss became {window[k].item()} at step {step - len(losses) + 1 + k} "
                                 f"(lr {lr}): stopped, no results written", code=1)
                 mean = window.mean().item()
-                scores = dev_scores(model, devs, device, dtype, args, task.metrics)
+                scores = head.evaluate(model, devs, data["tok"], device, dtype, args)
                 curve.append({"step": step, "epoch": epoch, "train_loss": mean, "dev": scores,
                               "seconds": round(time.time() - t0, 1)})
-                say(f"step {step:>5}/{total}  epoch {epoch}  train loss {mean:.4f}  "
-                    f"{format_scores(scores, task.metrics)}  ({time.time() - t0:.0f} s)")
+                say(f"step {step:>5}/{total}  epoch {epoch}  train loss {mean:.4f}  {head.format(scores)}  "
+                    f"({time.time() - t0:.0f} s)")
                 losses = []
     bar.close()
     seconds = time.time() - t0
     final = curve[-1]["dev"]
-    say(final_line(args, lr, final, task, seconds, articles_setting(args, batch_size, epochs)))
-    best = max(curve, key=lambda c: next(iter(c["dev"].values()))[task.metrics[0]])
-    first = next(iter(final))
-    if best["dev"][first][task.metrics[0]] > final[first][task.metrics[0]]:
-        say(f"(best dev {METRIC_NAMES[task.metrics[0]]} seen during training: {best['dev'][first][task.metrics[0]]:.4f} "
-            f"at step {best['step']}; not the result: the result is the model at the end of training, since "
-            f"picking the best checkpoint by its dev score would flatter the dev score)")
-    result = {"name": name, "task": args.task, "model": args.model, "lr": lr, "batch_size": batch_size, "epochs": epochs,
-              "steps": total, "warmup_steps": warmup, "seed": seed, "device": str(device), "before": before,
+    say(final_line(args, head, lr, final, seconds, articles_setting(args, batch_size, epochs)))
+    best = max(curve, key=lambda c: head.headline(c["dev"]))
+    if head.headline(best["dev"]) > head.headline(final):
+        say(f"(best dev {METRIC_NAMES[head.metrics[0]] if head.name in TASKS else 'F1'} seen during training: "
+            f"{head.headline(best['dev']):.4f} at step {best['step']}; not the result: the result is the model at the "
+            f"end of training, since picking the best checkpoint by its dev score would flatter the dev score)")
+    result = {"name": name, "task": args.task, "model": portable(args.model), "lr": lr, "batch_size": batch_size,
+              "epochs": epochs, "steps": total, "warmup_steps": warmup, "seed": seed, "device": str(device), "before": before,
               "final": final, "curve": curve, "best_during_training": {"step": best["step"], "dev": best["dev"]},
-              "seconds": seconds, "train_examples": len(train["labels"]), "inputs_cut": cut}
+              "seconds": seconds, "train_examples": data["n_train"], "train_rows": n}
+    if args.save_model:
+        folder = args.save_model if not (args.seeds or args.grid) else os.path.join(args.save_model, name)
+        result["saved_model"] = portable(save_model(model, data["tok"], folder))
+        say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     report.save(result, args=args, argv=data["argv"], device=device)
-    plot_curve(curve, task, os.path.join(args.results_dir, name + "_curve.png"))
+    plot_curve(curve, head, os.path.join(args.results_dir, name + "_curve.png"))
     return result
 
 
@@ -449,24 +847,18 @@ def articles_setting(args, batch_size, epochs):
             and args.max_train_examples is None and args.max_dev_examples is None)
 
 
-def final_line(args, lr, final, task, seconds, full_recipe):
+def final_line(args, head, lr, final, seconds, full_recipe):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the
     article's and the paper's numbers, labelled."""
-    parts = []
-    for name, s in final.items():
-        tag = "" if len(final) == 1 else f" ({name.replace('dev_', '')})"
-        for k, m in enumerate(task.metrics):
-            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if k == 0 and
-                                                                     m == "accuracy" else ""))
-    line = f"FINAL {args.task} " + ", ".join(parts) + f", training time {seconds / 60:.1f} minutes"
+    line = f"FINAL {args.task} " + head.final(final) + f", training time {seconds / 60:.1f} minutes"
     if full_recipe and (args.task, lr) in ARTICLE_FINAL:
         line += f"   [article: {ARTICLE_FINAL[(args.task, lr)]}]"
     if args.task in PAPER_DEV:
-        line += f"   [paper, BERT-base dev: {PAPER_DEV[args.task]}]"
+        line += f"   [{PAPER_DEV[args.task]}]"
     return line
 
 
-def plot_curve(curve, task, path):
+def plot_curve(curve, head, path):
     """Train loss and the first dev metric against the step, when matplotlib is installed."""
     plt = pyplot()
     if plt is None:
@@ -475,8 +867,7 @@ def plot_curve(curve, task, path):
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, [c["train_loss"] for c in curve], label="train loss")
     ax2 = ax.twinx()
-    ax2.plot(steps, [next(iter(c["dev"].values()))[task.metrics[0]] for c in curve], color="C1",
-             label=f"dev {METRIC_NAMES[task.metrics[0]]}")
+    ax2.plot(steps, [head.headline(c["dev"]) for c in curve], color="C1", label="dev score")
     ax.set_xlabel("step")
     fig.legend(loc="lower center", ncol=2)
     fig.tight_layout()
@@ -487,18 +878,13 @@ def plot_curve(curve, task, path):
 
 # --- Beyond one run: restarts over seeds, and the paper's grids ---
 
-def headline(result, task):
-    """The first metric of the first dev set: what a grid is sorted by."""
-    return next(iter(result["final"].values()))[task.metrics[0]]
-
-
-def restarts(args, data, device, dtype, report):
+def restarts(args, head, data, device, dtype, report):
     """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
-    task = TASKS[args.task]
-    results = [fine_tune(args, data, args.lr, args.batch_size, args.epochs, s, device, dtype) for s in range(args.seeds)]
+    results = [fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, s, device, dtype)
+               for s in range(args.seeds)]
     summary = {}
     for dev in results[0]["final"]:
-        for m in task.metrics:
+        for m in head.metrics:
             values = [r["final"][dev][m] for r in results]
             summary[f"{dev}.{m}"] = {"values": values, "mean": statistics.mean(values),
                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0}
@@ -508,41 +894,56 @@ def restarts(args, data, device, dtype, report):
     return {"seeds": args.seeds, "runs": [r["name"] for r in results], "summary": summary}
 
 
-def grid(args, data, device, dtype, report):
+def grid(args, head, data, device, dtype, report):
     """--grid: every (batch, lr, epochs) of the grid, then a table sorted by the dev metric."""
-    task = TASKS[args.task]
-    results = [fine_tune(args, data, lr, b, e, args.seed, device, dtype) for b, lr, e in GRIDS[args.grid]]
-    report.say(f"grid {args.grid} on {args.task}, sorted by dev {METRIC_NAMES[task.metrics[0]]} (model at the end of training):")
-    for r in sorted(results, key=lambda r: -headline(r, task)):
+    results = [fine_tune(args, head, data, lr, b, e, args.seed, device, dtype) for b, lr, e in GRIDS[args.grid]]
+    ranked = sorted(results, key=lambda r: -head.headline(r["final"]))
+    report.say(f"grid {args.grid} on {args.task}, sorted by dev {METRIC_NAMES[head.metrics[0]]} (model at the end of training):")
+    for r in ranked:
         report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
-                   f"{format_scores(r['final'], task.metrics)}  ({r['seconds']:.0f} s)")
-    return {"grid": args.grid, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final")}
-                                        for r in sorted(results, key=lambda r: -headline(r, task))]}
+                   f"{head.format(r['final'])}  ({r['seconds']:.0f} s)")
+    return {"grid": args.grid, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final")} for r in ranked]}
 
 
-def prepare(args, argv):
+def check_inputs(args):
+    """What can be checked before any data or weights are read: the folders we write, the window length."""
+    check_writable_dir(args.results_dir, "--results-dir")
+    if args.save_model:
+        check_model_target(args.save_model)
+    config = load_pretrained(AutoConfig, args.model)
+    if args.max_len > config.max_position_embeddings:
+        raise Fatal(f"--max-len {args.max_len}: above the model's {config.max_position_embeddings} positions")
+
+
+def prepare(args, head, argv):
     """Read the data and tokenise it once, for every run of this invocation."""
-    train, devs = read_glue(args)
+    train, devs = head.read(args)
     if not train:
         raise Fatal(f"no training examples for {args.task}")
     tok = load_pretrained(AutoTokenizer, args.model)
-    return {"train": encode(tok, train, args.max_len), "argv": argv,
-            "devs": {name: encode(tok, d, args.max_len) for name, d in devs.items()}}
+    enc_train, enc_devs = head.encode(tok, train, devs, args)
+    if not enc_train["input_ids"]:
+        raise Fatal(f"no usable training examples for {args.task}")
+    return {"train": enc_train, "devs": enc_devs, "tok": tok, "argv": argv, "n_train": len(train),
+            "n_dev": {name: len(d) for name, d in devs.items()}}
 
 
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
     dtype = autocast_dtype(device, args.dtype)
-    data = prepare(args, argv)
+    head = head_for(args.task)
+    check_inputs(args)
+    data = prepare(args, head, argv)
     if not args.grid and not args.seeds:
-        fine_tune(args, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype)
+        fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype)
         return 0
     report = Report(f"part4_{args.task}_" + (f"grid_{args.grid}" if args.grid else
                                              f"lr{lr_tag(args.lr)}_seeds{args.seeds}"),
                     args.results_dir)
-    payload = grid(args, data, device, dtype, report) if args.grid else restarts(args, data, device, dtype, report)
-    report.save({"task": args.task, "model": args.model, **payload}, args=args, argv=argv, device=device)
+    payload = (grid(args, head, data, device, dtype, report) if args.grid
+               else restarts(args, head, data, device, dtype, report))
+    report.save({"task": args.task, "model": portable(args.model), **payload}, args=args, argv=argv, device=device)
     return 0
 
 

@@ -147,14 +147,16 @@ def question_scores(prediction, golds, version):
 # --- Reading the data: official SQuAD JSON, or the Hub datasets ---
 
 def read_squad_json(path, version, flag):
-    """Questions in file order: dicts with id, question, context, golds (texts), impossible."""
+    """Questions in file order: dicts with id, question, context, golds (texts), starts (their answer_start),
+    impossible."""
     if not os.path.isfile(path):
         raise Fatal(f"{flag} {path}: no such file")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)["data"]
         examples = [{"id": qa["id"], "question": qa["question"], "context": par["context"],
-                     "golds": [a["text"] for a in qa["answers"]], "impossible": bool(qa.get("is_impossible", False)),
+                     "golds": [a["text"] for a in qa["answers"]], "starts": [a["answer_start"] for a in qa["answers"]],
+                     "impossible": bool(qa.get("is_impossible", False)),
                      "v2": "is_impossible" in qa}
                     for article in data for par in article["paragraphs"] for qa in par["qas"]]
     except (ValueError, KeyError, TypeError) as e:
@@ -169,13 +171,13 @@ def read_squad_json(path, version, flag):
     return examples
 
 
-def read_squad(path, version, flag):
+def read_squad(path, version, flag, split="validation"):
     if path:
         return read_squad_json(path, version, flag)
-    rows = load_hub_dataset("rajpurkar/squad" if version == "1.1" else "rajpurkar/squad_v2", None,
-                            "validation", flag)
+    rows = load_hub_dataset("rajpurkar/squad" if version == "1.1" else "rajpurkar/squad_v2", None, split, flag)
     return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
-             "impossible": not r["answers"]["text"], "v2": version == "2.0"} for r in rows]
+             "starts": r["answers"]["answer_start"], "impossible": not r["answers"]["text"], "v2": version == "2.0"}
+            for r in rows]
 
 
 # --- Long passages: overlapping windows of max_len tokens ---
@@ -255,7 +257,8 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer)
     best, i_best, j_best, s_null = np.zeros(W), np.zeros(W, int), np.zeros(W, int), np.zeros(W)
     model_seconds = 0.0
     with torch.inference_mode():
-        for idx in tqdm(batches_by_length(windows, batch_size), desc="windows", unit="batch", file=sys.stderr):
+        bar = tqdm(total=W, desc="windows", unit="window", file=sys.stderr, leave=False)
+        for idx in batches_by_length(windows, batch_size):
             inputs, passage = pad_batch(windows, idx, device)
             t0 = time.perf_counter()
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
@@ -267,6 +270,8 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer)
                                    window=inputs["attention_mask"].bool())
             best[idx], i_best[idx], j_best[idx] = val[:, 0].cpu().numpy(), i[:, 0].cpu().numpy(), j[:, 0].cpu().numpy()
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
+            bar.update(len(idx))
+        bar.close()
     return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
 
 
@@ -424,15 +429,20 @@ def exact_best_threshold(diff, score_ans, has_ans, nonempty):
             "tau": -threshold if threshold else 0.0}
 
 
-def dev_v2(model, tok, examples, args, device, dtype, report, show):
-    answers, timing = predict(model, tok, examples, args, device, dtype)
+def tau_grid(tau_min, tau_max, tau_step):
+    """The thresholds of the sweep: tau_min, tau_min + tau_step, ..., tau_max."""
+    n_steps = int(round((tau_max - tau_min) / tau_step))
+    return tau_min + tau_step * np.arange(n_steps + 1)
+
+
+def score_v2(examples, answers, taus):
+    """Everything the v2.0 dev set is scored by: tau = 0, the sweep and its best tau, the exact best
+    threshold of evaluate-v2.0.py, and the HasAns / NoAns split at the best tau."""
     diff = np.array([a["score"] - a["s_null"] for a in answers])            # s_hat - s_null
     em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
                                          for ex, a in zip(examples, answers))))
     has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
     em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
-    n_steps = int(round((args.tau_max - args.tau_min) / args.tau_step))
-    taus = args.tau_min + args.tau_step * np.arange(n_steps + 1)
     sweep = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, taus)
     at0 = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
@@ -442,16 +452,25 @@ def dev_v2(model, tok, examples, args, device, dtype, report, show):
                     "em": 100 * float(np.where(chosen, em_ans, em_null)[mask].mean()) if mask.any() else None,
                     "f1": 100 * float(np.where(chosen, f1_ans, f1_null)[mask].mean()) if mask.any() else None}
              for name, mask in (("has_ans", has), ("no_ans", ~has))}
+    return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
+            "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"],
+            "diff": diff, "chosen": chosen}
+
+
+def dev_v2(model, tok, examples, args, device, dtype, report, show):
+    answers, timing = predict(model, tok, examples, args, device, dtype)
+    r = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
+    diff, chosen, at0, best, exact = r.pop("diff"), r.pop("chosen"), r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
-    report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {int((~has).sum())} have no answer")
+    report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
     report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
                + (f"   [article: {ARTICLE['v2_at0']}]" if show else ""))
     report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
                f"{best['answered']:.1f}% of questions  ({duration(secs)})"
                + (f"   [article: {ARTICLE['v2_best']}]" if show else ""))
-    report.say(f"   at the best tau: HasAns ({split['has_ans']['n']}) EM {fmt(split['has_ans']['em'])} "
-               f"F1 {fmt(split['has_ans']['f1'])};  NoAns ({split['no_ans']['n']}) EM {fmt(split['no_ans']['em'])} "
-               f"F1 {fmt(split['no_ans']['f1'])}")
+    report.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
+               f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
+               f"F1 {fmt(r['no_ans']['f1'])}")
     report.say(f"   exact best over all distinct thresholds (as evaluate-v2.0.py searches): F1 {exact['f1']:.2f} "
                f"at tau = {exact['tau']:+.3f} (best_f1_thresh = {exact['threshold']:+.3f}), answers "
                f"{exact['answered']:.1f}%")
@@ -459,9 +478,7 @@ def dev_v2(model, tok, examples, args, device, dtype, report, show):
                                            for ex, a, c in zip(examples, answers, chosen)},
              "squad_v2_nonnull_predictions.json": {ex["id"]: a["text"] for ex, a in zip(examples, answers)},
              "squad_v2_null_odds.json": {ex["id"]: -float(d) for ex, d in zip(examples, diff)}}
-    return files, {"n": len(examples), "n_noans": int((~has).sum()), "windows": timing["windows"],
-                   "at0": at0, "best": best, "sweep": sweep, "exact_best": exact, "has_ans": split["has_ans"],
-                   "no_ans": split["no_ans"], "seconds": secs, "model_seconds": timing["model_seconds"]}
+    return files, {**r, "windows": timing["windows"], "seconds": secs, "model_seconds": timing["model_seconds"]}
 
 
 def fmt(x):
