@@ -6,15 +6,18 @@ The science lives in the scripts themselves, so that each one reads top to botto
 """
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
 import platform
 import random
+import signal
 import socket
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import numpy as np
@@ -29,16 +32,26 @@ class Fatal(Exception):
         self.code = code
 
 
+class Stopped(Exception):
+    """SIGTERM or Ctrl-C during training: the step was finished and a checkpoint saved; `message` says how to resume."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
 def run_cli(main, argv=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code."""
     try:
         return main(argv) or 0
-    except Fatal as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (Fatal, Stopped) as e:
+        print(f"error: {e}" if isinstance(e, Fatal) else str(e), file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         print("interrupted: no results were written", file=sys.stderr)
         return 130
+    finally:
+        end_processes()
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -92,24 +105,265 @@ def seed_everything(seed):
         torch.cuda.manual_seed_all(seed)
 
 
+# --- processes: one per device under torchrun (plumbing only; the scripts read like one process) ---
+
+@dataclass(frozen=True)
+class Processes:
+    """This process's place among those torchrun started: rank 0 of 1 when run alone."""
+    rank: int = 0
+    world: int = 1
+    launched: bool = False          # started by torchrun (even with one process)
+    backend: str = ""
+
+    @property
+    def main(self):
+        return self.rank == 0
+
+
+ALONE = Processes()
+
+
+def start_processes(device_name="auto", backend="auto"):
+    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
+    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
+    device = pick_device(device_name)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        if backend not in ("auto", None):
+            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
+        return device, ALONE
+    import torch.distributed as dist
+
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
+    if backend not in ("nccl", "gloo"):
+        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
+                    f"(or auto) on the CPU")
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
+    return device, Processes(rank, world, True, backend)
+
+
+def end_processes():
+    if "torch.distributed" in sys.modules:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def all_agree(procs, work):
+    """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
+    one line (no process is left waiting for the others)."""
+    error = None
+    try:
+        result = work()
+    except Fatal as e:
+        error, result = (str(e), e.code), None
+    except OSError as e:                              # an unreadable file: as clear as any other bad input
+        error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
+    if procs.world > 1:
+        import torch.distributed as dist
+
+        errors = [None] * procs.world
+        dist.all_gather_object(errors, error)
+        error = next((e for e in errors if e), None)
+    if error:
+        raise Fatal(error[0], error[1])
+    return result
+
+
+def gather(procs, obj):
+    """Every process's obj, in rank order, on every process."""
+    if procs.world == 1:
+        return [obj]
+    import torch.distributed as dist
+
+    out = [None] * procs.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def summed(procs, t):
+    """The sum of a tensor over the processes (the tensor itself when alone)."""
+    if procs.world > 1:
+        import torch.distributed as dist
+
+        t = t.clone()
+        dist.all_reduce(t)
+    return t
+
+
+# --- checkpoints and the signals that stop a long run cleanly ---
+
+def rng_states():
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states):
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def save_atomic(obj, path):
+    """torch.save into a temporary file beside path, then rename: a checkpoint is whole or absent."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".checkpoint")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def save_checkpoint(path, procs, model, opt, sched, state, mine):
+    """Rank 0 writes the model, optimiser, schedule and `state` (step, curve, log, ...), with `mine` of every
+    process (its RNG states are added): what a resumed run needs to continue exactly where this one stands."""
+    everyone = gather(procs, {**mine, "rng": rng_states()})
+    if procs.main:
+        save_atomic({"state": state, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                     "processes": everyone}, path)
+
+
+def load_checkpoint(path, settings, model, opt, sched, procs):
+    """None when there is no checkpoint; else its state, with this process's part as state["mine"], after
+    loading the model, optimiser, schedule and RNG states. A checkpoint of other settings is refused."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        saved = ckpt["state"]["settings"]
+    except Exception as e:  # a truncated or foreign file: torch raises many kinds
+        raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); delete it to start over")
+    if saved != settings:
+        diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
+        raise Fatal(f"{path}: a checkpoint from other settings ({'; '.join(diff)}): refusing to resume from it; "
+                    f"delete it to start this run over")
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["opt"])
+    sched.load_state_dict(ckpt["sched"])
+    mine = ckpt["processes"][procs.rank]
+    set_rng_states(mine["rng"])
+    return {**ckpt["state"], "mine": mine}
+
+
+class StopSignals:
+    """While active, SIGTERM (a cluster's notice before preemption) and Ctrl-C only raise a flag: the loop
+    finishes its step, saves a checkpoint and stops. Outside the main thread it does nothing."""
+
+    NAMES = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}
+
+    def __init__(self):
+        self.received, self.saved = None, {}
+
+    def __enter__(self):
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.NAMES:
+                self.saved[sig] = signal.signal(sig, self._catch)
+        return self
+
+    def _catch(self, signum, frame):
+        self.received = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        return False
+
+
 # --- models and tokenizers: a Hub id or a local folder ---
 
 def _is_local(name):
     return os.path.isdir(name) or name.startswith((".", "/", "~"))
 
 
+_HUB_PROBES = {}
+
+
 def hub_reachable(timeout=3.0):
-    """A quick TCP probe of the Hub, so that an offline machine fails in seconds, not after retries."""
+    """A quick TCP probe of the Hub (once per process), so that an offline machine fails in seconds."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
     from huggingface_hub import constants
 
     host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    if host not in _HUB_PROBES:
+        try:
+            socket.create_connection((host, 443), timeout=timeout).close()
+            _HUB_PROBES[host] = True
+        except OSError:
+            _HUB_PROBES[host] = False
+    return _HUB_PROBES[host]
+
+
+# --- every input checked before the work starts, all problems in one message ---
+
+def model_problem(name, flag):
+    """Why the model `name` cannot be loaded, or None; checked without reading any weights."""
+    if _is_local(name):
+        path = os.path.expanduser(name)
+        if not os.path.isdir(path):
+            return f"{flag} {name}: no such directory"
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            return f"{flag} {name}: not a model folder (no config.json)"
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name, "config.json"), str) or hub_reachable():
+        return None
+    return (f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
+            f"pass a local directory instead ({flag} path/to/{name.split('/')[-1]})")
+
+
+def file_problem(path, flag, hub_name=None):
+    """Why a data file cannot be read, or None; with no path, whether the Hub dataset can be fetched."""
+    if path is None:
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+        if hub_name and not offline and not hub_reachable():
+            return f"the Hugging Face Hub cannot be reached to download the dataset '{hub_name}'; pass local files with {flag}"
+        return None
+    return None if os.path.isfile(os.path.expanduser(path)) else f"{flag} {path}: no such file"
+
+
+def preflight(problems):
+    """Stop with every problem found at once: one line, not one error per run."""
+    problems = list(dict.fromkeys(p for p in problems if p))
+    if len(problems) == 1:
+        raise Fatal(problems[0])
+    if problems:
+        raise Fatal(f"{len(problems)} inputs cannot be used: " + "; ".join(problems))
+
+
+def fresh_head(info, prefix):
+    """True when from_pretrained's loading info says the layer `prefix` was not in the checkpoint (a new, random head)."""
+    return any(k.startswith(prefix) for k in info["missing_keys"])
+
+
+RANDOM_HEAD = "the article's own random head, not expected to match"
+UNTRAINED_HEAD = "from a trained head; ours is untrained, not expected to match"
+
+
+def article(value, note=None):
+    """The article's number, labelled, printed after ours on every route. Where ours comes from a randomly
+    initialised head, the note says that the two are not expected to match."""
+    return f"   [article: {value}" + (f"; {note}]" if note else "]")
 
 
 def load_pretrained(loader, name, flag="--model", **kwargs):
@@ -195,13 +449,14 @@ def portable(value):
 class Report:
     """Prints each log line to stdout and keeps a copy; `save` writes the .log and the .json."""
 
-    def __init__(self, name, results_dir):
-        self.name, self.results_dir = name, results_dir
+    def __init__(self, name, results_dir, quiet=False):
+        self.name, self.results_dir, self.quiet = name, results_dir, quiet
         self.lines = []
         self.started = time.time()
 
     def say(self, line=""):
-        print(line, flush=True)
+        if not self.quiet:
+            print(line, flush=True)
         self.lines.append(line)
 
     def save(self, payload, args=None, argv=None, device=None):
@@ -276,15 +531,22 @@ def rounded(values, digits):
 
 
 def add_common_flags(parser):
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)")
     parser.add_argument("--results-dir", default="results", help="where the logs, JSON and plots go (default: results/)")
 
 
+_PLOT_NOTICE = []
+
+
 def pyplot():
-    """matplotlib.pyplot drawing to files (no screen needed), or None when matplotlib is not installed."""
+    """matplotlib.pyplot drawing to files (no screen needed), or None when matplotlib is not installed
+    (then one line on stderr, once, says so and how to get the plots)."""
     try:
         import matplotlib
     except ImportError:
+        if not _PLOT_NOTICE:
+            _PLOT_NOTICE.append(1)
+            print("plots skipped: matplotlib is not installed (pip install matplotlib to get them)", file=sys.stderr)
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -41,19 +41,32 @@ from transformers import (
 
 import bert_part4_squad as squad
 from bert_part4_common import (
+    ALONE,
+    RANDOM_HEAD,
     ArgumentParser,
     Fatal,
     Report,
+    Stopped,
+    StopSignals,
     add_common_flags,
+    all_agree,
+    article,
     autocast_dtype,
     check_writable_dir,
+    file_problem,
+    gather,
+    load_checkpoint,
     load_hub_dataset,
     load_pretrained,
-    pick_device,
+    model_problem,
     portable,
+    preflight,
     pyplot,
     run_cli,
+    save_checkpoint,
     seed_everything,
+    start_processes,
+    summed,
 )
 
 # --- The nine GLUE tasks (paper §4.1, B.1) ---
@@ -111,6 +124,9 @@ SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
 ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): "0.8333 (340/408), F1 0.8847",
                  ("mrpc", 3e-5): "0.8333 (340/408), F1 0.8863", ("mrpc", 4e-5): "0.8480 (346/408), F1 0.8953",
                  ("mrpc", 5e-5): "0.8701 (355/408), F1 0.9094"}
+ARTICLE_REPEAT = {("mrpc", 2e-5): "0.8186 (334/408), F1 0.8741"}     # the same job run once more: the article's spread
+ARTICLE_BEFORE = {"sst2": "dev accuracy 0.4908", "mrpc": "dev accuracy 0.3162"}
+ARTICLE_SETTING = "bert-base-uncased, batch 32, 3 epochs, seed 0"
 PAPER_DEV = {"mnli": "paper, BERT-base dev: 84.4", "qnli": "paper, BERT-base dev: 88.4",
              "mrpc": "paper, BERT-base dev: 86.7", "sst2": "paper, BERT-base dev: 92.7",
              "squad": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
@@ -121,7 +137,7 @@ GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],              
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
 
 
-def parse_args(argv):
+def build_parser():
     p = ArgumentParser(
         description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
                     "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU. Defaults are the "
@@ -166,6 +182,16 @@ def parse_args(argv):
                                         "tokenizer; several runs: one subfolder each)")
     add_common_flags(p)
     p.add_argument("--run-tag", help="appended to the results file names, e.g. the model's name")
+    p.add_argument("--parallel", choices=["data", "runs"],
+                   help="under torchrun: data = every batch split over the processes (default for one run); runs = "
+                        "whole runs of --grid/--seeds spread over them (default for those)")
+    p.add_argument("--backend", default="auto", help="under torchrun: auto (nccl on CUDA, gloo on the CPU), nccl or gloo "
+                                                     "(default: auto)")
+    return p
+
+
+def parse_args(argv):
+    p = build_parser()
     args = p.parse_intermixed_args(argv)
     args.task = args.task.lower().replace("-", "")
     args.task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(args.task, args.task)
@@ -482,11 +508,12 @@ def span_loss(model, batch):
             + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
 
 
-def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
-    """One step: forward, loss, backward, clip the gradient norm, AdamW, schedule. Returns the loss."""
+def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss, weight=1.0):
+    """One step: forward, loss, backward, clip the gradient norm, AdamW, schedule. Returns the loss.
+    weight scales this process's loss when several processes share a batch (1 when alone)."""
     with torch.autocast(batch["input_ids"].device.type, dtype=dtype, enabled=dtype is not None):
         loss = loss_fn(model, batch)
-    loss.backward()
+    (loss * weight if weight != 1.0 else loss).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
     sched.step()
@@ -618,6 +645,15 @@ class Classification:
     def headline(self, scores):
         return next(iter(scores.values()))[self.metrics[0]]
 
+    def baseline(self, train, devs):
+        """'   (always the majority class 1: dev accuracy 0.6838)': what a model that learns nothing scores."""
+        if "accuracy" not in self.metrics:
+            return ""
+        labels = np.asarray(train["labels"])
+        majority = int(np.bincount(labels).argmax())
+        gold = next(iter(devs.values()))["labels"]
+        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+
     def format(self, scores):
         return format_scores(scores, self.metrics)
 
@@ -696,6 +732,9 @@ class SpanExtraction:
     def headline(self, scores):
         return next(iter(scores.values()))["f1"]
 
+    def baseline(self, train, devs):
+        return ""
+
     def format(self, scores):
         s = next(iter(scores.values()))
         text = f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
@@ -773,11 +812,35 @@ def grouped(args):
     return args.group_by_length == "on" or (args.group_by_length == "auto" and args.task in SQUAD_VERSION)
 
 
-def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype):
-    """Train one model from the pre-trained weights; returns the results of the run."""
+def run_settings(args, data, lr, batch_size, epochs, seed, dtype, team):
+    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused."""
+    return {"task": args.task, "model": portable(args.model), "lr": lr, "batch_size": batch_size, "epochs": epochs,
+            "seed": seed, "max_len": args.max_len, "stride": args.stride if args.task in SQUAD_VERSION else None,
+            "warmup": args.warmup, "weight_decay": args.weight_decay, "clip": args.clip, "evals": args.evals,
+            "grouped": grouped(args), "train_rows": len(data["train"]["input_ids"]), "dtype": str(dtype),
+            "max_train_examples": args.max_train_examples, "max_dev_examples": args.max_dev_examples,
+            "processes": team.world}
+
+
+def shard(idx, team):
+    """This process's rows of a global batch, and the weight that makes the processes' mean gradients add up to
+    the gradient of the whole batch's mean loss (DDP averages over processes). A process left without a row (a
+    last batch shorter than the number of processes) takes one with weight 0."""
+    rows = np.array_split(np.asarray(idx), team.world)[team.rank].tolist()
+    if not rows:
+        return idx[:1], 0.0
+    return rows, len(rows) * team.world / len(idx)
+
+
+def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype, team=ALONE, quiet=False):
+    """Train one model from the pre-trained weights; returns the results of the run (on the team's rank 0).
+
+    team: the processes that share this run, each taking its part of every batch (data parallel)."""
     name = run_name(args, lr, batch_size, epochs, seed)
-    report = Report(name, args.results_dir)
-    train, devs = data["train"], data["devs"]
+    report = Report(name, args.results_dir, quiet=quiet or not team.main)
+    say, train, devs = report.say, data["train"], data["devs"]
+    settings = run_settings(args, data, lr, batch_size, epochs, seed, dtype, team)
+    checkpoint = os.path.join(args.results_dir, name + ".checkpoint")
     seed_everything(seed)
     model = load_pretrained(head.model_class, args.model, **head.model_kwargs).to(device)
     model.train()
@@ -786,43 +849,67 @@ def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype):
     total = sum(len(e) for e in plan)
     opt, sched, warmup = make_optimizer(model, lr, args.weight_decay, args.warmup, total, device)
     every = max(1, total // args.evals)
-    say = report.say
-    say(f"task {args.task}: {data['n_train']} training examples, "
-        + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in devs) + f", device {device.type}")
-    for line in head.describe(train, args):
-        say(line)
-    say(f"batch {batch_size}, {epochs} epochs = {total} steps, learning rate {lr}, warmup {warmup} steps, "
-        f"weight decay {args.weight_decay}")
-    say(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {args.clip}, dropout "
-        f"{model.config.hidden_dropout_prob}, seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding"
-        + (", batches grouped by length (paper: random batches)" if grouped(args) else "") + ")")
-    before = head.evaluate(model, devs, data["tok"], device, dtype, args)
-    say(f"before fine-tuning ({head.fresh}): {head.format(before)}")
-    curve, losses, step, t0 = [], [], 0, time.time()
-    bar = tqdm(total=total, desc=name, unit="step", file=sys.stderr, leave=False)
-    for epoch, batches in enumerate(plan, start=1):
-        for idx in batches:
-            loss = train_step(model, collate(train, idx, device), opt, sched, args.clip, dtype, head.loss)
-            losses.append(loss)
+    resumed = load_checkpoint(checkpoint, settings, model, opt, sched, team)
+    if resumed:
+        report.lines = resumed["lines"]
+        say(f"(resumed from {portable(checkpoint)} at step {resumed['step']}/{total}: the lines above come from the "
+            f"interrupted run)")
+        curve, step, before, elapsed = resumed["curve"], resumed["step"], resumed["before"], resumed["elapsed"]
+        losses = [torch.tensor(x) for x in resumed["mine"]["losses"]]
+    else:
+        say(f"task {args.task}: {data['n_train']} training examples, "
+            + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in devs) + f", device {device.type}"
+            + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else ""))
+        for line in head.describe(train, args):
+            say(line)
+        say(f"batch {batch_size}, {epochs} epochs = {total} steps, learning rate {lr}, warmup {warmup} steps, "
+            f"weight decay {args.weight_decay}")
+        say(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {args.clip}, dropout "
+            f"{model.config.hidden_dropout_prob}, seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding"
+            + (", batches grouped by length (paper: random batches)" if grouped(args) else "") + ")")
+        before = head.evaluate(model, devs, data["tok"], device, dtype, args) if team.main else None
+        say(f"before fine-tuning ({head.fresh}): {head.format(before) if team.main else ''}" + head.baseline(train, devs)
+            + (article(ARTICLE_BEFORE[args.task], RANDOM_HEAD) if args.task in ARTICLE_BEFORE else ""))
+        curve, step, elapsed, losses = [], 0, 0.0, []
+    trainer = data_parallel(model, team, device)
+    t0 = time.time() - elapsed
+    steps = [(epoch, idx) for epoch, batches in enumerate(plan, start=1) for idx in batches]
+    with StopSignals() as stop, tqdm(total=total, initial=step, desc=name, unit="step", file=sys.stderr, leave=False,
+                                     disable=report.quiet) as bar:
+        for epoch, idx in steps[step:]:
+            rows, weight = shard(idx, team)
+            loss = train_step(trainer, collate(train, rows, device), opt, sched, args.clip, dtype, head.loss, weight)
+            losses.append(loss * weight / team.world)     # this process's share of the batch's mean loss
             step += 1
             bar.update()
             if step % every == 0 or step == total:
-                window = torch.stack(losses).float()             # one sync per evaluation, not per step
+                window = summed(team, torch.stack(losses).float())   # one sync per evaluation, not per step
                 if not torch.isfinite(window).all():
                     k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
                     raise Fatal(f"the training loss became {window[k].item()} at step {step - len(losses) + 1 + k} "
                                 f"(lr {lr}): stopped, no results written", code=1)
                 mean = window.mean().item()
-                scores = head.evaluate(model, devs, data["tok"], device, dtype, args)
+                scores = head.evaluate(model, devs, data["tok"], device, dtype, args) if team.main else None
                 curve.append({"step": step, "epoch": epoch, "train_loss": mean, "dev": scores,
                               "seconds": round(time.time() - t0, 1)})
-                say(f"step {step:>5}/{total}  epoch {epoch}  train loss {mean:.4f}  {head.format(scores)}  "
-                    f"({time.time() - t0:.0f} s)")
+                say(f"step {step:>5}/{total}  epoch {epoch}  train loss {mean:.4f}  "
+                    f"{head.format(scores) if team.main else ''}  ({time.time() - t0:.0f} s)")
                 losses = []
-    bar.close()
+            stopping = stop_requested(stop, team, device)
+            if stopping or (step % every == 0 and step < total):      # a checkpoint at each evaluation
+                state = {"settings": settings, "step": step, "curve": curve, "before": before, "lines": report.lines,
+                         "elapsed": time.time() - t0}
+                save_checkpoint(checkpoint, team, model, opt, sched, state, {"losses": [float(x) for x in losses]})
+            if stopping:
+                signal_name, code = StopSignals.NAMES.get(stop.received, ("a signal to another process", 143))
+                raise Stopped(f"stopped by {signal_name} at step {step}/{total}: checkpoint saved to "
+                              f"{portable(checkpoint)}; run the same command again to resume (no results were written)",
+                              code)
+    if not team.main:
+        return None
     seconds = time.time() - t0
     final = curve[-1]["dev"]
-    say(final_line(args, head, lr, final, seconds, articles_setting(args, batch_size, epochs)))
+    say(final_line(args, head, lr, final, seconds))
     best = max(curve, key=lambda c: head.headline(c["dev"]))
     if head.headline(best["dev"]) > head.headline(final):
         say(f"(best dev {METRIC_NAMES[head.metrics[0]] if head.name in TASKS else 'F1'} seen during training: "
@@ -831,28 +918,45 @@ def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype):
     result = {"name": name, "task": args.task, "model": portable(args.model), "lr": lr, "batch_size": batch_size,
               "epochs": epochs, "steps": total, "warmup_steps": warmup, "seed": seed, "device": str(device), "before": before,
               "final": final, "curve": curve, "best_during_training": {"step": best["step"], "dev": best["dev"]},
-              "seconds": seconds, "train_examples": data["n_train"], "train_rows": n}
+              "seconds": seconds, "train_examples": data["n_train"], "train_rows": n, "settings": settings}
     if args.save_model:
         folder = args.save_model if not (args.seeds or args.grid) else os.path.join(args.save_model, name)
         result["saved_model"] = portable(save_model(model, data["tok"], folder))
         say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     report.save(result, args=args, argv=data["argv"], device=device)
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)                          # the results are written: the checkpoint is spent
     plot_curve(curve, head, os.path.join(args.results_dir, name + "_curve.png"))
     return result
 
 
-def articles_setting(args, batch_size, epochs):
-    """The article's run: bert-base-uncased, batch 32, 3 epochs, all the data. Only then is its number shown."""
-    return (args.model == ARTICLE_MODEL and batch_size == 32 and epochs == 3
-            and args.max_train_examples is None and args.max_dev_examples is None)
+def data_parallel(model, team, device):
+    """The model each step trains through: itself alone, DistributedDataParallel within a team."""
+    if team.world == 1:
+        return model
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
-def final_line(args, head, lr, final, seconds, full_recipe):
+def stop_requested(stop, team, device):
+    """Has any process of the team received SIGTERM or Ctrl-C? (All of them stop at the same step.)"""
+    if team.world == 1:
+        return stop.received is not None
+    return bool(summed(team, torch.tensor([float(stop.received is not None)], device=device)).item() > 0)
+
+
+def article_final(task, lr):
+    """The article's number for this task and learning rate (and its repeat of the same job), labelled."""
+    if (task, lr) not in ARTICLE_FINAL:
+        return ""
+    repeat = f"; the same job run again: {ARTICLE_REPEAT[(task, lr)]}" if (task, lr) in ARTICLE_REPEAT else ""
+    return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
+
+
+def final_line(args, head, lr, final, seconds):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the
     article's and the paper's numbers, labelled."""
     line = f"FINAL {args.task} " + head.final(final) + f", training time {seconds / 60:.1f} minutes"
-    if full_recipe and (args.task, lr) in ARTICLE_FINAL:
-        line += f"   [article: {ARTICLE_FINAL[(args.task, lr)]}]"
+    line += article_final(args.task, lr)
     if args.task in PAPER_DEV:
         line += f"   [{PAPER_DEV[args.task]}]"
     return line
@@ -878,10 +982,8 @@ def plot_curve(curve, head, path):
 
 # --- Beyond one run: restarts over seeds, and the paper's grids ---
 
-def restarts(args, head, data, device, dtype, report):
+def restarts(args, head, results, report):
     """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
-    results = [fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, s, device, dtype)
-               for s in range(args.seeds)]
     summary = {}
     for dev in results[0]["final"]:
         for m in head.metrics:
@@ -891,18 +993,94 @@ def restarts(args, head, data, device, dtype, report):
             report.say(f"{args.task} lr {args.lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} "
                        f"{summary[f'{dev}.{m}']['mean']:.4f} +- {summary[f'{dev}.{m}']['std']:.4f}  "
                        f"(values {', '.join(f'{v:.4f}' for v in values)})")
-    return {"seeds": args.seeds, "runs": [r["name"] for r in results], "summary": summary}
+    return {"seeds": args.seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
+            "summary": summary}
 
 
-def grid(args, head, data, device, dtype, report):
-    """--grid: every (batch, lr, epochs) of the grid, then a table sorted by the dev metric."""
-    results = [fine_tune(args, head, data, lr, b, e, args.seed, device, dtype) for b, lr, e in GRIDS[args.grid]]
+def grid(args, head, results, report):
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the dev metric."""
     ranked = sorted(results, key=lambda r: -head.headline(r["final"]))
     report.say(f"grid {args.grid} on {args.task}, sorted by dev {METRIC_NAMES[head.metrics[0]]} (model at the end of training):")
     for r in ranked:
-        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
-                   f"{head.format(r['final'])}  ({r['seconds']:.0f} s)")
-    return {"grid": args.grid, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final")} for r in ranked]}
+        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {head.final(r['final'])}  "
+                   f"({r['seconds']:.0f} s)" + (article_final(args.task, r["lr"]) if (r["batch_size"], r["epochs"]) == (32, 3)
+                                                else ""))
+    return {"grid": args.grid, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
+                                        for r in ranked]}
+
+
+def planned_runs(args):
+    """(batch, lr, epochs, seed) of every run this command asks for."""
+    if args.grid:
+        return [(b, lr, e, args.seed) for b, lr, e in GRIDS[args.grid]]
+    return [(args.batch_size, args.lr, args.epochs, s) for s in (range(args.seeds) if args.seeds else [args.seed])]
+
+
+def existing_result(args, data, lr, batch_size, epochs, seed, dtype):
+    """The results of this run when they are already in the results folder for the same settings, else None."""
+    path = os.path.join(args.results_dir, run_name(args, lr, batch_size, epochs, seed) + ".json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        done = json.load(f)
+    same = lambda settings: {k: v for k, v in settings.items() if k != "processes"}  # noqa: E731
+    return done if same(done.get("settings", {})) == same(run_settings(args, data, lr, batch_size, epochs, seed, dtype,
+                                                                        ALONE)) else None
+
+
+def many_runs(args, head, data, runs, device, dtype, procs, mode):
+    """Every run of a grid or of restarts, skipping those whose results exist. mode "runs": run k is trained by
+    process k % N alone, on its own device; mode "data": each run by all the processes together."""
+    mine = {}
+    for k, (batch, lr, epochs, seed) in enumerate(runs):
+        if mode == "runs" and k % procs.world != procs.rank:
+            continue
+        done = existing_result(args, data, lr, batch, epochs, seed, dtype)
+        result = ({**done, "skipped": True} if done else
+                  fine_tune(args, head, data, lr, batch, epochs, seed, device, dtype,
+                            procs if mode == "data" else ALONE, quiet=not procs.main))
+        if result is not None:                       # data mode: only rank 0 holds the results
+            mine[k] = {**result, "process": procs.rank}
+    if mode == "runs":
+        mine = {k: r for part in gather(procs, mine) for k, r in part.items()}
+    return [mine[k] for k in range(len(runs))] if procs.main else None
+
+
+def parallel_mode(args, procs):
+    """How the processes share the work: "data" (every batch split over them) or "runs" (whole runs each)."""
+    many = bool(args.grid or args.seeds)
+    if args.parallel and not procs.launched:
+        raise Fatal(f"--parallel {args.parallel}: needs several processes started by torchrun "
+                    f"(torchrun --nproc-per-node N bert_part4_finetune.py ...)")
+    if args.parallel == "runs" and not many:
+        raise Fatal("--parallel runs spreads whole runs over the processes: it needs --grid or --seeds "
+                    "(one run: --parallel data)")
+    mode = args.parallel or ("runs" if many else "data")
+    if mode == "data":
+        for batch in sorted({b for b, _, _, _ in planned_runs(args)}):
+            if batch % procs.world:
+                raise Fatal(f"batch {batch} cannot be split over {procs.world} processes: choose a batch size divisible "
+                            f"by {procs.world} (the global batch stays the paper's; each process takes batch / N)")
+    return mode
+
+
+def split_line(mode, procs, runs):
+    if mode == "data":
+        return (f"work split: {procs.world} processes ({procs.backend}), data parallel: each of the {len(runs)} run(s) "
+                f"uses every process, each taking 1/{procs.world} of every batch")
+    return (f"work split: {procs.world} processes ({procs.backend}), whole runs: process r trains runs r, r + "
+            f"{procs.world}, ... of the {len(runs)}, each alone on its own device")
+
+
+def grid_size(name):
+    """grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} = 2 x 3 x 3 = 18 runs"""
+    runs = GRIDS[name]
+    axes = [sorted({r[k] for r in runs}, reverse=k == 1) for k in range(3)]
+    named = [(n, a) for n, a in zip(("batch", "lr", "epochs"), axes) if len(a) > 1]
+    text = lambda n, v: lr_tag(v) if n == "lr" else str(v)  # noqa: E731
+    product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
+    return (f"grid {name} ({'paper A.3' if name == 'a3' else 'paper §4.1'}): "
+            + " x ".join(f"{n} {{{', '.join(text(n, v) for v in a)}}}" for n, a in named) + f"{product} = {len(runs)} runs")
 
 
 def check_inputs(args):
@@ -910,6 +1088,15 @@ def check_inputs(args):
     check_writable_dir(args.results_dir, "--results-dir")
     if args.save_model:
         check_model_target(args.save_model)
+    hub = "nyu-mll/glue" if args.task in TASKS else "allenai/swag"
+    if args.task in SQUAD_VERSION:
+        hub = "rajpurkar/squad" if args.task == "squad" else "rajpurkar/squad_v2"
+        data = [file_problem(args.train_data, "--train-data", hub), file_problem(args.dev_data, "--dev-data", hub)]
+    elif args.data_dir is not None and not os.path.isdir(args.data_dir):
+        data = [f"--data-dir {args.data_dir}: no such directory"]
+    else:
+        data = [file_problem(None, "--data-dir", hub) if args.data_dir is None else None]
+    preflight([model_problem(args.model, "--model"), *data])
     config = load_pretrained(AutoConfig, args.model)
     if args.max_len > config.max_position_embeddings:
         raise Fatal(f"--max-len {args.max_len}: above the model's {config.max_position_embeddings} positions")
@@ -930,19 +1117,30 @@ def prepare(args, head, argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    device = pick_device(args.device)
+    device, procs = start_processes(args.device, args.backend)
     dtype = autocast_dtype(device, args.dtype)
     head = head_for(args.task)
-    check_inputs(args)
-    data = prepare(args, head, argv)
+    mode = parallel_mode(args, procs)
+    data = all_agree(procs, lambda: check_inputs(args) or prepare(args, head, argv))
+    runs = planned_runs(args)
     if not args.grid and not args.seeds:
-        fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype)
+        if procs.launched and procs.main:
+            print(split_line(mode, procs, runs), flush=True)
+        fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype, procs)
         return 0
-    report = Report(f"part4_{args.task}_" + (f"grid_{args.grid}" if args.grid else
-                                             f"lr{lr_tag(args.lr)}_seeds{args.seeds}"),
-                    args.results_dir)
-    payload = (grid(args, head, data, device, dtype, report) if args.grid
-               else restarts(args, head, data, device, dtype, report))
+    report = Report(f"part4_{args.task}_" + (f"grid_{args.grid}" if args.grid else f"lr{lr_tag(args.lr)}_seeds{args.seeds}"),
+                    args.results_dir, quiet=not procs.main)
+    if args.grid:
+        report.say(grid_size(args.grid))
+    if procs.launched:
+        report.say(split_line(mode, procs, runs))
+    results = many_runs(args, head, data, runs, device, dtype, procs, mode)
+    if not procs.main:
+        return 0
+    for r in results:
+        if r.get("skipped"):
+            report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
+    payload = grid(args, head, results, report) if args.grid else restarts(args, head, results, report)
     report.save({"task": args.task, "model": portable(args.model), **payload}, args=args, argv=argv, device=device)
     return 0
 

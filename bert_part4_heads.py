@@ -15,12 +15,19 @@ import torch
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from bert_part4_common import (
+    RANDOM_HEAD,
     ArgumentParser,
     Fatal,
     Report,
     add_common_flags,
+    article,
+    check_writable_dir,
+    fresh_head,
     load_pretrained,
+    model_problem,
     pick_device,
+    portable,
+    preflight,
     rounded,
     run_cli,
     seed_everything,
@@ -41,8 +48,9 @@ PASSAGE = ("We introduce a new language representation model called BERT, which 
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
 
-# ... and what it printed for bert-base-uncased (reference_logs/part4_heads_stdout.txt). The values
-# that depend on the randomly initialised head came from the article's own random W.
+# ... and what it printed for bert-base-uncased (reference_logs/part4_heads_stdout.txt), shown beside ours
+# on every route. The values that depend on the randomly initialised head came from the article's own
+# random W (with a zero bias): they are labelled as not expected to match.
 ARTICLE_MODEL = "bert-base-uncased"
 ARTICLE = {
     "C_shape": "(1, 768)", "W_shape": "(3, 768)",
@@ -54,7 +62,7 @@ ARTICLE = {
 }
 
 
-def parse_args(argv):
+def build_parser():
     p = ArgumentParser(
         description="Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
                     "computed by hand and compared with Hugging Face on the same weights.")
@@ -63,12 +71,19 @@ def parse_args(argv):
                         "as in the article)")
     add_common_flags(p)
     p.add_argument("--seed", type=int, default=0, help="seed for the randomly initialised heads (default: 0)")
-    return p.parse_args(argv)
+    return p
 
 
-def beside(article_value, show):
-    """The article's number, labelled, printed after ours when the model is the article's."""
-    return f"   [article: {article_value}]" if show else ""
+def parse_args(argv):
+    return build_parser().parse_args(argv)
+
+
+def seeded_bias(bias, seed):
+    """A fresh head's bias is 0, and a bias of 0 tests nothing: a by-hand formula that forgets the bias would
+    still agree. Draw it instead (seeded), as a trained head's bias would be non-zero."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        bias.copy_(torch.randn(bias.shape, generator=g).to(bias.device))
 
 
 # --- The classification layer: logits = C W^T (+ bias), loss = -log softmax(C W^T)[y] (paper §4.1) ---
@@ -92,9 +107,18 @@ def new_head_parameters(K, H):
     return K * H + K
 
 
-def glue_head(model_name, tok, device, seed, report, show):
+def load_head(model_class, model_name, prefix, seed, device, **kwargs):
+    """The model with its head; a head that is not in the checkpoint is random (seeded), bias included."""
     seed_everything(seed)                                 # the new W is random: seed it
-    model = load_pretrained(BertForSequenceClassification, model_name, num_labels=K).to(device).eval()
+    model, info = load_pretrained(model_class, model_name, output_loading_info=True, **kwargs)
+    fresh = fresh_head(info, prefix)
+    if fresh:
+        seeded_bias(getattr(model, prefix).bias, seed)
+    return model.to(device).eval(), fresh
+
+
+def glue_head(model_name, tok, device, seed, report):
+    model, fresh = load_head(BertForSequenceClassification, model_name, "classifier", seed, device, num_labels=K)
     enc = tok(*PAIR, return_tensors="pt").to(device)
     label = torch.tensor([PAIR_LABEL], device=device)
     with torch.no_grad():
@@ -111,17 +135,19 @@ def glue_head(model_name, tok, device, seed, report, show):
     say = report.say
     say(f"input tokens: {tok.convert_ids_to_tokens(enc['input_ids'][0])}")
     say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
-        + beside(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}", show))
-    say(f"logits from the library:  {rounded(out.logits[0], 4)}" + beside(ARTICLE["logits"], show))
-    say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + beside(ARTICLE["logits"], show))
+        + article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
+    if fresh:
+        say(f"W is a new, random layer (seed {seed}); its bias is a seeded draw too: {rounded(b, 4)}")
+    say(f"logits from the library:  {rounded(out.logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
+    say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"loss from the library {out.loss.item():.6f}  vs  -log softmax(C W^T)[label] by hand {loss.item():.6f}"
-        + beside(ARTICLE["loss"], show))
-    say(f"probabilities (untrained W, so they mean nothing yet): {rounded(torch.softmax(logits[0], -1), 3)}"
-        + beside(ARTICLE["probs"], show))
+        + article(ARTICLE["loss"], fresh and RANDOM_HEAD))
+    say(f"probabilities ({'untrained W, so they mean nothing yet' if fresh else 'the checkpoint W'}): "
+        f"{rounded(torch.softmax(logits[0], -1), 3)}" + article(ARTICLE["probs"], fresh and RANDOM_HEAD))
     say(f"with the raw C instead of the pooled C the logits would be {rounded(raw_logits[0], 4)} "
-        f"(the library uses the pooled C)" + beside(ARTICLE["raw_logits"], show))
+        f"(the library uses the pooled C)" + article(ARTICLE["raw_logits"], fresh and RANDOM_HEAD))
     say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
-        + beside(ARTICLE["new_params"], show))
+        + article(ARTICLE["new_params"] + " for bert-base-uncased"))
     return {
         "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
         "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
@@ -130,6 +156,7 @@ def glue_head(model_name, tok, device, seed, report, show):
         "loss_gap": abs(out.loss.item() - loss.item()),
         "probabilities": torch.softmax(logits[0], -1).tolist(), "logits_raw_C": raw_logits[0].tolist(),
         "new_params": new, "new_params_counted": head_count, "total_params": total, "K": K, "H": H,
+        "fresh_head": fresh, "bias": b.tolist(),
     }
 
 
@@ -140,9 +167,8 @@ def swag_scores(pooled, w, b):
     return scores
 
 
-def swag_head(model_name, tok, device, seed, report, show):
-    seed_everything(seed)
-    model = load_pretrained(BertForMultipleChoice, model_name).to(device).eval()
+def swag_head(model_name, tok, device, seed, report):
+    model, fresh = load_head(BertForMultipleChoice, model_name, "classifier", seed, device)
     n = len(SWAG_ENDINGS)
     e = tok([SWAG_CONTEXT] * n, SWAG_ENDINGS, return_tensors="pt", padding=True).to(device)
     e = {k: v.unsqueeze(0) for k, v in e.items()}        # (1 example, 4 choices, tokens)
@@ -155,11 +181,11 @@ def swag_head(model_name, tok, device, seed, report, show):
         scores = swag_scores(C, w, b).view(1, n)
         probs = torch.softmax(scores, -1)                 # softmax across the 4 choices
     report.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
-               f"{tuple(w.shape)}" + beside(f"{ARTICLE['swag_shape']}, w (1, 768)", show))
+               f"{tuple(w.shape)}" + article(f"{ARTICLE['swag_shape']}, w (1, 768)"))
     report.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
-               + beside(ARTICLE["swag_scores"], show))
-    report.say(f"softmax over the {n} choices (untrained w): {rounded(probs[0], 3)}"
-               + beside(ARTICLE["swag_probs"], show))
+               + article(ARTICLE["swag_scores"], fresh and RANDOM_HEAD))
+    report.say(f"softmax over the {n} choices ({'untrained w' if fresh else 'the checkpoint w'}): "
+               f"{rounded(probs[0], 3)}" + article(ARTICLE["swag_probs"], fresh and RANDOM_HEAD))
     return {"input_shape": list(e["input_ids"].shape), "scores_library": library[0].tolist(),
             "scores_by_hand": scores[0].tolist(), "max_score_gap": (library - scores).abs().max().item(),
             "probabilities": probs[0].tolist()}
@@ -180,8 +206,7 @@ def softmax_bias_gap(logits, bias, positions):
 
 
 def span_head(model_name, tok, device, seed, report):
-    seed_everything(seed)
-    model = load_pretrained(BertForQuestionAnswering, model_name).to(device).eval()
+    model, fresh = load_head(BertForQuestionAnswering, model_name, "qa_outputs", seed, device)
     enc = tok(SPAN_QUESTION, PASSAGE, return_tensors="pt", truncation="only_second",
               max_length=model.config.max_position_embeddings).to(device)
     with torch.no_grad():
@@ -194,12 +219,13 @@ def span_head(model_name, tok, device, seed, report):
     end_gap = (end - out.end_logits[0]).abs().max().item()
     bias_gap = max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage))
     report.say(f"span head: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, row 1 "
-               f"the end vector E (H = {W.shape[1]}); bias: start {b[0].item():+.4f}, end {b[1].item():+.4f}")
+               f"the end vector E (H = {W.shape[1]}); bias: start {b[0].item():+.4f}, end {b[1].item():+.4f}"
+               + (" (new layer: a seeded draw, so that the bias check tests something)" if fresh else ""))
     report.say(f"Q: {SPAN_QUESTION}  (the BERT abstract as the passage: {len(passage)} passage tokens)")
     report.say(f"   check: |S.T_i by hand - model start logit| max = {start_gap:.1e}; "
                f"|E.T_j by hand - model end logit| max = {end_gap:.1e}")
     report.say(f"   softmax over the passage with vs without bias differs by {bias_gap:.1e}")
-    return {"W_shape": list(W.shape), "bias": b.tolist(), "passage_tokens": len(passage),
+    return {"W_shape": list(W.shape), "bias": b.tolist(), "fresh_head": fresh, "passage_tokens": len(passage),
             "max_start_gap": start_gap, "max_end_gap": end_gap, "softmax_bias_gap": bias_gap}
 
 
@@ -218,19 +244,21 @@ def failed_checks(glue, swag, span, tolerance=TOLERANCE):
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
+    check_writable_dir(args.results_dir, "--results-dir")
+    preflight([model_problem(args.model, "--model")])
     report = Report("part4_heads", args.results_dir)
-    show = args.model == ARTICLE_MODEL
+    report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     tok = load_pretrained(AutoTokenizer, args.model)
-    glue = glue_head(args.model, tok, device, args.seed, report, show)
-    swag = swag_head(args.model, tok, device, args.seed, report, show)
+    glue = glue_head(args.model, tok, device, args.seed, report)
+    swag = swag_head(args.model, tok, device, args.seed, report)
     span = span_head(args.model, tok, device, args.seed, report)
     failed = failed_checks(glue, swag, span)
     for f in failed:
         report.say(f"CHECK FAILED: {f}")
     if failed:
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
-    report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {args.model}, device {device})")
-    report.save({"model": args.model, "tolerance": TOLERANCE, "glue": glue, "swag": swag, "span": span},
+    report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
+    report.save({"model": portable(args.model), "tolerance": TOLERANCE, "glue": glue, "swag": swag, "span": span},
                 args=args, argv=argv, device=device)
     return 0
 

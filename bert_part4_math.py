@@ -8,7 +8,8 @@ Every hand computation of the article, in the order of reference_logs/part4_math
   3a. span scoring on a toy 4-token passage;  3b. the same on the BERT abstract;
   4.  s_null against the best span, at tau = 0 and at the tau chosen on dev;
   5.  the EM and F1 worked examples;  6. the SWAG head on four toy C_k.
-`--only toys` runs 1a, 3a, 5 and 6, which need no model, in well under a second.
+  8.  the arithmetic the article does on Tables 1 and 2.
+`--only toys` runs 1a, 3a, 5, 6 and 8, which need no model, in well under a second.
 """
 
 import json
@@ -23,11 +24,19 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_squad as squad
 from bert_part4_common import (
+    UNTRAINED_HEAD,
     ArgumentParser,
     Report,
     add_common_flags,
+    article,
+    check_writable_dir,
+    file_problem,
+    fresh_head,
     load_pretrained,
+    model_problem,
     pick_device,
+    portable,
+    preflight,
     pyplot,
     rounded,
     run_cli,
@@ -56,25 +65,56 @@ F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
 ARTICLE_TAU = 4.0
 
-# What the article printed for the toys (reference_logs/part4_math_stdout.txt).
+# What the article printed (reference_logs/part4_math_stdout.txt and the article's text), shown beside
+# ours on every route; the real-model numbers are those of the article's checkpoints.
 ARTICLE = {"glue_p": "[0.867, 0.032, 0.101]", "glue_loss": "0.143", "span_best": "i=2, j=3 (4.5)",
            "span_loss": "1.9543", "swag_p": "[0.596, 0.015, 0.327, 0.063]", "swag_loss": "0.518",
-           "f1": ["1.000", "0.750", "0.400", "0.000"]}
+           "f1": ["1.000", "0.750", "0.400", "0.000"],
+           "sst2": [{"CW": "[-4.316, 4.135]", "logits": "[-4.316, 4.135]", "softmax": "[0.0002, 0.9998]", "loss": "0.0002",
+                     "gap": "8.45"},
+                    {"CW": "[3.883, -3.500]", "logits": "[3.883, -3.499]", "softmax": "[0.9994, 0.0006]", "loss": "0.0006",
+                     "gap": "7.38"}],
+           "weights": {"total": "109,483,778", "new": "1,538", "GLUE, K = 2 (SST-2)": "1,538", "GLUE, K = 3 (MNLI)": "2,307",
+                       "SQuAD (S and E)": "1,538", "SWAG (one vector V)": "769"},
+           "flow": [(0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
+                    (0.148, 0.128, 0.519), (0.170, 0.072, 0.503), (0.088, 0.054, 0.687), (0.062, 0.022, 0.659),
+                    (0.135, 0.043, 0.603), (0.191, 0.196, 0.414), (0.156, 0.117, 0.690), (0.087, 0.045, 0.740)],
+           "born": "0.162",
+           "span_real": [{"span": '"Bidirectional Encoder Representations from Transformers" (tokens 21..30, score 15.16)',
+                          "p": "P_start 0.9893, P_end 0.9661, loss 0.0453"},
+                         {"span": '"Transformers" (tokens 30..30, score 9.87)',
+                          "p": "P_start 0.0615, P_end 0.0407, loss 5.9909"}],
+           "null": [{"s_null": "5.08 + 5.10 = 10.18", "s_hat": "11.69 + 11.56 = 23.25", "answer": ("yes", "yes")},
+                    {"s_null": "10.51 + 10.63 = 21.13", "s_hat": "0.33 + 0.89 = 1.22", "answer": ("no", "no")},
+                    {"s_null": "6.61 + 6.58 = 13.19", "s_hat": "8.45 + 7.71 = 16.16", "answer": ("yes", "no")}]}
+
+# The two results tables' arithmetic the article does in its text (Table 1: GLUE averages; Table 2: SQuAD test F1).
+TABLE1 = {"OpenAI GPT": 75.1, "BERT-base": 79.6, "BERT-large": 82.1}
+TABLE2 = {"BERT ensemble + TriviaQA": 93.2, "top leaderboard ensemble": 91.7, "BERT single + TriviaQA": 91.8}
 
 
-def parse_args(argv):
+def build_parser():
     p = ArgumentParser(description="Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, "
                                    "s_null vs tau) and the attention flow across the packed pair.")
     p.add_argument("--only", choices=["toys", "all"], default="all",
-                   help="toys: only the sections that need no model (1a, 3a, 5, 6)")
-    p.add_argument("--sst2-model", default=SST2_MODEL, help=f"SST-2 classifier (article: {SST2_MODEL})")
-    p.add_argument("--squad-model", default=squad.V1_MODEL, help=f"SQuAD v1.1 model (article: {squad.V1_MODEL})")
-    p.add_argument("--squad2-model", default=squad.V2_MODEL, help=f"SQuAD v2.0 model (article: {squad.V2_MODEL})")
+                   help="toys: only the sections that need no model (1a, 3a, 5, 6, 8); default: all")
+    p.add_argument("--sst2-model", default=SST2_MODEL, help=f"SST-2 classifier, Hub id or folder (default and article: "
+                                                            f"{SST2_MODEL})")
+    p.add_argument("--squad-model", default=squad.V1_MODEL, help=f"SQuAD v1.1 model, Hub id or folder (default and "
+                                                                 f"article: {squad.V1_MODEL})")
+    p.add_argument("--squad2-model", default=squad.V2_MODEL, help=f"SQuAD v2.0 model, Hub id or folder (default and "
+                                                                  f"article: {squad.V2_MODEL})")
     p.add_argument("--tau", type=float, help="tau for section 4 (default: the best tau in results/part4_squad.json "
                                              "when it is there for the same model, else the article's +4.00)")
-    p.add_argument("--flow-questions", type=int, default=100, help="questions for the attention flow over a dev file (0: skip)")
+    p.add_argument("--flow-questions", type=int, default=100,
+                   help="questions for the attention flow over a dev file (default: 100; 0: skip)")
     p.add_argument("--flow-data", help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
     add_common_flags(p)
+    return p
+
+
+def parse_args(argv):
+    p = build_parser()
     args = p.parse_args(argv)
     if args.flow_questions < 0:
         p.error(f"--flow-questions {args.flow_questions}: must be 0 or more")
@@ -114,10 +154,13 @@ def glue_toy(report):
 # --- 1b. The same arithmetic on a real fine-tuned SST-2 classifier ---
 
 @torch.no_grad()
-def glue_real(model, tok, name, device, report):
-    report.say(f"\n== 1b. GLUE head, real: {name}")
+def glue_real(model, tok, name, device, report, fresh):
+    report.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2_MODEL})")
+    if fresh:
+        report.say("  (this model has no trained classifier: W and b are new and random, so its logits mean nothing "
+                   "and are not the article's kind)")
     out = []
-    for text, gold in SST2_SENTENCES:
+    for (text, gold), art in zip(SST2_SENTENCES, ARTICLE["sst2"]):
         enc = tok(text, return_tensors="pt").to(device)
         library = model(**enc).logits[0]
         C = model.bert(**enc).pooler_output[0]                    # the pooled [CLS] vector, (H,)
@@ -130,8 +173,12 @@ def glue_real(model, tok, name, device, report):
         report.say(f"  C: shape {tuple(C.shape)}, first 8 numbers [{', '.join(f'{x:.3f}' for x in C[:8])}]")
         report.say(f"  W: shape {tuple(W.shape)}, bias [{', '.join(f'{x:.3f}' for x in b)}]")
         report.say(f"  C W^T = [{', '.join(f'{x:.3f}' for x in CW)}], + bias = logits "
-                   f"[{', '.join(f'{x:.3f}' for x in logits)}]  (library: [{', '.join(f'{x:.3f}' for x in library)}])")
-        report.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}")
+                   f"[{', '.join(f'{x:.3f}' for x in logits)}]  (library: [{', '.join(f'{x:.3f}' for x in library)}])"
+                   + article(f"C W^T = {art['CW']}, logits {art['logits']}", fresh and UNTRAINED_HEAD))
+        report.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}"
+                   + article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
+        report.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
+                   + article(art["gap"], fresh and UNTRAINED_HEAD))
         out.append({"text": text, "gold": gold, "logits_by_hand": logits.tolist(), "logits_library": library.tolist(),
                     "max_gap": (logits - library).abs().max().item(), "p": P.tolist(), "loss": loss})
     return out
@@ -156,12 +203,13 @@ def new_weights(model, report):
                  "SWAG (one vector V)": (BertForMultipleChoice(cfg), "classifier", 1)}
     report.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
                f"{trainable:,} have requires_grad = True during fine-tuning"
-               + (" (all of them)" if trainable == total else ""))
+               + (" (all of them)" if trainable == total else "")
+               + article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, H = 768"))
     counts = {}
     for label, (m, attr, k) in heads.items():
         counted = sum(p.numel() for p in getattr(m, attr).parameters())
         counts[label] = {"formula": new_head_parameters(k, H), "counted": counted}
-        report.say(f"  new weights, {label}: {counted:,}")
+        report.say(f"  new weights, {label}: {counted:,}" + article(f"{ARTICLE['weights'][label]} with H = 768"))
     return {"total": total, "new": new, "trainable": trainable, "H": H, "heads": counts}
 
 
@@ -198,17 +246,19 @@ def attention_flow(model, tok, name, device, report):
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
-    report.say(f"\n== 2. packed pair in {name}")
+    report.say(f"\n== 2. packed pair in {name}   (article: {squad.V1_MODEL}, 12 layers)")
     report.say(f"tokens: {tokens}")
     report.say(f"segment A (question) positions {q}, segment B (passage) positions {p}")
     for r in layers:
+        art = ARTICLE["flow"][r["layer"] - 1] if r["layer"] <= len(ARTICLE["flow"]) else None
         report.say(f"  layer {r['layer']:>2}: question -> passage {r['q_to_p']:.3f}   passage -> question {r['p_to_q']:.3f}"
-                   f"   question -> [CLS]/[SEP] {r['q_to_special']:.3f}")
+                   f"   question -> [CLS]/[SEP] {r['q_to_special']:.3f}"
+                   + (article(" / ".join(f"{x:.3f}" for x in art)) if art else ""))
     born = [i for i in q if tokens[i] == FLOW_WORD]
     born_share = float(np.mean([block_share(A, born, p).mean().item() for A in att])) if born else None
     if born:
         report.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
-                   f"of its attention to the passage")
+                   f"of its attention to the passage" + article(f"{ARTICLE['born']}, over 12 layers"))
     return {"tokens": tokens, "layers": layers, "born_to_passage": born_share}
 
 
@@ -273,9 +323,9 @@ def gold_tokens(offsets, passage, text, answer):
 
 
 def span_real(model, tok, name, device, report):
-    report.say(f"\n== 3b. span scoring on the abstract, {name}")
+    report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
     out = []
-    for n, (question, gold) in enumerate(GOLD_SPANS):
+    for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
         d = squad.demo_one(model, tok, question, device, 20, 30)
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
@@ -288,9 +338,9 @@ def span_real(model, tok, name, device, report):
         report.say(f'Q: {question}   gold "{gold}" = tokens {gs}..{ge} {d["tokens"][gs:ge + 1]}')
         report.say(f"   S, E: shape ({d['S'].shape[0]},) each; first 4 of S [{', '.join(f'{x:.3f}' for x in d['S'][:4])}], "
                    f"of E [{', '.join(f'{x:.3f}' for x in d['E'][:4])}]")
-        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})')
+        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})' + article(art["span"]))
         report.say(f"   P_start(gold start) = {ps:.4f}, P_end(gold end) = {pe:.4f}, "
-                   f"loss = -log P_start - log P_end = {loss:.4f}")
+                   f"loss = -log P_start - log P_end = {loss:.4f}" + article(art["p"]))
         row = {"question": question, "gold": gold, "gold_tokens": [gs, ge], "predicted": text, "span": [i, j],
                "score": score, "p_start_gold": ps, "p_end_gold": pe, "loss": loss}
         if n == 0:                                                # the window the article draws as a heatmap
@@ -307,33 +357,42 @@ def span_real(model, tok, name, device, report):
 # --- 4. SQuAD v2.0: answer iff s_hat > s_null + tau ---
 
 def chosen_tau(args):
-    """The tau of section 4: --tau, else bert_part4_squad.py's best tau for the same model, else the article's."""
+    """The tau of section 4: --tau, else bert_part4_squad.py's best tau for the same model chosen on its full
+    dev set, else the article's. A tau chosen on a part of the dev set (--limit) is not used: the source says so."""
     if args.tau is not None:
         return args.tau, "from --tau"
     path = os.path.join(args.results_dir, "part4_squad.json")
     if os.path.isfile(path):
         with open(path) as f:
             r = json.load(f)
-        if "v2_dev" in r and (r.get("run", {}).get("config") or {}).get("v2_model") == args.squad2_model:
-            return r["v2_dev"]["best"]["tau"], "from bert_part4_squad.py"
+        config = (r.get("run", {}).get("config") or {})
+        if "v2_dev" in r and config.get("v2_model") == portable(args.squad2_model):
+            n, tau = r["v2_dev"]["n"], r["v2_dev"]["best"]["tau"]
+            if config.get("limit") is None:
+                return tau, f"from bert_part4_squad.py, chosen on all {n} dev questions"
+            return ARTICLE_TAU, (f"the article's value: results/part4_squad.json chose {tau:+.2f} on only the first {n} "
+                                 f"questions (--limit); run bert_part4_squad.py on the full dev set to use its own")
     return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
 
 
 def null_scores(model, tok, name, device, tau, source, report):
-    report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})")
+    report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
+               + article(f"{squad.V2_MODEL}, tau +4.00 chosen on all 11873 dev questions"))
     out = []
-    for question in NULL_QUESTIONS:
+    for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
         d = squad.demo_one(model, tok, question, device, 20, 30)
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
-        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}")
-        report.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}')
+        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}" + article(art["s_null"]))
+        report.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}'
+                   + article(art["s_hat"]))
         decisions = {}
-        for t in (0.0, tau):
+        for t, art_answer in zip((0.0, tau), art["answer"]):
             answer = s_hat > s_null + t
             label = "0:    " if t == 0 else f"{t:+.2f}:"
-            report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}")
+            report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
+                       + article(f"{art_answer}, at tau = {'0' if t == 0 else '+4.00'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
         out.append({"question": question, "s_null": s_null, "best_span": text, "s_hat": s_hat, "answer": decisions})
     return {"tau": tau, "tau_source": source, "questions": out}
@@ -344,13 +403,13 @@ def null_scores(model, tok, name, device, tau, source, report):
 def f1_examples(report):
     report.say("\n== 5. EM and F1")
     out = []
-    for (pred, gold), article in zip(F1_EXAMPLES, ARTICLE["f1"]):
+    for (pred, gold), art in zip(F1_EXAMPLES, ARTICLE["f1"]):
         same, n_pred, n_gold = squad.shared_words(pred, gold)
         precision, recall = (same / n_pred if n_pred else 0.0), (same / n_gold if n_gold else 0.0)
         f1, em = squad.squad_f1(pred, gold), squad.exact_match(pred, gold)
         report.say(f'pred "{pred}" -> "{squad.normalize_answer(pred)}" | gold "{gold}" -> "{squad.normalize_answer(gold)}"')
         report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
-                   f"   [article: F1 {article}]")
+                   + article(f"F1 {art}"))
         out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,
                     "f1": f1, "em": em})
     return out
@@ -368,6 +427,23 @@ def swag_toy(report):
     report.say(f"softmax over the four = [{', '.join(f'{x:.3f}' for x in P)}]; if ending 1 is right, "
                f"loss = -log {P[0]:.3f} = {loss:.3f}   [article: {ARTICLE['swag_p']}, loss {ARTICLE['swag_loss']}]")
     return {"scores": scores, "p": P.tolist(), "loss": loss}
+
+
+# --- 8. The results tables' arithmetic (Table 1: GLUE averages; Table 2: SQuAD v1.1 test F1) ---
+
+def table_arithmetic(report):
+    report.say("\n== 8. the arithmetic of Tables 1 and 2")
+    base = TABLE1["OpenAI GPT"]
+    gains = {name: TABLE1[name] - base for name in ("BERT-base", "BERT-large")}
+    for name, gain in gains.items():
+        report.say(f"  Table 1, GLUE average: {name} {TABLE1[name]} - OpenAI GPT {base} = {gain:.1f} points"
+                   f"   [article: {'4.5' if name == 'BERT-base' else '7.0'}]")
+    ens, top, single = (TABLE2[k] for k in ("BERT ensemble + TriviaQA", "top leaderboard ensemble", "BERT single + TriviaQA"))
+    report.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
+               f"   [article: +1.5]")
+    report.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
+               f"   [article: yes, 'our single BERT model outperforms the top ensemble system in terms of F1 score']")
+    return {"table1_gains": gains, "table2_margin": ens - top, "single_beats_top": single > top}
 
 
 def plots(payload, folder):
@@ -405,32 +481,39 @@ def plots(payload, folder):
 
 def main(argv=None):
     args = parse_args(argv)
+    check_writable_dir(args.results_dir, "--results-dir")
     report = Report("part4_math", args.results_dir)
     models = args.only == "all"
     if models:
         device = pick_device(args.device)
+        preflight([model_problem(args.sst2_model, "--sst2-model"), model_problem(args.squad_model, "--squad-model"),
+                   model_problem(args.squad2_model, "--squad2-model"),
+                   args.flow_questions and file_problem(args.flow_data, "--flow-data", "rajpurkar/squad")])
         seed_everything(0)
         flow_examples = (squad.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
         tau, tau_source = chosen_tau(args)
     payload = {"glue_toy": glue_toy(report)}
     if models:
-        sst2 = load_pretrained(BertForSequenceClassification, args.sst2_model, flag="--sst2-model").to(device).eval()
+        sst2, info = load_pretrained(BertForSequenceClassification, args.sst2_model, flag="--sst2-model",
+                                     output_loading_info=True)
+        sst2 = sst2.to(device).eval()
         tok = load_pretrained(AutoTokenizer, args.sst2_model, flag="--sst2-model")
-        payload["glue_real"] = glue_real(sst2, tok, args.sst2_model, device, report)
+        payload["glue_real"] = glue_real(sst2, tok, portable(args.sst2_model), device, report, fresh_head(info, "classifier"))
         payload["new_weights"] = new_weights(sst2, report)
         qa, tok = squad.load_qa_model(args.squad_model, "--squad-model", device, 384, attn_implementation="eager")
-        payload["attention"] = attention_flow(qa, tok, args.squad_model, device, report)
+        payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device, report)
         if flow_examples:
             payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device, report,
-                                                        args.flow_data or "rajpurkar/squad (validation)")
+                                                        portable(args.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(report)
     if models:
-        payload["span_real"] = span_real(qa, tok, args.squad_model, device, report)
+        payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device, report)
         qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, 384)
-        payload["null"] = null_scores(qa2, tok2, args.squad2_model, device, tau, tau_source, report)
+        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
+    payload["tables"] = table_arithmetic(report)
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
     report.save(payload, args=args, argv=argv, device=device if models else None)

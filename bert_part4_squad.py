@@ -26,16 +26,25 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from bert_part4_common import (
+    ALONE,
     ArgumentParser,
     Fatal,
     Report,
     add_common_flags,
+    all_agree,
+    article,
     autocast_dtype,
+    check_writable_dir,
+    file_problem,
+    gather,
     load_hub_dataset,
     load_pretrained,
-    pick_device,
+    model_problem,
+    portable,
+    preflight,
     pyplot,
     run_cli,
+    start_processes,
     write_atomic,
 )
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
@@ -47,8 +56,8 @@ V1_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
 V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 
-# What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers when
-# the models are the article's checkpoints.
+# What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers on every
+# route; the run's header names the checkpoints the article used.
 ARTICLE = {
     "bias": "start +0.0049, end +0.0048",
     "v1_demo": {V1_QUESTIONS[0]: "15.16", V1_QUESTIONS[1]: "16.81", V1_QUESTIONS[2]: "11.59",
@@ -60,12 +69,12 @@ ARTICLE = {
 }
 
 
-def parse_args(argv):
+def build_parser():
     p = ArgumentParser(
         description="Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the "
                     "no-answer score s_null and the tau sweep (paper §4.2, §4.3).",
         epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
-               "--stride tokens of the passage (the article's numbers assume this; Google's "
+               "--stride tokens of the passage (Google's "
                "run_squad.py instead moves each window on by doc_stride tokens).")
     p.add_argument("--v1-model", default=V1_MODEL, help=f"SQuAD v1.1 QA model, Hub id or folder (article: {V1_MODEL})")
     p.add_argument("--v2-model", default=V2_MODEL, help=f"SQuAD v2.0 QA model, Hub id or folder (article: {V2_MODEL})")
@@ -84,6 +93,11 @@ def parse_args(argv):
     p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (article: 0.25)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp16 on MPS, fp32 on the CPU), fp32, bf16 or fp16")
     add_common_flags(p)
+    return p
+
+
+def parse_args(argv):
+    p = build_parser()
     args = p.parse_args(argv)
     args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
     if args.limit is not None and args.limit <= 0:
@@ -251,14 +265,17 @@ def pad_batch(windows, idx, device):
     return {k: v.to(device) for k, v in out.items()}, passage.to(device)
 
 
-def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer):
-    """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model."""
+def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, procs=ALONE):
+    """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
+    Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
     W = len(windows)
     best, i_best, j_best, s_null = np.zeros(W), np.zeros(W, int), np.zeros(W, int), np.zeros(W)
     model_seconds = 0.0
+    batches = batches_by_length(windows, batch_size)[procs.rank::procs.world]
     with torch.inference_mode():
-        bar = tqdm(total=W, desc="windows", unit="window", file=sys.stderr, leave=False)
-        for idx in batches_by_length(windows, batch_size):
+        bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
+                   disable=not procs.main)
+        for idx in batches:
             inputs, passage = pad_batch(windows, idx, device)
             t0 = time.perf_counter()
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
@@ -272,6 +289,10 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer)
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
             bar.update(len(idx))
         bar.close()
+    if procs.world > 1:                                  # every process's windows, into the same arrays
+        mine = [i for idx in batches for i in idx]
+        for rows, parts in gather(procs, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
+            best[rows], i_best[rows], j_best[rows], s_null[rows] = parts
     return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
 
 
@@ -287,15 +308,22 @@ def best_per_question(examples, windows, scored):
     return out
 
 
-def predict(model, tok, examples, args, device, dtype):
+def predict(model, tok, examples, args, device, dtype, procs=ALONE):
     """Windows -> model -> span search -> the best answer of every question, with timings."""
     t0 = time.perf_counter()
     windows = make_windows(tok, examples, args.max_len, args.stride)
     tokenize_seconds = time.perf_counter() - t0
-    scored = score_windows(model, windows, device, dtype, args.batch_size, args.n_best, args.max_answer)
+    scored = score_windows(model, windows, device, dtype, args.batch_size, args.n_best, args.max_answer, procs)
     answers = best_per_question(examples, windows, scored)
-    return answers, {"windows": len(windows), "tokenize_seconds": tokenize_seconds,
+    per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
+    return answers, {"windows": len(windows), "tokenize_seconds": tokenize_seconds, "per_question": per_question,
                      "model_seconds": scored["model_seconds"], "seconds": time.perf_counter() - t0}
+
+
+def window_breakdown(per_question):
+    """windows per question: 1 -> 10387 questions, 2 -> 152, 3 -> 31"""
+    counts = collections.Counter(per_question)
+    return "windows per question: " + ", ".join(f"{k} -> {counts[k]} questions" for k in sorted(counts))
 
 
 def load_qa_model(name, flag, device, max_len, **kwargs):
@@ -335,19 +363,19 @@ def demo_one(model, tok, question, device, n_best, max_answer):
             "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
 
 
-def demo_v1(model, tok, device, args, report, show):
+def demo_v1(model, tok, device, args, report):
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
     report.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
-               f"position, so it cancels in the softmax)" + (f"   [article: {ARTICLE['bias']}]" if show else ""))
+               f"position, so it cancels in the softmax)" + article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
         d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         report.say(f"Q: {q}")
         report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
-                   + (f"   [article: {ARTICLE['v1_demo'][q]}]" if show else ""))
+                   + article(ARTICLE["v1_demo"][q]))
         report.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
         report.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
         report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
@@ -363,13 +391,15 @@ def score_v1(examples, answers):
     return 100 * np.mean(em), 100 * np.mean(f1), np.array(f1)
 
 
-def dev_v1(model, tok, examples, args, device, dtype, report, show):
-    answers, timing = predict(model, tok, examples, args, device, dtype)
+def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
+    answers, timing = predict(model, tok, examples, args, device, dtype, procs)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {args.max_len} tokens, "
                f"stride {args.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
-               + (f"   [article: {ARTICLE['v1_dev']}]" if show else ""))
+               + f"   [{label}: {ARTICLE['v1_dev']}]")
+    report.say("   " + window_breakdown(timing["per_question"]) + "   [article: 10753 windows; with the bert-base-uncased "
+               "vocabulary we measure 10784 on the full dev set, with transformers 4.57 and 5.x alike]")
     misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]
     for k in misses:
         report.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
@@ -377,6 +407,8 @@ def dev_v1(model, tok, examples, args, device, dtype, report, show):
     predictions = {ex["id"]: a["text"] for ex, a in zip(examples, answers)}
     return predictions, {"n": len(examples), "windows": timing["windows"], "em": em, "f1": f1,
                          "seconds": secs, "tokenize_seconds": timing["tokenize_seconds"],
+                         "questions_by_windows": {str(k): v for k, v in
+                                                  sorted(collections.Counter(timing["per_question"]).items())},
                          "model_seconds": timing["model_seconds"],
                          "misses": [{"id": examples[k]["id"], "question": examples[k]["question"],
                                      "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
@@ -388,14 +420,14 @@ def duration(seconds):
 
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
-def demo_v2(model, tok, device, args, report, show):
+def demo_v2(model, tok, device, args, report):
     results = []
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
         text, _, _, s_hat = d["spans"][0]
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
-                   f"difference {s_hat - d['s_null']:+.2f}" + (f"   [article: {ARTICLE['v2_demo'][q]}]" if show else ""))
+                   f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
     return results
@@ -457,28 +489,39 @@ def score_v2(examples, answers, taus):
             "diff": diff, "chosen": chosen}
 
 
-def dev_v2(model, tok, examples, args, device, dtype, report, show):
-    answers, timing = predict(model, tok, examples, args, device, dtype)
+def dev_v2(model, tok, examples, args, device, dtype, report, label, procs):
+    answers, timing = predict(model, tok, examples, args, device, dtype, procs)
     r = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
     diff, chosen, at0, best, exact = r.pop("diff"), r.pop("chosen"), r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
     report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
     report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
-               + (f"   [article: {ARTICLE['v2_at0']}]" if show else ""))
+               + f"   [{label}: {ARTICLE['v2_at0']}]")
     report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
                f"{best['answered']:.1f}% of questions  ({duration(secs)})"
-               + (f"   [article: {ARTICLE['v2_best']}]" if show else ""))
+               + f"   [{label}: {ARTICLE['v2_best']}]")
     report.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
                f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
                f"F1 {fmt(r['no_ans']['f1'])}")
-    report.say(f"   exact best over all distinct thresholds (as evaluate-v2.0.py searches): F1 {exact['f1']:.2f} "
-               f"at tau = {exact['tau']:+.3f} (best_f1_thresh = {exact['threshold']:+.3f}), answers "
-               f"{exact['answered']:.1f}%")
+    report.say("   " + exact_best_line(exact))
+    report.say(f"   the sweep (answer iff s_hat > s_null + tau), {len(r['sweep'])} steps; * = the best tau:")
+    for row in r["sweep"]:
+        report.say(f"   {'*' if row is best else ' '} tau {row['tau']:+6.2f}   F1 {row['f1']:6.2f}   EM {row['em']:6.2f}   "
+                   f"answers {row['answered']:5.1f}%")
     files = {"squad_v2_predictions.json": {ex["id"]: (a["text"] if c else "")
                                            for ex, a, c in zip(examples, answers, chosen)},
              "squad_v2_nonnull_predictions.json": {ex["id"]: a["text"] for ex, a in zip(examples, answers)},
              "squad_v2_null_odds.json": {ex["id"]: -float(d) for ex, d in zip(examples, diff)}}
     return files, {**r, "windows": timing["windows"], "seconds": secs, "model_seconds": timing["model_seconds"]}
+
+
+def exact_best_line(exact):
+    """The exact best threshold in words; answering nothing at all has no threshold to print."""
+    if exact["answered"] == 0:
+        return (f"exact best over all distinct thresholds (as evaluate-v2.0.py searches): F1 {exact['f1']:.2f} "
+                f"by answering no question at all (every threshold that answers some question scores lower)")
+    return (f"exact best over all distinct thresholds (as evaluate-v2.0.py searches): F1 {exact['f1']:.2f} "
+            f"at tau = {exact['tau']:+.3f} (best_f1_thresh = {exact['threshold']:+.3f}), answers {exact['answered']:.1f}%")
 
 
 def fmt(x):
@@ -510,36 +553,52 @@ def write_json(folder, name, obj):
     write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
+def check_inputs(args):
+    """Every input before any work: the results folder, both models and both dev files, all problems at once.
+    Returns the dev questions of v1.1 and v2.0 (None for a part not run)."""
+    check_writable_dir(args.results_dir, "--results-dir")
+    v1, v2 = "demo" in args.only or "v1" in args.only, "demo" in args.only or "v2" in args.only
+    preflight([v1 and model_problem(args.v1_model, "--v1-model"), v2 and model_problem(args.v2_model, "--v2-model"),
+               "v1" in args.only and file_problem(args.v1_data, "--v1-data", "rajpurkar/squad"),
+               "v2" in args.only and file_problem(args.v2_data, "--v2-data", "rajpurkar/squad_v2")])
+    return (read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None,
+            read_squad(args.v2_data, "2.0", "--v2-data")[:args.limit] if "v2" in args.only else None)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    device = pick_device(args.device)
+    device, procs = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
-    report = Report("part4_squad", args.results_dir)
-    v1_examples = read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None
-    v2_examples = read_squad(args.v2_data, "2.0", "--v2-data")[:args.limit] if "v2" in args.only else None
+    v1_examples, v2_examples = all_agree(procs, lambda: check_inputs(args))
+    report = Report("part4_squad", args.results_dir, quiet=not procs.main)
+    if procs.world > 1:
+        report.say(f"work split: {procs.world} processes ({procs.backend}), each scores every {procs.world}th batch of "
+                   f"windows; the scores are gathered before the span search")
+    label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
     payload, files = {"config": {"max_len": args.max_len, "stride": args.stride, "n_best": args.n_best,
                                  "max_answer": args.max_answer, "dtype": str(dtype)}}, {}
     if "demo" in args.only or "v1" in args.only:
         model, tok = load_qa_model(args.v1_model, "--v1-model", device, args.max_len)
-        show = args.v1_model == V1_MODEL
+        report.say(f"SQuAD v1.1 model: {portable(args.v1_model)}   (article: {V1_MODEL})")
         if "demo" in args.only:
-            payload["v1_demo"] = demo_v1(model, tok, device, args, report, show)
+            payload["v1_demo"] = demo_v1(model, tok, device, args, report)
         if "v1" in args.only:
             files["squad_v1_predictions.json"], payload["v1_dev"] = dev_v1(
-                model, tok, v1_examples, args, device, dtype, report, show and args.limit is None)
+                model, tok, v1_examples, args, device, dtype, report, label, procs)
     if "demo" in args.only or "v2" in args.only:
         model, tok = load_qa_model(args.v2_model, "--v2-model", device, args.max_len)
-        show = args.v2_model == V2_MODEL
+        report.say(f"SQuAD v2.0 model: {portable(args.v2_model)}   (article: {V2_MODEL})")
         if "demo" in args.only:
-            payload["v2_demo"] = demo_v2(model, tok, device, args, report, show)
+            payload["v2_demo"] = demo_v2(model, tok, device, args, report)
         if "v2" in args.only:
-            v2_files, payload["v2_dev"] = dev_v2(model, tok, v2_examples, args, device, dtype, report,
-                                                 show and args.limit is None)
+            v2_files, payload["v2_dev"] = dev_v2(model, tok, v2_examples, args, device, dtype, report, label, procs)
             files.update(v2_files)
-            plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
-    for name, obj in files.items():
-        write_json(args.results_dir, name, obj)
-    report.save(payload, args=args, argv=argv, device=device)
+            if procs.main:
+                plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
+    if procs.main:
+        for name, obj in files.items():
+            write_json(args.results_dir, name, obj)
+        report.save(payload, args=args, argv=argv, device=device)
     return 0
 
 

@@ -139,7 +139,8 @@ def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
     final = r["final"]["dev"]
     assert log[-1].startswith(f"FINAL sst2 dev accuracy {final['accuracy']:.4f} ({final['correct']}/100), "
                               f"dev F1 {final['f1']:.4f}, training time ")
-    assert "[paper, BERT-base dev: 92.7]" in log[-1] and "[article:" not in log[-1]
+    assert "[paper, BERT-base dev: 92.7]" in log[-1]
+    assert "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.9255 (807/872), F1 0.9279]" in log[-1]
     assert sum(line.startswith("step ") for line in log) == 3
     try:
         import matplotlib  # noqa: F401

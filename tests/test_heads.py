@@ -75,7 +75,13 @@ def test_main_end_to_end_on_a_tiny_model(tiny_bert_dir, tmp_path, capsys):
     log = open(os.path.join(out, "part4_heads.log")).read()
     printed = capsys.readouterr().out
     assert log == printed
-    assert "[article:" not in log                 # the article's numbers only beside the article's model
+    # the article's numbers on every route, labelled; those of a random head say they are not expected to match
+    lines = log.splitlines()
+    assert lines[0].startswith("model: ") and "(article: bert-base-uncased)" in lines[0]
+    logits_line = next(x for x in lines if x.startswith("logits from the library:"))
+    assert logits_line.endswith("[article: [-0.1763, -0.9611, 0.0659]; the article's own random head, not expected to match]")
+    assert "[article: 2,307 out of 109,484,547 (0.0021%) for bert-base-uncased]" in log
+    assert tiny_bert_dir not in log and tiny_bert_dir not in json.dumps(r)     # no absolute path of this machine
     assert f"logits by hand (pooled C): {[round(x, 4) for x in g['logits_by_hand']]}" in log
 
 
@@ -90,6 +96,38 @@ def test_span_bias_of_a_trained_qa_checkpoint_is_read_and_cancels(tmp_path):
     span = read_results(out)["span"]
     assert span["bias"] == pytest.approx([0.7, -0.3])
     assert span["softmax_bias_gap"] < 1e-6 and span["max_start_gap"] < 1e-4
+
+
+def test_fresh_heads_get_a_non_zero_seeded_bias(tiny_bert_dir, tmp_path):
+    out = str(tmp_path / "results")
+    assert heads.main(["--model", tiny_bert_dir, "--results-dir", out, "--device", "cpu", "--seed", "5"]) == 0
+    r = read_results(out)
+    g = torch.Generator().manual_seed(5)
+    assert r["span"]["bias"] == pytest.approx(torch.randn(2, generator=g).tolist())
+    assert r["span"]["fresh_head"] and min(abs(x) for x in r["span"]["bias"]) > 1e-3
+    assert r["glue"]["fresh_head"] and min(abs(x) for x in r["glue"]["bias"]) > 1e-3
+    assert r["span"]["softmax_bias_gap"] < 1e-6
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda T, W, b: (T @ W[0], T @ W[1]),                          # forgets the bias: only a non-zero bias shows it
+    lambda T, W, b: (T @ W[0] + b[0], T @ W[0] + b[1]),            # E taken from the wrong row
+])
+def test_a_wrong_by_hand_span_formula_fails_the_check(tiny_bert_dir, tmp_path, monkeypatch, capsys, wrong):
+    monkeypatch.setattr(heads, "span_logits", wrong)
+    out = tmp_path / "results"
+    assert run_cli(heads.main, ["--model", tiny_bert_dir, "--results-dir", str(out), "--device", "cpu"]) == 1
+    assert "CHECK FAILED: span" in capsys.readouterr().out
+    assert not (out / "part4_heads.json").exists()
+
+
+def test_a_softmax_that_does_not_cancel_a_constant_fails_the_bias_check(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    def wrong_gap(logits, bias, positions):          # "normalise" by the sum instead of the softmax
+        x = logits[positions]
+        return ((x / x.sum()) - (x - bias) / (x - bias).sum()).abs().max().item()
+    monkeypatch.setattr(heads, "softmax_bias_gap", wrong_gap)
+    assert run_cli(heads.main, ["--model", tiny_bert_dir, "--results-dir", str(tmp_path), "--device", "cpu"]) == 1
+    assert "CHECK FAILED: span softmax with vs without bias differ by" in capsys.readouterr().out
 
 
 def test_a_failed_check_exits_1_and_writes_nothing(tiny_bert_dir, tmp_path, monkeypatch, capsys):

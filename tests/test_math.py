@@ -129,19 +129,55 @@ def test_main_end_to_end_on_tiny_models(tiny_sst2_dir, tiny_qa_dir, tmp_path):
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     args = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
     assert bm.chosen_tau(args)[0] == 4.0
-    payload = {"v2_dev": {"best": {"tau": 2.25}}, "run": {"config": {"v2_model": "m2"}}}
+    payload = {"v2_dev": {"best": {"tau": 2.25}, "n": 11873}, "run": {"config": {"v2_model": "m2", "limit": None}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(payload))
-    assert bm.chosen_tau(args) == (2.25, "from bert_part4_squad.py")
+    assert bm.chosen_tau(args) == (2.25, "from bert_part4_squad.py, chosen on all 11873 dev questions")
+    limited = {"v2_dev": {"best": {"tau": -1.5}, "n": 40}, "run": {"config": {"v2_model": "m2", "limit": 40}}}
+    (tmp_path / "part4_squad.json").write_text(json.dumps(limited))
+    tau, source = bm.chosen_tau(args)
+    assert tau == 4.0 and "chose -1.50 on only the first 40 questions (--limit)" in source
     other = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "another"])
     assert bm.chosen_tau(other)[0] == 4.0
     assert bm.chosen_tau(bm.parse_args(["--results-dir", str(tmp_path), "--tau", "1.5"])) == (1.5, "from --tau")
 
 
-def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tmp_path, capsys):
+def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tiny_qa_dir, tmp_path, capsys):
     from bert_part4_common import run_cli
     folder = save_tiny(str(tmp_path / "base"))
-    argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--flow-questions", "0", "--results-dir",
-            str(tmp_path / "r"), "--device", "cpu"]
+    argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--squad2-model", tiny_qa_dir, "--flow-questions", "0",
+            "--results-dir", str(tmp_path / "r"), "--device", "cpu"]
     assert run_cli(bm.main, argv) == 2
     assert "has no question-answering head" in capsys.readouterr().err
     assert not (tmp_path / "r" / "part4_math.json").exists()
+
+
+def test_offline_every_missing_input_is_reported_at_once(tmp_path):
+    """Plain bert_part4_math.py without the Hub: one line naming all three models and the dataset, exit 2."""
+    import subprocess
+    import sys
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "empty_cache"))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bert_part4_math.py"), "--results-dir", str(tmp_path / "r")],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: 3 inputs cannot be used: ")
+    for name in (bm.SST2_MODEL, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2"):
+        assert name in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_untrained_sst2_classifier_is_said_so(tiny_qa_dir, tmp_path):
+    folder = save_tiny(str(tmp_path / "plain_bert"))               # no classifier: from_pretrained makes a random one
+    out = tmp_path / "r"
+    assert bm.main(["--sst2-model", folder, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+                    "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"]) == 0
+    log = (out / "part4_math.log").read_text()
+    assert "this model has no trained classifier: W and b are new and random" in log
+    assert "[article: C W^T = [-4.316, 4.135], logits [-4.316, 4.135]; the article's own random head" not in log
+    assert "not expected to match]" in log
+
+
+def test_table_arithmetic_is_the_articles(tmp_path):
+    t = bm.table_arithmetic(Report("x", str(tmp_path)))
+    assert {k: round(v, 1) for k, v in t["table1_gains"].items()} == {"BERT-base": 4.5, "BERT-large": 7.0}
+    assert round(t["table2_margin"], 1) == 1.5 and t["single_beats_top"]

@@ -1,0 +1,167 @@
+"""What a reader comparing with the article, or a newcomer, meets on every route: the article's numbers
+beside ours, help that states every default, results that can be written, portable paths, honest plots."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import ROOT, save_tiny
+from test_finetune import write_sst2
+
+import bert_part4_common as common
+import bert_part4_finetune as ft
+import bert_part4_heads as heads
+import bert_part4_math as bm
+import bert_part4_squad as sq
+from bert_part4_common import run_cli
+
+SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_help_states_every_default(name):
+    parser = SCRIPTS[name].build_parser()
+    for action in parser._actions:
+        if action.dest == "help" or action.default in (None, False):
+            continue
+        assert "default" in (action.help or "").lower(), f"{name} {action.option_strings}: {action.help}"
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("heads", ["--model", "/nonexistent/model"]),
+    ("finetune", ["sst2", "--model", "/nonexistent/model"]),
+    ("squad", ["--v1-model", "/nonexistent/model"]),
+    ("math", ["--sst2-model", "/nonexistent/model"]),
+])
+def test_a_results_dir_below_a_file_fails_first_in_one_line(name, argv, tmp_path, capsys):
+    (tmp_path / "plain_file").write_text("x")
+    target = tmp_path / "plain_file" / "results"
+    assert run_cli(SCRIPTS[name].main, argv + ["--results-dir", str(target), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --results-dir {target}: cannot be a folder, because {tmp_path / 'plain_file'} is a file"
+
+
+def test_an_unwritable_results_dir_is_caught_before_any_work(tmp_path, monkeypatch, capsys):
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(common.tempfile, "mkdtemp", refuse)
+    assert run_cli(heads.main, ["--model", "/nonexistent", "--results-dir", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip().endswith("cannot write there (Permission denied)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_matplotlib_is_said_once(monkeypatch, capsys):
+    import builtins
+    real = builtins.__import__
+
+    def no_matplotlib(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setattr(common, "_PLOT_NOTICE", [])
+    assert common.pyplot() is None and common.pyplot() is None
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["plots skipped: matplotlib is not installed (pip install matplotlib to get them)"]
+
+
+# --- results carry no path that only exists on the machine that made them ---
+
+def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkeypatch):
+    model = save_tiny(str(tmp_path / "outside" / "my-model"))
+    inside = tmp_path / "work"
+    (inside / "data").mkdir(parents=True)
+    (inside / "data" / "x.json").write_text("{}")
+    monkeypatch.chdir(inside)
+    assert common.portable(str(inside / "data" / "x.json")) == os.path.join("data", "x.json")
+    printed = common.portable(model)
+    assert re.fullmatch(r"my-model@[0-9a-f]{12}", printed)
+    with open(os.path.join(model, "config.json"), "a") as f:
+        f.write("\n")
+    assert common.portable(model) != printed                        # another config, another fingerprint
+    assert common.portable("bert-base-uncased") == "bert-base-uncased"
+    report = common.Report("x", str(inside / "results"))
+    args = type("A", (), {})()
+    args.model, args.n = model, 3
+    report.save({}, args=args, argv=["--model", model])
+    saved = (inside / "results" / "x.json").read_text()
+    assert str(tmp_path) not in saved and json.loads(saved)["run"]["config"]["model"].startswith("my-model@")
+
+
+def test_committed_results_hold_no_absolute_paths():
+    for name in os.listdir(os.path.join(ROOT, "results")):
+        text = open(os.path.join(ROOT, "results", name), encoding="utf-8", errors="replace").read()
+        assert "site-packages" not in text and "/tmp/" not in text and "/root/" not in text, name
+
+
+# --- fine-tuning: the article's column, its spread, the baseline, the grid's size ---
+
+def test_the_article_final_line_and_its_repeat():
+    assert ft.article_final("mrpc", 2e-5) == ("   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
+                                              "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
+    assert "0.8701 (355/408)" in ft.article_final("mrpc", 5e-5) and ft.article_final("rte", 2e-5) == ""
+    assert ft.grid_size("a3") == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
+                                  "= 2 x 3 x 3 = 18 runs")
+    assert ft.grid_size("glue") == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
+
+
+def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny_bert_dir, tmp_path):
+    glue = write_sst2(str(tmp_path / "glue"), n_train=40, n_dev=30)
+    out = tmp_path / "r"
+    assert ft.main(["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu",
+                    "--grid", "glue", "--evals", "1"]) == 0
+    train_labels = [y for _, y in ft.read_split(glue, "sst2", "train")]
+    dev_labels = np.array([y for _, y in ft.read_split(glue, "sst2", "dev")])
+    majority = int(np.bincount(train_labels).argmax())
+    log = (out / "part4_sst2_lr2e-5.log").read_text().splitlines()
+    before = next(x for x in log if x.startswith("before fine-tuning"))
+    assert f"(always the majority class {majority}: dev accuracy {np.mean(dev_labels == majority):.4f})" in before
+    assert before.endswith("[article: dev accuracy 0.4908; the article's own random head, not expected to match]")
+    assert "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.9255 (807/872), F1 0.9279]" in log[-1]
+    summary = (out / "part4_sst2_grid_glue.log").read_text().splitlines()
+    assert summary[0] == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
+    rows = [x for x in summary if x.startswith("  batch")]
+    assert len(rows) == 4 and all(re.search(r"dev accuracy \d\.\d{4} \(\d+/30\)", x) for x in rows)
+    assert sum("[article (" in x for x in rows) == 1                        # the article ran lr 2e-5 on SST-2
+
+
+# --- SQuAD: the sweep as a table, the window breakdown, no tau for "answer nothing" ---
+
+def test_exact_best_line_when_the_best_is_to_answer_nothing():
+    line = sq.exact_best_line({"f1": 50.0, "answered": 0.0, "threshold": 0.0, "tau": 0.0})
+    assert "answering no question at all" in line and "tau = +0.000" not in line
+    assert "at tau = -1.250 (best_f1_thresh = +1.250), answers 40.0%" in sq.exact_best_line(
+        {"f1": 60.0, "answered": 40.0, "threshold": 1.25, "tau": -1.25})
+
+
+def test_squad_log_has_the_sweep_table_and_the_window_breakdown(tiny_qa_dir, tmp_path):
+    from test_squad import squad_file
+    v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
+    out = tmp_path / "r"
+    assert sq.main(["--v1-model", tiny_qa_dir, "--v2-model", tiny_qa_dir, "--v1-data", v1, "--v2-data", v2, "--only", "v1",
+                    "--only", "v2", "--max-len", "48", "--stride", "16", "--results-dir", str(out), "--device", "cpu"]) == 0
+    r = json.loads((out / "part4_squad.json").read_text())
+    log = (out / "part4_squad.log").read_text().splitlines()
+    rows = [x for x in log if re.match(r"   [* ] tau [+-]", x)]
+    assert len(rows) == len(r["v2_dev"]["sweep"]) == 49
+    starred = [x for x in rows if x.startswith("   * ")]
+    assert len(starred) == 1 and f"tau {r['v2_dev']['best']['tau']:+6.2f}" in starred[0]
+    breakdown = next(x for x in log if x.startswith("   windows per question: "))
+    counts = {int(k): int(v) for k, v in re.findall(r"(\d+) -> (\d+) questions", breakdown)}
+    assert sum(counts.values()) == r["v1_dev"]["n"] and sum(k * v for k, v in counts.items()) == r["v1_dev"]["windows"]
+    assert "[article: EM 80.79, F1 88.08, 10753 windows, 9.3 min]" in "\n".join(log)      # on a local model too
+    assert log[0].startswith("SQuAD v1.1 model: ") and "(article: csarron/bert-base-uncased-squad-v1)" in log[0]
+
+
+def test_readme_gives_cpu_users_a_cpu_build_and_names_every_test_package():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    cpu = next(line for line in readme.splitlines() if "whl/cpu" in line)
+    assert "pip install torch" in cpu and "--index-url https://download.pytorch.org/whl/cpu" in cpu
+    assert cpu.index("pip install torch") < cpu.index("requirements.txt")
+    packages = readme[readme.index("## Packages"):]
+    for line in open(os.path.join(ROOT, "requirements-dev.txt")):
+        name = re.split(r"[<>=\s#]", line.strip())[0]
+        if name:
+            assert name in packages, name
