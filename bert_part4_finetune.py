@@ -167,17 +167,18 @@ def build_parser():
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0, run_classifier.py)")
     p.add_argument("--seed", type=int, default=0, help="the one fixed seed (default 0; restarts: --seeds)")
     p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts)")
-    p.add_argument("--grid", choices=sorted(GRIDS), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3)")
+    p.add_argument("--grid", choices=sorted(GRIDS), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3); "
+                                                         "with --seeds, every setting with every seed")
     p.add_argument("--evals", type=int, help="dev evaluations during training (default: GLUE 30, as the article; "
                                              "SQuAD and SWAG once per epoch)")
     p.add_argument("--group-by-length", choices=["auto", "on", "off"], default="auto",
-                   help="batches cut from length-sorted groups of 50 batches, in random order (auto: on for SQuAD, "
-                        "whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
+                   help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on for "
+                        "SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
     p.add_argument("--max-train-examples", type=int, help="only the first N training examples (SQuAD: questions)")
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set (SQuAD: questions)")
     p.add_argument("--eval-batch-size", type=int, help="batch size for dev evaluation (default: 128; SQuAD 64 windows, "
                                                        "as bert_part4_squad.py)")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
     p.add_argument("--save-model", help="keep the fine-tuned model in this folder (config, safetensors weights, "
                                         "tokenizer; several runs: one subfolder each)")
     add_common_flags(p)
@@ -998,7 +999,16 @@ def restarts(args, head, results, report):
 
 
 def grid(args, head, results, report):
-    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the dev metric."""
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the dev metric; with --seeds, each
+    setting's mean over the seeds first."""
+    if args.seeds:
+        report.say(f"grid {args.grid} on {args.task}, mean +- std over {args.seeds} seeds, sorted:")
+        points = {}
+        for r in results:
+            points.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(head.headline(r["final"]))
+        for (b, lr, e), v in sorted(points.items(), key=lambda kv: -statistics.mean(kv[1])):
+            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {statistics.mean(v):.4f} +- "
+                       f"{statistics.stdev(v) if len(v) > 1 else 0.0:.4f}")
     ranked = sorted(results, key=lambda r: -head.headline(r["final"]))
     report.say(f"grid {args.grid} on {args.task}, sorted by dev {METRIC_NAMES[head.metrics[0]]} (model at the end of training):")
     for r in ranked:
@@ -1012,7 +1022,8 @@ def grid(args, head, results, report):
 def planned_runs(args):
     """(batch, lr, epochs, seed) of every run this command asks for."""
     if args.grid:
-        return [(b, lr, e, args.seed) for b, lr, e in GRIDS[args.grid]]
+        seeds = range(args.seeds) if args.seeds else [args.seed]
+        return [(b, lr, e, seed) for b, lr, e in GRIDS[args.grid] for seed in seeds]
     return [(args.batch_size, args.lr, args.epochs, s) for s in (range(args.seeds) if args.seeds else [args.seed])]
 
 
@@ -1128,10 +1139,11 @@ def main(argv=None):
             print(split_line(mode, procs, runs), flush=True)
         fine_tune(args, head, data, args.lr, args.batch_size, args.epochs, args.seed, device, dtype, procs)
         return 0
-    report = Report(f"part4_{args.task}_" + (f"grid_{args.grid}" if args.grid else f"lr{lr_tag(args.lr)}_seeds{args.seeds}"),
-                    args.results_dir, quiet=not procs.main)
+    summary = f"grid_{args.grid}" + (f"_seeds{args.seeds}" if args.seeds else "") if args.grid else \
+        f"lr{lr_tag(args.lr)}_seeds{args.seeds}"
+    report = Report(f"part4_{args.task}_{summary}", args.results_dir, quiet=not procs.main)
     if args.grid:
-        report.say(grid_size(args.grid))
+        report.say(grid_size(args.grid) + (f", x {args.seeds} seeds = {len(runs)} runs" if args.seeds else ""))
     if procs.launched:
         report.say(split_line(mode, procs, runs))
     results = many_runs(args, head, data, runs, device, dtype, procs, mode)

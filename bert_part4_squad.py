@@ -76,22 +76,24 @@ def build_parser():
         epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
                "--stride tokens of the passage (Google's "
                "run_squad.py instead moves each window on by doc_stride tokens).")
-    p.add_argument("--v1-model", default=V1_MODEL, help=f"SQuAD v1.1 QA model, Hub id or folder (article: {V1_MODEL})")
-    p.add_argument("--v2-model", default=V2_MODEL, help=f"SQuAD v2.0 QA model, Hub id or folder (article: {V2_MODEL})")
+    p.add_argument("--v1-model", default=V1_MODEL, help=f"SQuAD v1.1 QA model, Hub id or folder (default, article: {V1_MODEL})")
+    p.add_argument("--v2-model", default=V2_MODEL, help=f"SQuAD v2.0 QA model, Hub id or folder (default, article: {V2_MODEL})")
     p.add_argument("--v1-data", help="official dev-v1.1.json (default: the Hub dataset rajpurkar/squad)")
     p.add_argument("--v2-data", help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
     p.add_argument("--only", action="append", choices=["demo", "v1", "v2"],
                    help="run only these parts (repeatable; default: all)")
     p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
-    p.add_argument("--max-len", type=int, default=384, help="window length in tokens (paper/run_squad.py: 384)")
-    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (run_squad.py: 128)")
-    p.add_argument("--n-best", type=int, default=20, help="best starts and best ends tried per window (run_squad.py: 20)")
-    p.add_argument("--max-answer", type=int, default=30, help="longest answer in tokens (run_squad.py: 30)")
-    p.add_argument("--tau-min", type=float, default=-6.0, help="tau sweep start (article: -6)")
-    p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (article: +6)")
-    p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (article: 0.25)")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp16 on MPS, fp32 on the CPU), fp32, bf16 or fp16")
+    p.add_argument("--max-len", type=int, default=384, help="window length in tokens (default 384, as paper/run_squad.py)")
+    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128, as run_squad.py)")
+    p.add_argument("--n-best", type=int, default=20,
+                   help="best starts and best ends tried per window (default 20, as run_squad.py)")
+    p.add_argument("--max-answer", type=int, default=30, help="longest answer in tokens (default 30, as run_squad.py)")
+    p.add_argument("--tau-min", type=float, default=-6.0, help="tau sweep start (default -6, as the article)")
+    p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (default +6, as the article)")
+    p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (default 0.25, as the article)")
+    p.add_argument("--dtype", default="auto", help="auto (the default: bf16 on CUDA, fp16 on MPS, fp32 on the CPU), "
+                                                   "fp32, bf16 or fp16")
     add_common_flags(p)
     return p
 
@@ -398,8 +400,7 @@ def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {args.max_len} tokens, "
                f"stride {args.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
-    report.say("   " + window_breakdown(timing["per_question"]) + "   [article: 10753 windows; with the bert-base-uncased "
-               "vocabulary we measure 10784 on the full dev set, with transformers 4.57 and 5.x alike]")
+    report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: 10753 windows, no breakdown printed]")
     misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]
     for k in misses:
         report.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '

@@ -35,3 +35,28 @@ def test_finetune_bench_pads_less_than_the_plain_loop(tiny_bert_dir, tmp_path, c
     assert "(mean batch width 128 tokens)" in plain
     assert int(ours.split("mean batch width ")[1].split()[0]) < 20
     assert out[-1].startswith("speed-up (steps/s, ours / plain): ")
+
+
+def test_finetune_bench_on_squad_windows_pads_less_than_384(tiny_bert_dir, tmp_path, capsys):
+    from test_squad import squad_file
+    data = squad_file(tmp_path / "squad.json", False)
+    finetune_speed.main(["--model", tiny_bert_dir, "--task", "squad", "--squad-data", data, "--steps", "1",
+                         "--batch-size", "1", "--device", "cpu"])
+    out = capsys.readouterr().out.splitlines()
+    plain = next(line for line in out if line.strip().startswith("plain"))
+    ours = next(line for line in out if line.strip().startswith("ours (dynamic padding, grouped by length)"))
+    assert "(mean batch width 384 tokens)" in plain
+    assert int(ours.split("mean batch width ")[1].split()[0]) < 384
+    assert out[-1].startswith("speed-up (steps/s, ours / plain): ")
+
+
+def test_processes_bench_runs_one_and_two_processes(tiny_bert_dir, tmp_path):
+    import subprocess
+    glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "processes_speed.py"), "--model", tiny_bert_dir,
+                        "--task", "sst2", "--data-dir", glue, "--steps", "3", "--batch-size", "8", "--device", "cpu"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "backend none" in lines[1] and "torchrun, 2 processes" in lines[2] and "backend gloo" in lines[2]
+    assert lines[-1].startswith("ratio (2 processes / one): ")

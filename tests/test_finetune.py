@@ -333,3 +333,19 @@ def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
     examples = ft.read_split(None, task, split)
     assert asked == [("nyu-mll/glue", task, "validation_mismatched" if task == "mnli" else "validation")]
     assert examples[1] == ([f"{c} 1" for c in spec.hub_columns], 1)
+
+
+def test_grid_with_seeds_runs_every_setting_with_every_seed(tiny_bert_dir, glue_dir, tmp_path):
+    run(tiny_bert_dir, glue_dir, tmp_path, "--max-train-examples", "32", "--max-dev-examples", "20", "--grid", "glue",
+        "--seeds", "2", "--evals", "1", "--epochs", "1")
+    g = json.loads((tmp_path / "part4_sst2_grid_glue_seeds2.json").read_text())
+    assert sorted((r["lr"], r["name"].endswith("_seed1")) for r in g["runs"]) == sorted(
+        (lr, s) for lr in (2e-5, 3e-5, 4e-5, 5e-5) for s in (False, True))
+    log = (tmp_path / "part4_sst2_grid_glue_seeds2.log").read_text().splitlines()
+    assert log[0] == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs"
+    means = [x for x in log if x.startswith("  batch") and "+-" in x]
+    assert len(means) == 4
+    for lr in (2e-5, 3e-5, 4e-5, 5e-5):
+        values = [r["final"]["dev"]["accuracy"] for r in g["runs"] if r["lr"] == lr]
+        line = next(x for x in means if f"lr {lr:<6g}" in x)
+        assert f"{statistics.mean(values):.4f} +- {statistics.stdev(values):.4f}" in line
