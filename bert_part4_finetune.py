@@ -858,16 +858,10 @@ def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype, tea
         curve, step, before, elapsed = resumed["curve"], resumed["step"], resumed["before"], resumed["elapsed"]
         losses = [torch.tensor(x) for x in resumed["mine"]["losses"]]
     else:
-        say(f"task {args.task}: {data['n_train']} training examples, "
-            + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in devs) + f", device {device.type}"
-            + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else ""))
-        for line in head.describe(train, args):
+        for line in preamble(args, head, data, team, device, dtype, model.config.hidden_dropout_prob,
+                             f"batch {batch_size}, {epochs} epochs = {total} steps, learning rate {lr}, warmup {warmup} "
+                             f"steps, weight decay {args.weight_decay}", seed):
             say(line)
-        say(f"batch {batch_size}, {epochs} epochs = {total} steps, learning rate {lr}, warmup {warmup} steps, "
-            f"weight decay {args.weight_decay}")
-        say(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {args.clip}, dropout "
-            f"{model.config.hidden_dropout_prob}, seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding"
-            + (", batches grouped by length (paper: random batches)" if grouped(args) else "") + ")")
         before = head.evaluate(model, devs, data["tok"], device, dtype, args) if team.main else None
         say(f"before fine-tuning ({head.fresh}): {head.format(before) if team.main else ''}" + head.baseline(train, devs)
             + (article(ARTICLE_BEFORE[args.task], RANDOM_HEAD) if args.task in ARTICLE_BEFORE else ""))
@@ -913,9 +907,9 @@ def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype, tea
     say(final_line(args, head, lr, final, seconds))
     best = max(curve, key=lambda c: head.headline(c["dev"]))
     if head.headline(best["dev"]) > head.headline(final):
-        say(f"(best dev {METRIC_NAMES[head.metrics[0]] if head.name in TASKS else 'F1'} seen during training: "
-            f"{head.headline(best['dev']):.4f} at step {best['step']}; not the result: the result is the model at the "
-            f"end of training, since picking the best checkpoint by its dev score would flatter the dev score)")
+        say(f"(best dev {METRIC_NAMES[head.metrics[-1] if head.name in SQUAD_VERSION else head.metrics[0]]} seen during "
+            f"training: {head.headline(best['dev']):.4f} at step {best['step']}; not the result: the result is the model "
+            f"at the end of training, since picking the best checkpoint by its dev score would flatter the dev score)")
     result = {"name": name, "task": args.task, "model": portable(args.model), "lr": lr, "batch_size": batch_size,
               "epochs": epochs, "steps": total, "warmup_steps": warmup, "seed": seed, "device": str(device), "before": before,
               "final": final, "curve": curve, "best_during_training": {"step": best["step"], "dev": best["dev"]},
@@ -929,6 +923,21 @@ def fine_tune(args, head, data, lr, batch_size, epochs, seed, device, dtype, tea
         os.remove(checkpoint)                          # the results are written: the checkpoint is spent
     plot_curve(curve, head, os.path.join(args.results_dir, name + "_curve.png"))
     return result
+
+
+def preamble(args, head, data, team, device, dtype, dropout, schedule, seed):
+    """The derived quantities a run prints before it trains (STYLE 8): data, inputs cut, steps, warmup."""
+    lines = [f"task {args.task}: {data['n_train']} training examples, "
+             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
+             + f", device {device.type}"
+             + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else "")]
+    lines += head.describe(data["train"], args)
+    lines.append(schedule)
+    lines.append(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {args.clip}, dropout {dropout}, "
+                 f"seed {seed}, autocast {dtype or 'off (fp32)'}, dynamic padding"
+                 + (", batches grouped by length (paper: random batches)" if grouped(args) else "")
+                 + f"; model {portable(args.model)}, article: {ARTICLE_MODEL})")
+    return lines
 
 
 def data_parallel(model, team, device):

@@ -136,6 +136,7 @@ def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
     log = (tmp_path / "part4_sst2_lr2e-5.log").read_text().splitlines()
     assert log[0] == "task sst2: 100 training examples, 100 dev examples, device cpu"
     assert log[2] == "batch 32, 3 epochs = 12 steps, learning rate 2e-05, warmup 1 steps, weight decay 0.01"
+    assert log[3].endswith(", article: bert-base-uncased)") and "; model " in log[3]
     final = r["final"]["dev"]
     assert log[-1].startswith(f"FINAL sst2 dev accuracy {final['accuracy']:.4f} ({final['correct']}/100), "
                               f"dev F1 {final['f1']:.4f}, training time ")

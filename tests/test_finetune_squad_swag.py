@@ -365,3 +365,23 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
             exact += sq.normalize_answer(text) == sq.normalize_answer(ex["golds"][0])
             found.add(w["example"])
     assert len(found) == 400 and exact >= 0.97 * len(found)
+
+
+def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
+    asked = []
+
+    def fake_hub(name, config, split, flag):
+        asked.append((name, config, split))
+        if name == "allenai/swag":
+            return [{"sent1": "She opened the fridge", "sent2": "and", "ending0": "took milk.", "ending1": "flew.",
+                     "ending2": "sang.", "ending3": "painted.", "label": 0}]
+        return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
+    monkeypatch.setattr(ft, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(sq, "load_hub_dataset", fake_hub)
+    train, devs = ft.read_swag(ft.parse_args(["swag"]))
+    assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
+    assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
+    asked.clear()
+    train, devs = ft.read_squad_task(ft.parse_args(["squad_v2"]))
+    assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
+    assert train[0]["starts"] == [4] and ft.answer_chars(train[0]) == (4, 5)
