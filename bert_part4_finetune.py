@@ -716,7 +716,7 @@ class SpanExtraction:
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
         settings = SimpleNamespace(max_len=args.max_len, stride=args.stride, batch_size=args.eval_batch_size,
-                                   n_best=20, max_answer=30)
+                                   n_best=squad.N_BEST, max_answer=squad.MAX_ANSWER)
         out = {}
         for name, examples in devs.items():
             answers, timing = squad.predict(model, tok, examples, settings, device, dtype)
@@ -724,7 +724,7 @@ class SpanExtraction:
                 em, f1, _ = squad.score_v1(examples, answers)
                 out[name] = {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"]}
             else:
-                r = squad.score_v2(examples, answers, squad.tau_grid(-6.0, 6.0, 0.25))
+                r = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
                 r.pop("diff"), r.pop("chosen")
                 out[name] = {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"]}
         model.train()

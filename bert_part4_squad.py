@@ -53,6 +53,8 @@ V1_MODEL = "csarron/bert-base-uncased-squad-v1"
 V2_MODEL = "deepset/bert-base-uncased-squad2"
 V1_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "On how many tasks does BERT get new results?", "What does BERT learn from?"]
+N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
+TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 
@@ -86,12 +88,12 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
     p.add_argument("--max-len", type=int, default=384, help="window length in tokens (default 384, as paper/run_squad.py)")
     p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128, as run_squad.py)")
-    p.add_argument("--n-best", type=int, default=20,
+    p.add_argument("--n-best", type=int, default=N_BEST,
                    help="best starts and best ends tried per window (default 20, as run_squad.py)")
-    p.add_argument("--max-answer", type=int, default=30, help="longest answer in tokens (default 30, as run_squad.py)")
-    p.add_argument("--tau-min", type=float, default=-6.0, help="tau sweep start (default -6, as the article)")
-    p.add_argument("--tau-max", type=float, default=6.0, help="tau sweep end (default +6, as the article)")
-    p.add_argument("--tau-step", type=float, default=0.25, help="tau sweep step (default 0.25, as the article)")
+    p.add_argument("--max-answer", type=int, default=MAX_ANSWER, help="longest answer in tokens (default 30, as run_squad.py)")
+    p.add_argument("--tau-min", type=float, default=TAU_SWEEP[0], help="tau sweep start (default -6, as the article)")
+    p.add_argument("--tau-max", type=float, default=TAU_SWEEP[1], help="tau sweep end (default +6, as the article)")
+    p.add_argument("--tau-step", type=float, default=TAU_SWEEP[2], help="tau sweep step (default 0.25, as the article)")
     p.add_argument("--dtype", default="auto", help="auto (the default: bf16 on CUDA, fp16 on MPS, fp32 on the CPU), "
                                                    "fp32, bf16 or fp16")
     add_common_flags(p)

@@ -182,3 +182,13 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31
     assert sq.window_breakdown(per_question) == "windows per question: 1 -> 10387 questions, 2 -> 152 questions, " \
                                                 "3 -> 31 questions"
+
+
+def test_the_squad_progress_bar_counts_windows(tiny_qa_dir, tmp_path, capsys):
+    from test_squad import squad_file
+    v1 = squad_file(tmp_path / "v1.json", False)
+    assert sq.main(["--v1-model", tiny_qa_dir, "--v1-data", v1, "--only", "v1", "--max-len", "40", "--stride", "12",
+                    "--batch-size", "4", "--results-dir", str(tmp_path / "r"), "--device", "cpu"]) == 0
+    windows = json.loads((tmp_path / "r" / "part4_squad.json").read_text())["v1_dev"]["windows"]
+    err = capsys.readouterr().err
+    assert windows > 4 and f"0/{windows} [" in err and "window/s" in err and "batch/s" not in err
