@@ -45,13 +45,19 @@ def run_cli(main, argv=None):
     try:
         return main(argv) or 0
     except (Fatal, Stopped) as e:
-        print(f"error: {e}" if isinstance(e, Fatal) else str(e), file=sys.stderr)
+        say_error(f"error: {e}" if isinstance(e, Fatal) else str(e))
         return e.code
     except KeyboardInterrupt:
-        print("interrupted: no results were written", file=sys.stderr)
+        say_error("interrupted: no results were written")
         return 130
     finally:
         end_processes()
+
+
+def say_error(line):
+    """One line on stderr in one write, so that the lines of several processes never run into each other."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -430,18 +436,18 @@ def fingerprint(folder):
 
 
 def portable(value):
-    """A path as the results record it: relative to the working directory when it is inside it (or beside
-    it, like ../shared), else a model folder by its name plus a fingerprint of its config and weights, and
-    any other file by its name. Anything that is not an existing local path is returned as it is."""
+    """A path as the results record it: a model folder relative to the working directory when it is inside
+    it, else by its name plus a fingerprint of its config and weights; any other path relative when it is
+    inside or beside the working directory (like ../shared), else by its name. Anything that is not an
+    existing local path is returned as it is."""
     if not isinstance(value, str) or not value or not os.path.exists(os.path.expanduser(value)):
         return value
     path = os.path.abspath(os.path.expanduser(value))
     rel = os.path.relpath(path)
-    if not rel.startswith(".." + os.sep + "..") and rel != "..":
+    model = os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
+    if not rel.startswith("..") or (not model and not rel.startswith(".." + os.sep + "..") and rel != ".."):
         return rel
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
-        return f"{os.path.basename(path)}@{fingerprint(path)}"
-    return os.path.basename(path)
+    return f"{os.path.basename(path)}@{fingerprint(path)}" if model else os.path.basename(path)
 
 
 # --- the log and the results files (STYLE 8 and 9) ---

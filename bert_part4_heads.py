@@ -137,7 +137,7 @@ def glue_head(model_name, tok, device, seed, report):
     say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
         + article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
     if fresh:
-        say(f"W is a new, random layer (seed {seed}); its bias is a seeded draw too: {rounded(b, 4)}")
+        say(f"W is a new, random layer (seed {seed}); its bias is a seeded draw too: {rounded(b.detach(), 4)}")
     say(f"logits from the library:  {rounded(out.logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"loss from the library {out.loss.item():.6f}  vs  -log softmax(C W^T)[label] by hand {loss.item():.6f}"
@@ -156,7 +156,7 @@ def glue_head(model_name, tok, device, seed, report):
         "loss_gap": abs(out.loss.item() - loss.item()),
         "probabilities": torch.softmax(logits[0], -1).tolist(), "logits_raw_C": raw_logits[0].tolist(),
         "new_params": new, "new_params_counted": head_count, "total_params": total, "K": K, "H": H,
-        "fresh_head": fresh, "bias": b.tolist(),
+        "fresh_head": fresh, "bias": b.detach().tolist(),
     }
 
 

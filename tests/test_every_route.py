@@ -82,6 +82,7 @@ def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkey
         f.write("\n")
     assert common.portable(model) != printed                        # another config, another fingerprint
     assert common.portable("bert-base-uncased") == "bert-base-uncased"
+    assert common.portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
     report = common.Report("x", str(inside / "results"))
     args = type("A", (), {})()
     args.model, args.n = model, 3
@@ -146,7 +147,7 @@ def test_squad_log_has_the_sweep_table_and_the_window_breakdown(tiny_qa_dir, tmp
                     "--only", "v2", "--max-len", "48", "--stride", "16", "--results-dir", str(out), "--device", "cpu"]) == 0
     r = json.loads((out / "part4_squad.json").read_text())
     log = (out / "part4_squad.log").read_text().splitlines()
-    rows = [x for x in log if re.match(r"   [* ] tau [+-]", x)]
+    rows = [x for x in log if re.match(r"   [* ] tau +[+-]\d", x)]
     assert len(rows) == len(r["v2_dev"]["sweep"]) == 49
     starred = [x for x in rows if x.startswith("   * ")]
     assert len(starred) == 1 and f"tau {r['v2_dev']['best']['tau']:+6.2f}" in starred[0]
