@@ -333,7 +333,7 @@ def test_bad_inputs_are_one_line_errors(tiny_bert_dir, tmp_path, capsys):
          "must be below the window length"),
         (["squad", "--train-data", v1, "--dev-data", v1, "--max-len", "1024"], "--max-len 1024",
          "above the model's 512 positions"),
-        (["sst2", "--max-len", "4096"], "--max-len 4096", "above the model's 512 positions"),
+        (["sst2", "--max-len", "4096", "--data-dir", str(tmp_path)], "--max-len 4096", "above the model's 512 positions"),
     ]
     for extra, where, message in cases:
         assert run_cli(ft.main, base + extra) == 2, message

@@ -175,6 +175,10 @@ def test_an_untrained_sst2_classifier_is_said_so(tiny_qa_dir, tmp_path):
     assert "this model has no trained classifier: W and b are new and random" in log
     assert "[article: C W^T = [-4.316, 4.135], logits [-4.316, 4.135]; the article's own random head" not in log
     assert "not expected to match]" in log
+    for article in ("[article: 109,483,778 in total, 1,538 new, for BERT-base, H = 768]", "[article: 0.162, over 12 layers]",
+                    "[article: 0.190 / 0.107 / 0.306]", "[article: P_start 0.9893, P_end 0.9661, loss 0.0453]",
+                    "[article: 5.08 + 5.10 = 10.18]", "[article: no, at tau = +4.00]", "[article: 8.45; from a trained head"):
+        assert article in log, article
 
 
 def test_table_arithmetic_is_the_articles(tmp_path):
