@@ -7,6 +7,7 @@ The science lives in the scripts themselves, so that each one reads top to botto
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -224,17 +225,9 @@ def set_rng_states(states):
 
 
 def save_atomic(obj, path):
-    """torch.save into a temporary file beside path, then rename: a checkpoint is whole or absent."""
+    """torch.save, written atomically (see write_atomic): a checkpoint is whole or absent."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".checkpoint")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    replace_atomically(path, lambda tmp: torch.save(obj, tmp))
 
 
 def save_checkpoint(path, procs, model, opt, sched, state, mine):
@@ -303,9 +296,14 @@ def _is_local(name):
 _HUB_PROBES = {}
 
 
+def hub_offline():
+    """HF_HUB_OFFLINE=1: use the local caches only."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+
+
 def hub_reachable(timeout=3.0):
     """A quick TCP probe of the Hub (once per process), so that an offline machine fails in seconds."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    if hub_offline():
         return False
     from huggingface_hub import constants
 
@@ -334,6 +332,10 @@ def model_problem(name, flag):
 
     if isinstance(try_to_load_from_cache(name, "config.json"), str) or hub_reachable():
         return None
+    return unreachable_model(name, flag)
+
+
+def unreachable_model(name, flag):
     return (f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
             f"pass a local directory instead ({flag} path/to/{name.split('/')[-1]})")
 
@@ -341,9 +343,9 @@ def model_problem(name, flag):
 def file_problem(path, flag, hub_name=None):
     """Why a data file cannot be read, or None; with no path, whether the Hub dataset can be fetched."""
     if path is None:
-        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
-        if hub_name and not offline and not hub_reachable():
-            return f"the Hugging Face Hub cannot be reached to download the dataset '{hub_name}'; pass local files with {flag}"
+        if hub_name and not hub_offline() and not hub_reachable():
+            return (f"the Hugging Face Hub cannot be reached to download the dataset '{hub_name}'; pass local files "
+                    f"with {flag} (or set HF_HUB_OFFLINE=1 to use a local datasets cache)")
         return None
     return None if os.path.isfile(os.path.expanduser(path)) else f"{flag} {path}: no such file"
 
@@ -395,8 +397,7 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
     except OSError:
         pass
     if not hub_reachable():
-        raise Fatal(f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in "
-                    f"the local cache; pass a local directory instead ({flag} path/to/{name.split('/')[-1]})")
+        raise Fatal(unreachable_model(name, flag))
     try:
         return loader.from_pretrained(name, **kwargs)
     except OSError as e:
@@ -409,10 +410,9 @@ def load_hub_dataset(name, config, split, flag):
 
     With HF_HUB_OFFLINE=1 the local datasets cache is used; otherwise an unreachable Hub fails at once.
     """
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
-    if not offline and not hub_reachable():
-        raise Fatal(f"the Hugging Face Hub cannot be reached to download the dataset '{name}'; "
-                    f"pass local files with {flag} (or set HF_HUB_OFFLINE=1 to use a local datasets cache)")
+    problem = file_problem(None, flag, name)
+    if problem:
+        raise Fatal(problem)
     import datasets
 
     try:
@@ -425,13 +425,20 @@ def load_hub_dataset(name, config, split, flag):
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
 def fingerprint(folder):
-    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print."""
+    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print.
+    Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
+    files = tuple((name, os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
+                  for name in sorted(os.listdir(folder)) if name == "config.json" or name.endswith((".safetensors", ".bin")))
+    return _fingerprint(os.path.abspath(folder), files)
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(folder, files):
     h = hashlib.sha256()
-    for name in sorted(os.listdir(folder)):
-        if name == "config.json" or name.endswith((".safetensors", ".bin")):
-            with open(os.path.join(folder, name), "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
+    for name, _, _ in files:
+        with open(os.path.join(folder, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()[:12]
 
 
@@ -508,12 +515,19 @@ def _jsonable(x):
 
 
 def write_atomic(path, text):
-    """Write to a temp file in the same folder, then rename: readers never see half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write text to a temp file in the same folder, then rename: readers never see half a file."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+    replace_atomically(path, write)
+
+
+def replace_atomically(path, write):
+    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        write(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files

@@ -408,19 +408,19 @@ def encode_squad(tok, examples, max_len, stride):
 
     A question whose answer_start does not match its context is left out of training and counted."""
     chars = [None if ex["impossible"] else answer_chars(ex) for ex in examples]
-    bad = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is None and not ex["impossible"]]
-    windows = squad.make_windows(tok, [ex for k, ex in enumerate(examples) if k not in set(bad)], max_len, stride)
-    kept = [k for k in range(len(examples)) if k not in set(bad)]
+    kept = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is not None or ex["impossible"]]
+    windows = squad.make_windows(tok, [examples[k] for k in kept], max_len, stride)
     starts, ends = [], []
     for w in windows:
         c = chars[kept[w["example"]]]
         i, j = span_targets(w["offsets"], w["passage"], *c) if c else (0, 0)
         starts.append(i)
         ends.append(j)
-    per_question = np.bincount([w["example"] for w in windows], minlength=len(kept))
+    per_question = np.asarray(squad.windows_per_question(windows, len(kept)))
     return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
             "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
-            "targets": ("start_positions", "end_positions"), "questions": len(kept), "skipped": len(bad),
+            "targets": ("start_positions", "end_positions"), "questions": len(kept),
+            "skipped": len(examples) - len(kept),
             "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
 
 
@@ -724,8 +724,7 @@ class SpanExtraction:
                 em, f1, _ = squad.score_v1(examples, answers)
                 out[name] = {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"]}
             else:
-                r = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
-                r.pop("diff"), r.pop("chosen")
+                r, _, _ = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
                 out[name] = {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"]}
         model.train()
         return out

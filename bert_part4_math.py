@@ -79,7 +79,7 @@ ARTICLE = {"glue_p": "[0.867, 0.032, 0.101]", "glue_loss": "0.143", "span_best":
            "flow": [(0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
                     (0.148, 0.128, 0.519), (0.170, 0.072, 0.503), (0.088, 0.054, 0.687), (0.062, 0.022, 0.659),
                     (0.135, 0.043, 0.603), (0.191, 0.196, 0.414), (0.156, 0.117, 0.690), (0.087, 0.045, 0.740)],
-           "born": "0.162",
+           "born": "0.162", "table1": {"BERT-base": "4.5", "BERT-large": "7.0"}, "table2": "+1.5",
            "span_real": [{"span": '"Bidirectional Encoder Representations from Transformers" (tokens 21..30, score 15.16)',
                           "p": "P_start 0.9893, P_end 0.9661, loss 0.0453"},
                          {"span": '"Transformers" (tokens 30..30, score 9.87)',
@@ -437,10 +437,10 @@ def table_arithmetic(report):
     gains = {name: TABLE1[name] - base for name in ("BERT-base", "BERT-large")}
     for name, gain in gains.items():
         report.say(f"  Table 1, GLUE average: {name} {TABLE1[name]} - OpenAI GPT {base} = {gain:.1f} points"
-                   f"   [article: {'4.5' if name == 'BERT-base' else '7.0'}]")
+                   + article(ARTICLE["table1"][name]))
     ens, top, single = (TABLE2[k] for k in ("BERT ensemble + TriviaQA", "top leaderboard ensemble", "BERT single + TriviaQA"))
     report.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
-               f"   [article: +1.5]")
+               + article(ARTICLE["table2"]))
     report.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
                f"   [article: yes, 'our single BERT model outperforms the top ensemble system in terms of F1 score']")
     return {"table1_gains": gains, "table2_margin": ens - top, "single_beats_top": single > top}

@@ -319,15 +319,24 @@ def predict(model, tok, examples, args, device, dtype, procs=ALONE):
     tokenize_seconds = time.perf_counter() - t0
     scored = score_windows(model, windows, device, dtype, args.batch_size, args.n_best, args.max_answer, procs)
     answers = best_per_question(examples, windows, scored)
-    per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
+    per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "tokenize_seconds": tokenize_seconds, "per_question": per_question,
                      "model_seconds": scored["model_seconds"], "seconds": time.perf_counter() - t0}
 
 
+def windows_per_question(windows, n_questions):
+    """How many windows each question has."""
+    return np.bincount([w["example"] for w in windows], minlength=n_questions).tolist()
+
+
+def questions_by_windows(per_question):
+    """{windows: questions with that many}, e.g. {1: 10387, 2: 152, 3: 31}."""
+    return dict(sorted(collections.Counter(per_question).items()))
+
+
 def window_breakdown(per_question):
     """windows per question: 1 -> 10387 questions, 2 -> 152, 3 -> 31"""
-    counts = collections.Counter(per_question)
-    return "windows per question: " + ", ".join(f"{k} -> {counts[k]} questions" for k in sorted(counts))
+    return "windows per question: " + ", ".join(f"{k} -> {n} questions" for k, n in questions_by_windows(per_question).items())
 
 
 def load_qa_model(name, flag, device, max_len, **kwargs):
@@ -410,8 +419,7 @@ def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
     predictions = {ex["id"]: a["text"] for ex, a in zip(examples, answers)}
     return predictions, {"n": len(examples), "windows": timing["windows"], "em": em, "f1": f1,
                          "seconds": secs, "tokenize_seconds": timing["tokenize_seconds"],
-                         "questions_by_windows": {str(k): v for k, v in
-                                                  sorted(collections.Counter(timing["per_question"]).items())},
+                         "questions_by_windows": {str(k): n for k, n in questions_by_windows(timing["per_question"]).items()},
                          "model_seconds": timing["model_seconds"],
                          "misses": [{"id": examples[k]["id"], "question": examples[k]["question"],
                                      "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
@@ -472,7 +480,8 @@ def tau_grid(tau_min, tau_max, tau_step):
 
 def score_v2(examples, answers, taus):
     """Everything the v2.0 dev set is scored by: tau = 0, the sweep and its best tau, the exact best
-    threshold of evaluate-v2.0.py, and the HasAns / NoAns split at the best tau."""
+    threshold of evaluate-v2.0.py, and the HasAns / NoAns split at the best tau. Also, per question,
+    s_hat - s_null and whether it is answered at the best tau (for the prediction files)."""
     diff = np.array([a["score"] - a["s_null"] for a in answers])            # s_hat - s_null
     em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
                                          for ex, a in zip(examples, answers))))
@@ -488,14 +497,13 @@ def score_v2(examples, answers, taus):
                     "f1": 100 * float(np.where(chosen, f1_ans, f1_null)[mask].mean()) if mask.any() else None}
              for name, mask in (("has_ans", has), ("no_ans", ~has))}
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
-            "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"],
-            "diff": diff, "chosen": chosen}
+            "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
 
 
 def dev_v2(model, tok, examples, args, device, dtype, report, label, procs):
     answers, timing = predict(model, tok, examples, args, device, dtype, procs)
-    r = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
-    diff, chosen, at0, best, exact = r.pop("diff"), r.pop("chosen"), r["at0"], r["best"], r["exact_best"]
+    r, diff, chosen = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
+    at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
     report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
     report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"

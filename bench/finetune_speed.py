@@ -29,24 +29,45 @@ from transformers import (  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 import bert_part4_squad as sq  # noqa: E402
-from bert_part4_common import autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from bert_part4_common import ALONE, autocast_dtype, load_pretrained, pick_device  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
 
-def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5):
-    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width."""
+def add_model_flags(p, task):
+    """The model and data flags both benchmarks share."""
+    p.add_argument("--model", help="pre-trained BERT folder or Hub id")
+    p.add_argument("--random-base", action="store_true", help="a randomly initialised BERT-base (speed only)")
+    p.add_argument("--vocab", default=os.path.join(SHARED, "bert-base-uncased", "vocab.txt"), help="vocab for --random-base")
+    p.add_argument("--task", default=task, help=f"a GLUE task with two labels (default {task})"
+                                                  + ("; or squad" if task == "sst2" else ""))
+    p.add_argument("--data-dir", default=os.path.join(SHARED, "glue_data"))
+
+
+def tokenizer_and_models(args):
+    """The tokenizer, the model's name, and make(model_class, **kwargs): a fresh model on every call."""
+    if args.random_base:
+        return (BertTokenizer(vocab=args.vocab), "random BERT-base (12 layers, H=768)",
+                lambda model_class, **kw: model_class(BertConfig(**kw)))
+    return (load_pretrained(AutoTokenizer, args.model), args.model,
+            lambda model_class, **kw: load_pretrained(model_class, args.model, **kw))
+
+
+def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, procs=ALONE):
+    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width.
+    Under torchrun each process takes its share of every batch, as bert_part4_finetune.py does."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
-    for idx in batches[:2]:
-        ft.train_step(model, ft.collate(enc, idx, device, pad_to), opt, sched, 1.0, dtype, loss_fn)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t0, widths = time.perf_counter(), []
-    for idx in batches[2:]:
-        batch = ft.collate(enc, idx, device, pad_to)
-        widths.append(batch["input_ids"].shape[-1])
-        ft.train_step(model, batch, opt, sched, 1.0, dtype, loss_fn)
+    trainer, widths = ft.data_parallel(model, procs, device), []
+    for k, idx in enumerate(batches):
+        if k == 2:                                    # two warm-up steps, then the clock
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        rows, weight = ft.shard(idx, procs)
+        batch = ft.collate(enc, rows, device, pad_to)
+        widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
+        ft.train_step(trainer, batch, opt, sched, 1.0, dtype, loss_fn, weight)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0, sum(widths) / len(widths)
@@ -64,11 +85,7 @@ def training_data(args, tok):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="pre-trained BERT folder or Hub id")
-    p.add_argument("--random-base", action="store_true", help="a randomly initialised BERT-base (speed only)")
-    p.add_argument("--vocab", default=os.path.join(SHARED, "bert-base-uncased", "vocab.txt"), help="vocab for --random-base")
-    p.add_argument("--task", default="sst2", help="a GLUE task (two labels) or squad")
-    p.add_argument("--data-dir", default=os.path.join(SHARED, "glue_data"))
+    add_model_flags(p, "sst2")
     p.add_argument("--squad-data", default=os.path.join(SHARED, "squad", "offline-train-v1.1.json"),
                    help="SQuAD v1.1 JSON for --task squad")
     p.add_argument("--steps", type=int, default=30, help="timed steps per loop")
@@ -77,19 +94,12 @@ def main(argv=None):
     p.add_argument("--device", default="auto")
     args = p.parse_args(argv)
     device = pick_device(args.device)
-    if args.random_base:
-        tok, name, source = BertTokenizer(vocab=args.vocab), "random BERT-base (12 layers, H=768)", None
-    else:
-        tok, name, source = load_pretrained(AutoTokenizer, args.model), args.model, args.model
+    tok, name, make = tokenizer_and_models(args)
     enc, loss_fn, lengths, model_class, kwargs = training_data(args, tok)
     n = len(enc["input_ids"])
     plain = ft.epoch_batches(n, args.batch_size, 1, 0)[0][:args.steps + 2]
     ours = ft.epoch_batches(n, args.batch_size, 1, 0, lengths)[0][:args.steps + 2]
     pad_to = args.max_len or (384 if args.task == "squad" else 128)
-
-    def make():
-        return (model_class(BertConfig(**kwargs)) if source is None
-                else load_pretrained(model_class, source, **kwargs))
     dtype = autocast_dtype(device, "auto")
     print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
@@ -99,7 +109,8 @@ def main(argv=None):
             ("ours (dynamic padding" + (", grouped by length" if lengths else "")
              + (", bf16, fused AdamW)" if device.type == "cuda" else ")"), ours, None, dtype, device.type == "cuda")):
         torch.manual_seed(0)
-        seconds, width = time_steps(make().to(device).train(), enc, batches, device, dt, fused, pad, loss_fn)
+        seconds, width = time_steps(make(model_class, **kwargs).to(device).train(), enc, batches, device, dt, fused, pad,
+                                    loss_fn)
         rows.append((label, (len(batches) - 2) / seconds, width))
         print(f"{label:>45}: {rows[-1][1]:7.3f} steps/s  (mean batch width {width:.0f} tokens)")
     print(f"speed-up (steps/s, ours / plain): {rows[1][1] / rows[0][1]:.2f}x")

@@ -15,26 +15,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertTokenizer  # noqa: E402
+from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # noqa: E402
+from transformers import BertForSequenceClassification  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
-from bert_part4_common import autocast_dtype, load_pretrained, start_processes  # noqa: E402
-
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+from bert_part4_common import autocast_dtype, start_processes  # noqa: E402
 
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="pre-trained BERT folder or Hub id")
-    p.add_argument("--random-base", action="store_true", help="a randomly initialised BERT-base (speed only)")
-    p.add_argument("--vocab", default=os.path.join(SHARED, "bert-base-uncased", "vocab.txt"), help="vocab for --random-base")
-    p.add_argument("--task", default="mrpc", help="a GLUE task with two labels (default mrpc)")
-    p.add_argument("--data-dir", default=os.path.join(SHARED, "glue_data"))
+    add_model_flags(p, "mrpc")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
     p.add_argument("--batch-size", type=int, default=32, help="the global batch (default 32)")
     p.add_argument("--nproc", type=int, default=2, help="processes of the torchrun side (default 2)")
@@ -47,28 +41,13 @@ def worker(args):
     """The timed steps in this process (one of the team under torchrun); rank 0 prints a JSON line."""
     device, procs = start_processes(args.device)
     torch.manual_seed(0)
-    if args.random_base:
-        tok, model = BertTokenizer(vocab=args.vocab), BertForSequenceClassification(BertConfig(num_labels=2))
-    else:
-        tok = load_pretrained(AutoTokenizer, args.model)
-        model = load_pretrained(BertForSequenceClassification, args.model, num_labels=2)
-    model = model.to(device).train()
+    tok, _, make = tokenizer_and_models(args)
+    model = make(BertForSequenceClassification, num_labels=2).to(device).train()
     train = ft.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
     enc = ft.encode(tok, train, 128)
     batches = ft.epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
-    trainer = ft.data_parallel(model, procs, device)
-    opt, sched, _ = ft.make_optimizer(model, 2e-5, 0.01, 0.1, 1000, device)
-    for k, idx in enumerate(batches):
-        if k == 2:                                    # two warm-up steps, then the clock
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-        rows, weight = ft.shard(idx, procs)
-        ft.train_step(trainer, ft.collate(enc, rows, device), opt, sched, 1.0, dtype, ft.library_loss, weight)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
+    seconds, _ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, procs=procs)
     if procs.main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": procs.world, "device": str(device.type),
                           "threads": torch.get_num_threads(), "backend": procs.backend or "none"}), flush=True)
