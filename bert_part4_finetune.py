@@ -20,10 +20,8 @@ import csv
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -62,6 +60,7 @@ from bert_part4_common import (
     portable,
     preflight,
     pyplot,
+    replace_folder_atomically,
     run_cli,
     save_checkpoint,
     seed_everything,
@@ -409,7 +408,8 @@ def encode_squad(tok, examples, max_len, stride):
     A question whose answer_start does not match its context is left out of training and counted."""
     chars = [None if ex["impossible"] else answer_chars(ex) for ex in examples]
     kept = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is not None or ex["impossible"]]
-    windows = squad.make_windows(tok, [examples[k] for k in kept], max_len, stride)
+    kept_examples = [examples[k] for k in kept]
+    windows = squad.make_windows(tok, kept_examples, max_len, stride)
     starts, ends = [], []
     for w in windows:
         c = chars[kept[w["example"]]]
@@ -420,7 +420,7 @@ def encode_squad(tok, examples, max_len, stride):
     return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
             "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
             "targets": ("start_positions", "end_positions"), "questions": len(kept),
-            "skipped": len(examples) - len(kept),
+            "skipped": len(examples) - len(kept), "uncovered": len(squad.uncovered_questions(tok, kept_examples, windows)),
             "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
 
 
@@ -704,13 +704,19 @@ class SpanExtraction:
         return read_squad_task(args)
 
     def encode(self, tok, train, devs, args):
+        self.dev_size = {name: len(d) for name, d in devs.items()}
+        self.dev_uncovered = {name: len(squad.uncovered_questions(tok, d, squad.make_windows(tok, d, args.max_len, args.stride)))
+                              for name, d in devs.items()}
         return encode_squad(tok, train, args.max_len, args.stride), devs    # dev windows: bert_part4_squad.predict
 
     def describe(self, train, args):
-        return [f"{len(train['input_ids'])} windows of at most {args.max_len} tokens (stride {args.stride}) from "
+        lines = [f"{len(train['input_ids'])} windows of at most {args.max_len} tokens (stride {args.stride}) from "
                 f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
                 f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
                 f"questions skipped because answer_start does not match the context: {train['skipped']}"]
+        lines += [f"training set: {squad.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
+        lines += [f"{name} set: {squad.coverage_line(n, self.dev_size[name])}" for name, n in self.dev_uncovered.items() if n]
+        return lines
 
     def evaluate(self, model, devs, tok, device, dtype, args):
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
@@ -722,10 +728,12 @@ class SpanExtraction:
             answers, timing = squad.predict(model, tok, examples, settings, device, dtype)
             if self.version == "1.1":
                 em, f1, _ = squad.score_v1(examples, answers)
-                out[name] = {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"]}
+                out[name] = {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
+                             "uncovered": timing["uncovered"]}
             else:
                 r, _, _ = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
-                out[name] = {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"]}
+                out[name] = {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"],
+                             "uncovered": timing["uncovered"]}
         model.train()
         return out
 
@@ -771,24 +779,10 @@ def check_model_target(path):
 
 def save_model(model, tok, path):
     """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
-    path = os.path.abspath(os.path.expanduser(path))
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
-    try:
+    def write(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        old = None
-        if os.path.isdir(path):
-            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
-            os.rename(path, os.path.join(old, "model"))
-        os.rename(tmp, path)
-        if old:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+    return replace_folder_atomically(path, write)
 
 
 # --- One fine-tuning run, logged as in the article ---

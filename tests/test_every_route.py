@@ -188,6 +188,17 @@ def test_readme_gives_cpu_users_a_cpu_build_and_names_every_test_package():
             assert name in packages, name
 
 
+def test_every_log_the_readme_names_is_committed():
+    """Each `results/...` path of a "Logs:" paragraph of the README matches a committed file or folder."""
+    import glob
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    paragraphs = [p for p in readme.split("\n\n") if p.startswith("Logs:")]
+    paths = [x for p in paragraphs for x in re.findall(r"`(results/[^`]+)`", p)]
+    assert paragraphs and len(paths) >= 4
+    for path in paths:
+        assert glob.glob(os.path.join(ROOT, path)), path
+
+
 @needs_shared_data
 def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     """10,784 windows from the 10,570 v1.1 dev questions: 183 need more than one window, 31 of them three
@@ -199,6 +210,7 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     windows = sq.make_windows(tok, examples, 384, 128)
     per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31
+    assert sq.uncovered_questions(tok, examples, windows) == []       # every passage token is in some window
     assert sq.window_breakdown(per_question) == "windows per question: 1 -> 10387 questions, 2 -> 152 questions, " \
                                                 "3 -> 31 questions"
 

@@ -169,6 +169,20 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
+def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_path):
+    """A colleague on the same machine can load it: 0755 / 0644 under umask 022, like every other file we write."""
+    model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    old = os.umask(0o022)
+    try:
+        ft.save_model(model, tok, str(tmp_path / "saved"))
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)
+    files = list((tmp_path / "saved").iterdir())
+    assert len(files) >= 4 and {oct(f.stat().st_mode & 0o777) for f in files} == {oct(0o644)}
+
+
 # --- SQuAD end to end on a tiny model and files the test writes ---
 
 QUESTIONS = [("Where was Ada born?", "London"), ("When was Ada born?", "1815"), ("Who designed the machine?", "Charles Babbage"),

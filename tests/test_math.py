@@ -157,13 +157,31 @@ def test_offline_every_missing_input_is_reported_at_once(tmp_path):
     import sys
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "empty_cache"))
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bert_part4_math.py"), "--results-dir", str(tmp_path / "r")],
-                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
     assert p.returncode == 2 and p.stdout == ""
     lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: 3 inputs cannot be used: ")
-    for name in (bm.SST2_MODEL, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2"):
+    assert len(lines) == 1 and lines[0].startswith("error: 4 inputs cannot be used: ")
+    for name in (bm.SST2_MODEL, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2", "'rajpurkar/squad'"):
         assert name in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_qa_dir, tmp_path, monkeypatch, capsys):
+    """Three local models, HF_HUB_OFFLINE=1 and no --flow-data: the missing dataset is named up front, before any load."""
+    import datasets
+    from huggingface_hub import constants
+
+    from bert_part4_common import run_cli
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
+    loaded = []
+    monkeypatch.setattr(bm, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
+    assert run_cli(bm.main, ["--sst2-model", tiny_qa_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+                             "--results-dir", str(tmp_path / "r"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'rajpurkar/squad' is not in the local datasets cache" in err[0] and "--flow-data" in err[0]
+    assert loaded == [] and not (tmp_path / "r").exists()
 
 
 def test_an_untrained_sst2_classifier_is_said_so(tiny_qa_dir, tmp_path):

@@ -245,3 +245,25 @@ def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_
     err = capsys.readouterr().err
     assert "a checkpoint from other settings (model " in err and "refusing to resume from it" in err
     assert not (out / "part4_sst2_lr1e-3_bs8_ep2.json").exists()
+
+
+class Planted:
+    """A pickle that runs a command when it is unpickled."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_checkpoint_is_refused_before_it_runs(tiny_bert_dir, big_glue, tmp_path, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    marker = tmp_path / "PWNED"
+    torch.save({"state": Planted(marker)}, out / "part4_sst2_lr1e-3_bs8_ep2.checkpoint")
+    assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert not marker.exists()                                          # nothing in the file ran
+    assert len(err) == 1 and err[0].startswith("error: ") and "not a checkpoint of this script" in err[0]
+    assert not (out / "part4_sst2_lr1e-3_bs8_ep2.json").exists()

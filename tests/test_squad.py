@@ -97,6 +97,25 @@ def test_consecutive_windows_share_exactly_stride_passage_tokens(tiny_qa):
     assert all(len(w["input_ids"]) <= 32 for w in windows)
 
 
+def test_the_coverage_check_finds_windows_that_stop_short_of_the_passage(tiny_qa):
+    _, _, tok = tiny_qa
+    examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born in 1815."},
+                {"question": "Who?", "context": LONG}]
+    windows = sq.make_windows(tok, examples, max_len=32, stride=8)
+    assert sq.uncovered_questions(tok, examples, windows) == []
+    last = max(k for k, w in enumerate(windows) if w["example"] == 0)
+    dropped = windows[:last] + windows[last + 1:]                       # question 0 loses its last window
+    assert sq.uncovered_questions(tok, examples, dropped) == [0]
+    cut = [dict(w) for w in windows]                                   # question 2's last window ends one token early
+    last2 = max(k for k, w in enumerate(cut) if w["example"] == 2)
+    end = max(t for t, p in enumerate(cut[last2]["passage"]) if p)
+    cut[last2]["passage"] = [p and t != end for t, p in enumerate(cut[last2]["passage"])]
+    assert sq.uncovered_questions(tok, examples, cut) == [2]
+    line = sq.coverage_line(1, 3)
+    assert "the windows of 1 of 3 questions stop before the end of their passage" in line and "tokenizers " in line
+    assert sq.coverage_line(0, 3) == ""
+
+
 def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
     _, model, tok = tiny_qa
     examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
