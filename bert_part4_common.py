@@ -14,7 +14,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -102,6 +101,11 @@ def autocast_dtype(device, dtype="auto", inference=False):
     if table[dtype] is not None and device.type == "cpu" and dtype == "fp16":
         raise Fatal("--dtype fp16 is not supported on the CPU (use bf16 or fp32)")
     return table[dtype]
+
+
+def autocast(device, dtype):
+    """The one autocast context of every forward pass: dtype from autocast_dtype, None = plain fp32."""
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
 def seed_everything(seed):
@@ -208,107 +212,6 @@ def summed(procs, t):
     return t
 
 
-# --- checkpoints and the signals that stop a long run cleanly ---
-
-def rng_states():
-    """The Python, numpy and torch RNG states as tensors and plain values only, so that a checkpoint loads with
-    torch.load(..., weights_only=True): nothing in it can run code."""
-    version, internal, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    states = {"python": [version, list(internal), gauss],
-              "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
-              "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states):
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, pos, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def plain(obj):
-    """obj with numpy scalars and arrays turned into Python numbers and lists (tensors kept): what
-    torch.load(..., weights_only=True) reads back without unpickling any other class."""
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    if isinstance(obj, (np.generic, np.ndarray)):
-        return obj.tolist()
-    return obj
-
-
-def save_atomic(obj, path):
-    """torch.save, written atomically (see write_atomic): a checkpoint is whole or absent."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    replace_atomically(path, lambda tmp: torch.save(obj, tmp))
-
-
-def save_checkpoint(path, procs, model, opt, sched, state, mine):
-    """Rank 0 writes the model, optimiser, schedule and `state` (step, curve, log, ...), with `mine` of every
-    process (its RNG states are added): what a resumed run needs to continue exactly where this one stands."""
-    everyone = gather(procs, {**mine, "rng": rng_states()})
-    if procs.main:
-        save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                     "processes": everyone}, path)
-
-
-def load_checkpoint(path, settings, model, opt, sched, procs):
-    """None when there is no checkpoint; else its state, with this process's part as state["mine"], after
-    loading the model, optimiser, schedule and RNG states. A checkpoint of other settings is refused."""
-    if not os.path.isfile(path):
-        return None
-    try:      # weights_only: a planted pickle is refused before anything in it can run
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        saved = ckpt["state"]["settings"]
-    except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
-        raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
-                    f"delete it to start over")
-    if saved != settings:
-        diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
-        raise Fatal(f"{path}: a checkpoint from other settings ({'; '.join(diff)}): refusing to resume from it; "
-                    f"delete it to start this run over")
-    model.load_state_dict(ckpt["model"])
-    opt.load_state_dict(ckpt["opt"])
-    sched.load_state_dict(ckpt["sched"])
-    mine = ckpt["processes"][procs.rank]
-    set_rng_states(mine["rng"])
-    return {**ckpt["state"], "mine": mine}
-
-
-class StopSignals:
-    """While active, SIGTERM (a cluster's notice before preemption) and Ctrl-C only raise a flag: the loop
-    finishes its step, saves a checkpoint and stops. Outside the main thread it does nothing."""
-
-    NAMES = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}
-
-    def __init__(self):
-        self.received, self.saved = None, {}
-
-    def __enter__(self):
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.NAMES:
-                self.saved[sig] = signal.signal(sig, self._catch)
-        return self
-
-    def _catch(self, signum, frame):
-        self.received = signum
-
-    def __exit__(self, *exc):
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        return False
-
-
 # --- models and tokenizers: a Hub id or a local folder ---
 
 def _is_local(name):
@@ -386,6 +289,19 @@ def dataset_cached(name):
 
     return (os.path.isdir(os.path.join(datasets.config.HF_DATASETS_CACHE, name.replace("/", "___")))
             or os.path.isdir(os.path.join(constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
+
+
+def check_positive(values):
+    """{flag: value}: each that is given must be a positive number."""
+    for flag, value in values.items():
+        if value is not None and value <= 0:
+            raise Fatal(f"{flag} {value}: must be positive")
+
+
+def check_positions(max_len, config):
+    """A window or input longer than the model's position embeddings cannot be run."""
+    if max_len > config.max_position_embeddings:
+        raise Fatal(f"--max-len {max_len}: above the model's {config.max_position_embeddings} positions")
 
 
 def preflight(problems):
@@ -527,6 +443,17 @@ class Report:
         return base + ".json"
 
 
+def check_model_target(path, flag):
+    """A folder a model will be saved to must be writable before any training starts; an existing one must be a
+    model folder (it is replaced whole), never another kind of folder."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise Fatal(f"{flag} {path}: exists and is not a directory")
+    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise Fatal(f"{flag} {path}: exists and is not a model folder (no config.json); refusing to replace it")
+    check_writable_dir(os.path.dirname(path), flag)
+
+
 def check_writable_dir(path, flag):
     """A folder the script will write into must be writable before any work starts: the folder itself, or
     the nearest one above it that exists (so that it can be made). Probed by making and removing a
@@ -639,3 +566,28 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def line_plot(path, x, series, xlabel, ylabel=None, right=None):
+    """One figure of lines against x, saved to path when matplotlib is installed: series {label: values} on the
+    left axis, right = (label, values) on a second axis. Returns the path, or None without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, values in series.items():
+        ax.plot(x, values, label=label)
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if right:
+        ax.twinx().plot(x, right[1], color="C1", label=right[0])
+        fig.legend(loc="lower center", ncol=2)
+    else:
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -19,6 +19,8 @@ import re
 import string
 import sys
 import time
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -33,21 +35,26 @@ from bert_part4_common import (
     add_common_flags,
     all_agree,
     article,
+    autocast,
     autocast_dtype,
+    check_positions,
+    check_positive,
     check_writable_dir,
     file_problem,
+    fresh_head,
     gather,
+    line_plot,
     load_hub_dataset,
     load_pretrained,
     model_problem,
     portable,
     preflight,
-    pyplot,
     run_cli,
     start_processes,
     write_atomic,
 )
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
+from bert_part4_runs import batches_by_length, padded
 
 V1_MODEL = "csarron/bert-base-uncased-squad-v1"
 V2_MODEL = "deepset/bert-base-uncased-squad2"
@@ -108,12 +115,14 @@ def parse_args(argv):
         raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
     if not 0 <= args.stride < args.max_len:
         raise Fatal(f"--stride {args.stride}: must be at least 0 and below --max-len {args.max_len}")
-    for name in ("batch_size", "n_best", "max_answer"):
-        if getattr(args, name) <= 0:
-            raise Fatal(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")
+    check_positive({"--batch-size": args.batch_size, "--n-best": args.n_best, "--max-answer": args.max_answer})
     if args.tau_step <= 0 or args.tau_max < args.tau_min:
         raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
     return args
+
+
+def span_search(args):
+    return SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
 
 
 # --- The official answer normalisation and scores (evaluate-v1.1.py / evaluate-v2.0.py) ---
@@ -247,6 +256,60 @@ def coverage_line(n_uncovered, n_questions):
             f"cut the overflow short: install another version for full coverage)")
 
 
+# --- Training targets: the answer's first and last token in each window (paper §4.2, §4.3) ---
+
+def span_targets(offsets, passage, answer_start, answer_end):
+    """The start and end token of the answer's characters [answer_start, answer_end) in one window, or
+    (0, 0), the [CLS] token, when the window does not hold the whole answer (paper §4.2, §4.3).
+
+    Worked example: context "Ada was born in London in 1815.", answer "London" = characters [16, 22).
+    A window [CLS] where ? [SEP] ada was born in london in 1815 . [SEP] has passage tokens 4..11 with
+    offsets (0,3) (4,7) (8,12) (13,15) (16,22) ...: the start is the last passage token that begins at
+    or before 16, token 8 ("london"), the end the first that ends at or after 22, token 8 again: (8, 8).
+    A window whose passage starts at "in 1815" (offset 23) cannot hold it: (0, 0).
+    """
+    tokens = [t for t, p in enumerate(passage) if p]
+    if not tokens or offsets[tokens[0]][0] > answer_start or offsets[tokens[-1]][1] < answer_end:
+        return 0, 0
+    i = max(t for t in tokens if offsets[t][0] <= answer_start)
+    j = min(t for t in tokens if offsets[t][1] >= answer_end)
+    return i, j
+
+
+def answer_chars(example):
+    """[start, end) of the first gold answer in the context, white space trimmed; None when the file's
+    answer_start does not point at the answer's text (or there is no answer)."""
+    if not example["golds"]:
+        return None
+    text, start = example["golds"][0], example["starts"][0]
+    if example["context"][start:start + len(text)] != text or not text.strip():
+        return None
+    start += len(text) - len(text.lstrip())
+    return start, start + len(text.strip())
+
+
+def encode_squad(tok, examples, max_len, stride):
+    """Training windows: make_windows' windows, each with its start and end token (or [CLS] for none).
+
+    A question whose answer_start does not match its context is left out of training and counted."""
+    chars = [None if ex["impossible"] else answer_chars(ex) for ex in examples]
+    kept = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is not None or ex["impossible"]]
+    kept_examples = [examples[k] for k in kept]
+    windows = make_windows(tok, kept_examples, max_len, stride)
+    starts, ends = [], []
+    for w in windows:
+        c = chars[kept[w["example"]]]
+        i, j = span_targets(w["offsets"], w["passage"], *c) if c else (0, 0)
+        starts.append(i)
+        ends.append(j)
+    per_question = np.asarray(windows_per_question(windows, len(kept)))
+    return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
+            "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
+            "targets": ("start_positions", "end_positions"), "questions": len(kept),
+            "skipped": len(examples) - len(kept), "uncovered": len(uncovered_questions(tok, kept_examples, windows)),
+            "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
+
+
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
 
 def best_spans(start, end, passage, n_best, max_answer, top=1, window=None):
@@ -280,22 +343,23 @@ def null_score(start, end):
 
 # --- Running the model over all windows: sorted by length, padded per batch ---
 
-def batches_by_length(windows, batch_size):
-    order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+@dataclass(frozen=True)
+class SpanSearch:
+    """How the dev set is cut and searched (run_squad.py's settings by default)."""
+    max_len: int = 384           # window length in tokens
+    stride: int = 128            # tokens shared by consecutive windows
+    batch_size: int = 64         # windows per forward pass
+    n_best: int = N_BEST         # best starts and best ends tried per window
+    max_answer: int = MAX_ANSWER  # longest answer in tokens
 
 
 def pad_batch(windows, idx, device):
-    L = max(len(windows[w]["input_ids"]) for w in idx)
-    out = {k: torch.zeros(len(idx), L, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask")}
-    passage = torch.zeros(len(idx), L, dtype=torch.bool)
-    for r, w in enumerate(idx):
-        n = len(windows[w]["input_ids"])
-        out["input_ids"][r, :n] = torch.tensor(windows[w]["input_ids"])
-        out["token_type_ids"][r, :n] = torch.tensor(windows[w]["token_type_ids"])
-        out["attention_mask"][r, :n] = 1
-        passage[r, :n] = torch.tensor(windows[w]["passage"])
-    return {k: v.to(device) for k, v in out.items()}, passage.to(device)
+    """The windows idx as model inputs padded to the longest of them, and their passage mask."""
+    rows = [windows[w] for w in idx]
+    inputs = {"input_ids": padded([w["input_ids"] for w in rows]), "token_type_ids": padded([w["token_type_ids"] for w in rows]),
+              "attention_mask": padded([[1] * len(w["input_ids"]) for w in rows])}
+    passage = padded([w["passage"] for w in rows], value=False, dtype=torch.bool)
+    return {k: v.to(device) for k, v in inputs.items()}, passage.to(device)
 
 
 def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, procs=ALONE):
@@ -304,14 +368,14 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
     W = len(windows)
     best, i_best, j_best, s_null = np.zeros(W), np.zeros(W, int), np.zeros(W, int), np.zeros(W)
     model_seconds = 0.0
-    batches = batches_by_length(windows, batch_size)[procs.rank::procs.world]
+    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[procs.rank::procs.world]
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
                    disable=not procs.main)
         for idx in batches:
             inputs, passage = pad_batch(windows, idx, device)
             t0 = time.perf_counter()
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            with autocast(device, dtype):
                 out = model(**inputs)
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -341,13 +405,13 @@ def best_per_question(examples, windows, scored):
     return out
 
 
-def predict(model, tok, examples, args, device, dtype, procs=ALONE):
-    """Windows -> model -> span search -> the best answer of every question, with timings."""
+def predict(model, tok, examples, search, device, dtype, procs=ALONE):
+    """Windows -> model -> span search -> the best answer of every question, with timings. search: a SpanSearch."""
     t0 = time.perf_counter()
-    windows = make_windows(tok, examples, args.max_len, args.stride)
+    windows = make_windows(tok, examples, search.max_len, search.stride)
     tokenize_seconds = time.perf_counter() - t0
     uncovered = len(uncovered_questions(tok, examples, windows))
-    scored = score_windows(model, windows, device, dtype, args.batch_size, args.n_best, args.max_answer, procs)
+    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, search.max_answer, procs)
     answers = best_per_question(examples, windows, scored)
     per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
@@ -372,10 +436,9 @@ def window_breakdown(per_question):
 
 def load_qa_model(name, flag, device, max_len, **kwargs):
     model, info = load_pretrained(BertForQuestionAnswering, name, flag=flag, output_loading_info=True, **kwargs)
-    if any(k.startswith("qa_outputs") for k in info["missing_keys"]):
+    if fresh_head(info, "qa_outputs"):
         raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
-    if max_len > model.config.max_position_embeddings:
-        raise Fatal(f"--max-len {max_len}: above the model's {model.config.max_position_embeddings} positions")
+    check_positions(max_len, model.config)
     return model.to(device).eval(), load_pretrained(AutoTokenizer, name, flag=flag)
 
 
@@ -436,7 +499,7 @@ def score_v1(examples, answers):
 
 
 def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
-    answers, timing = predict(model, tok, examples, args, device, dtype, procs)
+    answers, timing = predict(model, tok, examples, span_search(args), device, dtype, procs)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {args.max_len} tokens, "
@@ -535,7 +598,7 @@ def score_v2(examples, answers, taus):
 
 
 def dev_v2(model, tok, examples, args, device, dtype, report, label, procs):
-    answers, timing = predict(model, tok, examples, args, device, dtype, procs)
+    answers, timing = predict(model, tok, examples, span_search(args), device, dtype, procs)
     r, diff, chosen = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
@@ -578,22 +641,8 @@ def fmt(x):
 
 def plot_sweep(sweep, path):
     """F1, EM and % answered against tau, when matplotlib is installed."""
-    plt = pyplot()
-    if plt is None:
-        return None
-    taus = [r["tau"] for r in sweep]
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered")):
-        ax.plot(taus, [r[key] for r in sweep], label=label)
-    ax.set_xlabel("tau (answer iff s_hat > s_null + tau)")
-    ax.set_ylabel("percent")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    series = {label: [r[key] for r in sweep] for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered"))}
+    return line_plot(path, [r["tau"] for r in sweep], series, "tau (answer iff s_hat > s_null + tau)", "percent")
 
 
 def write_json(folder, name, obj):
@@ -617,7 +666,7 @@ def main(argv=None):
     args = parse_args(argv)
     device, procs = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
-    v1_examples, v2_examples = all_agree(procs, lambda: check_inputs(args))
+    v1_examples, v2_examples = all_agree(procs, partial(check_inputs, args))
     report = Report("part4_squad", args.results_dir, quiet=not procs.main)
     if procs.world > 1:
         report.say(f"work split: {procs.world} processes ({procs.backend}), each scores every {procs.world}th batch of "

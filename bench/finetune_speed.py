@@ -29,7 +29,9 @@ from transformers import (  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 import bert_part4_squad as sq  # noqa: E402
+import bert_part4_tasks as tasks  # noqa: E402
 from bert_part4_common import ALONE, autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from bert_part4_runs import Run, collate, epoch_batches  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -54,18 +56,19 @@ def tokenizer_and_models(args):
 
 
 def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, procs=ALONE):
-    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width.
-    Under torchrun each process takes its share of every batch, as bert_part4_finetune.py does."""
-    opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, fused=fused)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
-    trainer, widths = ft.data_parallel(model, procs, device), []
+    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width: the
+    recipe's optimiser, schedule (1000 steps) and train_step, and the Run that shares each batch under torchrun,
+    as bert_part4_finetune.py uses them."""
+    opt, sched, _ = ft.make_optimizer(model, lr, 0.01, 0.01, 1000, device, fused=fused)
+    run = Run(procs, device, None, None)
+    trainer, widths = run.wrap(model), []
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock
             if device.type == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-        rows, weight = ft.shard(idx, procs)
-        batch = ft.collate(enc, rows, device, pad_to)
+        rows, weight = run.share(idx)
+        batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
         ft.train_step(trainer, batch, opt, sched, 1.0, dtype, loss_fn, weight)
     if device.type == "cuda":
@@ -77,10 +80,10 @@ def training_data(args, tok):
     """Encoded training rows, the loss, and the rows' lengths when ours groups batches by length."""
     if args.task == "squad":
         examples = sq.read_squad_json(args.squad_data, "1.1", "--squad-data")
-        enc = ft.encode_squad(tok, examples, args.max_len or 384, 128)
+        enc = sq.encode_squad(tok, examples, args.max_len or 384, 128)
         return enc, ft.span_loss, enc["full_lengths"], BertForQuestionAnswering, {}
-    train = ft.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    return ft.encode(tok, train, args.max_len or 128), ft.library_loss, None, BertForSequenceClassification, {"num_labels": 2}
+    train = tasks.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
+    return tasks.encode(tok, train, args.max_len or 128), ft.library_loss, None, BertForSequenceClassification, {"num_labels": 2}
 
 
 def main(argv=None):
@@ -97,8 +100,8 @@ def main(argv=None):
     tok, name, make = tokenizer_and_models(args)
     enc, loss_fn, lengths, model_class, kwargs = training_data(args, tok)
     n = len(enc["input_ids"])
-    plain = ft.epoch_batches(n, args.batch_size, 1, 0)[0][:args.steps + 2]
-    ours = ft.epoch_batches(n, args.batch_size, 1, 0, lengths)[0][:args.steps + 2]
+    plain = epoch_batches(n, args.batch_size, 1, 0)[0][:args.steps + 2]
+    ours = epoch_batches(n, args.batch_size, 1, 0, lengths)[0][:args.steps + 2]
     pad_to = args.max_len or (384 if args.task == "squad" else 128)
     dtype = autocast_dtype(device, "auto")
     print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps; "

@@ -23,7 +23,9 @@ from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # 
 from transformers import BertForSequenceClassification  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
+import bert_part4_tasks as tasks  # noqa: E402
 from bert_part4_common import autocast_dtype, start_processes  # noqa: E402
+from bert_part4_runs import epoch_batches  # noqa: E402
 
 
 def parse(argv):
@@ -43,9 +45,9 @@ def worker(args):
     torch.manual_seed(0)
     tok, _, make = tokenizer_and_models(args)
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
-    train = ft.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    enc = ft.encode(tok, train, 128)
-    batches = ft.epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
+    train = tasks.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
+    enc = tasks.encode(tok, train, 128)
+    batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
     seconds, _ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, procs=procs)
     if procs.main:

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
 import bert_part4_squad as sq  # noqa: E402
-from bert_part4_common import autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from bert_part4_common import autocast, autocast_dtype, load_pretrained, pick_device  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -46,7 +46,7 @@ def article_predict(model, tok, examples, args, device, dtype):
             inputs = {k: torch.tensor([c[n] for c in chunk], device=device)
                       for n, k in ((1, "input_ids"), (2, "token_type_ids"), (3, "attention_mask"))}
             t1 = time.perf_counter()
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            with autocast(device, dtype):
                 out = model(**inputs)
             starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
             model_seconds += time.perf_counter() - t1
@@ -91,8 +91,9 @@ def main(argv=None):
     examples = sq.read_squad_json(args.data, "1.1", "--data")[:args.limit]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
-    sq.predict(model, tok, examples[:8], args, device, dtype)           # warm-up
-    ours, t_ours = sq.predict(model, tok, examples, args, device, dtype)
+    search = sq.SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    sq.predict(model, tok, examples[:8], search, device, dtype)         # warm-up
+    ours, t_ours = sq.predict(model, tok, examples, search, device, dtype)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
     agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
     lengths = [len(w["input_ids"]) for w in sq.make_windows(tok, examples, args.max_len, args.stride)]

@@ -13,7 +13,9 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering
 
 import bert_part4_finetune as ft
+import bert_part4_runs as runs
 import bert_part4_squad as sq
+import bert_part4_tasks as tasks
 from bert_part4_common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -62,7 +64,7 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
     straddled, held = 0, 0
     for w in windows:
         t, s = answers[w["example"]]
-        got = ft.span_targets(w["offsets"], w["passage"], s, s + len(t))
+        got = sq.span_targets(w["offsets"], w["passage"], s, s + len(t))
         assert got == brute_force_targets(w["offsets"], w["passage"], s, s + len(t))
         if got != (0, 0):
             held += 1
@@ -71,7 +73,7 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
     for q in range(len(examples)):                                                     # answers cut by a window edge
         ws = [w for w in windows if w["example"] == q]
         t, s = answers[q]
-        inside = [ft.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
+        inside = [sq.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
         touching = [any(p and w["offsets"][k][0] < s + len(t) and w["offsets"][k][1] > s for k, p in enumerate(w["passage"]))
                     for w in ws]
         straddled += sum(tc and not ins for tc, ins in zip(touching, inside))
@@ -84,7 +86,7 @@ def test_targets_on_non_ascii_text(tok):
     context = "Zürich café — naïve Ångström 東京 résumé and more text about Zürich café here"
     examples = [{"question": "Where?", "context": context, "golds": [t], "starts": [s], "impossible": False}
                 for t, s in every_answer(context, ["Ångström", "naïve Ångström 東京", "résumé", "東京"])]
-    enc = ft.encode_squad(tok, examples, 64, 16)
+    enc = sq.encode_squad(tok, examples, 64, 16)
     windows = sq.make_windows(tok, examples, 64, 16)
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
         ex = examples[w["example"]]
@@ -99,7 +101,7 @@ def test_unanswerable_questions_and_bad_answer_starts(tok):
                  "impossible": False},                                      # answer_start does not point at London
                 {"question": "Where was Ada born?", "context": LONG, "golds": ["London"], "starts": [LONG.find("London")],
                  "impossible": False}]
-    enc = ft.encode_squad(tok, examples, 32, 8)
+    enc = sq.encode_squad(tok, examples, 32, 8)
     assert enc["skipped"] == 1 and enc["questions"] == 2
     windows = sq.make_windows(tok, [examples[0], examples[2]], 32, 8)
     assert len(enc["start_positions"]) == len(windows)
@@ -115,10 +117,10 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     examples = [{"question": "Where was Ada born?", "context": LONG[:k], "golds": ["London"],
                  "starts": [LONG.find("London")], "impossible": False} for k in (60, 120, 200)]
-    enc = ft.encode_squad(tok, examples, 64, 16)
+    enc = sq.encode_squad(tok, examples, 64, 16)
     idx = list(range(len(enc["input_ids"])))
-    dynamic = ft.collate(enc, idx, torch.device("cpu"))
-    padded = ft.collate(enc, idx, torch.device("cpu"), pad_to=96)
+    dynamic = runs.collate(enc, idx, torch.device("cpu"))
+    padded = runs.collate(enc, idx, torch.device("cpu"), pad_to=96)
     with torch.no_grad():
         a, b = ft.span_loss(model, dynamic), ft.span_loss(model, padded)
         out = model(input_ids=dynamic["input_ids"], token_type_ids=dynamic["token_type_ids"],
@@ -135,12 +137,12 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
 
 def test_grouped_batches_are_a_permutation_of_every_row():
     lengths = [random.Random(k).randrange(10, 384) for k in range(1000)]
-    plan = ft.epoch_batches(1000, 32, 2, 0, lengths)
+    plan = runs.epoch_batches(1000, 32, 2, 0, lengths)
     for batches in plan:
         rows = sorted(i for b in batches for i in b)
         assert rows == list(range(1000)) and len(batches) == 32
     spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in plan[0]])
-    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in ft.epoch_batches(1000, 32, 1, 0)[0]])
+    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in runs.epoch_batches(1000, 32, 1, 0)[0]])
     assert spread < plain / 4
 
 
@@ -292,11 +294,11 @@ def write_swag(folder, n_train=480, n_dev=64, header=SWAG_HEADER, label=None):
 
 def test_swag_reader_and_the_four_inputs(tmp_path, tok):
     folder = write_swag(str(tmp_path / "swag"), n_train=8, n_dev=4)
-    rows = ft.read_swag_csv(os.path.join(folder, "train.csv"))
+    rows = tasks.read_swag_csv(os.path.join(folder, "train.csv"))
     raw = swag_rows(8, 0)
     assert rows[0] == (raw[0][4], [f"{raw[0][5]} {raw[0][7 + k]}" for k in range(4)], int(raw[0][-1]))
-    enc = ft.encode_swag(tok, rows, 128)
-    batch = ft.collate(enc, [0, 1, 2], torch.device("cpu"))
+    enc = tasks.encode_swag(tok, rows, 128)
+    batch = runs.collate(enc, [0, 1, 2], torch.device("cpu"))
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["labels"].tolist() == [r[2] for r in rows[:3]]
     for k in range(4):
         assert batch["input_ids"][1, k, :len(enc["input_ids"][1][k])].tolist() == enc["input_ids"][1][k]
@@ -367,7 +369,7 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
     tok.save_pretrained(folder)
     fast = AutoTokenizer.from_pretrained(folder)
     examples = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
-    enc = ft.encode_squad(fast, examples, 384, 128)
+    enc = sq.encode_squad(fast, examples, 384, 128)
     windows = sq.make_windows(fast, examples, 384, 128)
     assert enc["skipped"] == 0 and enc["questions"] == 400
     found, exact = set(), 0
@@ -390,12 +392,12 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
             return [{"sent1": "She opened the fridge", "sent2": "and", "ending0": "took milk.", "ending1": "flew.",
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
-    monkeypatch.setattr(ft, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(sq, "load_hub_dataset", fake_hub)
-    train, devs = ft.read_swag(ft.parse_args(["swag"]))
+    train, devs = tasks.read_swag(ft.parse_args(["swag"]))
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = ft.read_squad_task(ft.parse_args(["squad_v2"]))
+    train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]))
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
-    assert train[0]["starts"] == [4] and ft.answer_chars(train[0]) == (4, 5)
+    assert train[0]["starts"] == [4] and sq.answer_chars(train[0]) == (4, 5)

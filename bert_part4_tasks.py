@@ -1,0 +1,513 @@
+"""BERT, explained - Part 4: the tasks bert_part4_finetune.py fine-tunes, each in its head family.
+
+A task brings only what differs from the recipe: how it reads its data (GLUE's TSV files, SWAG's CSV files,
+SQuAD's JSON, or the Hub), how it encodes an example, its output layer and its metric. The paper's three
+head families (§4.1-4.4):
+
+  Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
+  MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
+  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of 384-token windows
+
+Each family owns everything that differs between the tasks (data checks, evaluation batch size, batches
+grouped by length or not, the headline metric and its name), so that no code outside this file branches
+on a task's name. SQuAD's windows and span targets live in bert_part4_squad.py.
+"""
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+
+import bert_part4_squad as squad
+from bert_part4_common import Fatal, autocast, file_problem, load_hub_dataset
+from bert_part4_runs import batches_by_length, collate
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a task's data comes from: local files or folders, else the Hub; and how much of it is used."""
+    task: str
+    data_dir: str = None               # GLUE's or SWAG's folder
+    train_data: str = None             # SQuAD's training JSON
+    dev_data: str = None               # SQuAD's dev JSON
+    max_train_examples: int = None
+    max_dev_examples: int = None
+
+    @classmethod
+    def of(cls, args):
+        return cls(*(getattr(args, f.name) for f in fields(cls)))
+
+
+# --- The nine GLUE tasks (paper §4.1, B.1) ---
+
+
+@dataclass(frozen=True)
+class Task:
+    folder: str            # GLUE's directory name
+    columns: tuple         # text columns in GLUE's TSV (header names; positions for CoLA, which has none)
+    hub_columns: tuple     # the same texts in the Hub dataset nyu-mll/glue
+    labels: tuple          # label strings in index order; () = regression (STS-B)
+    dev_files: tuple       # dev sets: matched and mismatched for MNLI
+    metrics: tuple         # what the step lines and the FINAL line report
+
+
+TASKS = {
+    "cola": Task("CoLA", (3,), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "mcc")),
+    "sst2": Task("SST-2", ("sentence",), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "f1")),
+    "mrpc": Task("MRPC", ("#1 String", "#2 String"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy", "f1")),
+    "stsb": Task("STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), (), ("dev",), ("pearson", "spearman")),
+    "qqp": Task("QQP", ("question1", "question2"), ("question1", "question2"), ("0", "1"), ("dev",), ("accuracy", "f1")),
+    "mnli": Task("MNLI", ("sentence1", "sentence2"), ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
+                 ("dev_matched", "dev_mismatched"), ("accuracy",)),
+    "qnli": Task("QNLI", ("question", "sentence"), ("question", "sentence"), ("entailment", "not_entailment"), ("dev",),
+                 ("accuracy",)),
+    "rte": Task("RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("entailment", "not_entailment"), ("dev",),
+                ("accuracy",)),
+    "wnli": Task("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy",)),
+}
+LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
+                "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
+
+
+# --- Reading GLUE: the TSV files of GLUE's download script, or the Hub dataset ---
+
+def read_tsv(path, task_name, task, label_col):
+    """Rows of a GLUE TSV file as (texts, label). A malformed row stops with its file and line."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{path}: no such file (expected GLUE's layout: DIR/{task.folder}/train.tsv, dev.tsv)")
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    header = None if task_name == "cola" else rows.pop(0)
+    cols = [c if header is None else _column(header, c, path) for c in (*task.columns, label_col)]
+    width = len(header) if header else 4
+    examples = []
+    for n, row in enumerate(rows, start=2 if header else 1):
+        if len(row) < width or len(row) <= max(cols):
+            raise Fatal(f"{path}, line {n}: malformed row ({len(row)} fields, expected {width})")
+        examples.append(([row[c] for c in cols[:-1]], parse_label(row[cols[-1]], task, f"{path}, line {n}")))
+    return examples
+
+
+def _column(header, name, path):
+    if name not in header:
+        raise Fatal(f"{path}: no column '{name}' in the header {header}")
+    return header.index(name)
+
+
+def read_jsonl(path, task):
+    """MNLI as JSON lines with premise, hypothesis and label (the layout of ../shared/data)."""
+    examples = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            try:
+                r = json.loads(line)
+                examples.append(([r["premise"], r["hypothesis"]], parse_label(r["label"], task, f"{path}, line {n}")))
+            except (ValueError, KeyError) as e:
+                raise Fatal(f"{path}, line {n}: malformed line ({type(e).__name__}: {e})")
+    return examples
+
+
+def parse_label(raw, task, where):
+    if not task.labels:                                   # STS-B: a similarity score from 0 to 5
+        try:
+            y = float(raw)
+        except ValueError:
+            y = float("nan")
+        if not 0 <= y <= 5:
+            raise Fatal(f"{where}: label '{raw}' is not a score between 0 and 5")
+        return y
+    if raw not in task.labels:
+        raise Fatal(f"{where}: label '{raw}' is not one of {list(task.labels)}")
+    return task.labels.index(raw)
+
+
+def read_split(data_dir, task_name, split):
+    """(texts, label) pairs of one split; from the Hub when data_dir is None."""
+    task = TASKS[task_name]
+    if data_dir is None:
+        hub_split = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
+                     "dev_mismatched": "validation_mismatched"}[split]
+        rows = load_hub_dataset("nyu-mll/glue", task_name, hub_split, "--data-dir")
+        return [([r[c] for c in task.hub_columns], r["label"]) for r in rows]
+    if not os.path.isdir(data_dir):
+        raise Fatal(f"--data-dir {data_dir}: no such directory")
+    base = os.path.join(data_dir, task.folder, split)
+    if not os.path.isfile(base + ".tsv") and os.path.isfile(base + ".jsonl") and task_name == "mnli":
+        return read_jsonl(base + ".jsonl", task)
+    return read_tsv(base + ".tsv", task_name, task, LABEL_COLUMN[task_name])
+
+
+def read_glue(sources):
+    train = read_split(sources.data_dir, sources.task, "train")[:sources.max_train_examples]
+    devs = {}
+    for name in TASKS[sources.task].dev_files:
+        if name == "dev_mismatched" and sources.data_dir and not any(
+                os.path.isfile(os.path.join(sources.data_dir, "MNLI", name + ext)) for ext in (".tsv", ".jsonl")):
+            continue                                     # mismatched is optional locally
+        devs[name] = read_split(sources.data_dir, sources.task, name)[:sources.max_dev_examples]
+    return train, devs
+
+
+# --- Reading SWAG: the official train.csv / val.csv, or the Hub dataset allenai/swag ---
+
+SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label")
+
+
+def read_swag_csv(path):
+    """(context, [four continuations], label) per row: sentence A is sent1, sentence B is sent2 + ending k."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{path}: no such file (expected SWAG's layout: DIR/train.csv, DIR/val.csv)")
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in SWAG_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise Fatal(f"{path}: not a SWAG CSV file: no column(s) {', '.join(missing)} (expected video-id, fold-ind, "
+                        f"startphrase, sent1, sent2, gold-source, ending0..ending3, label)")
+        return [swag_example(r, f"{path}, line {n}") for n, r in enumerate(reader, start=2)]
+
+
+def swag_example(row, where):
+    label = str(row["label"]).strip()
+    if label not in ("0", "1", "2", "3"):
+        raise Fatal(f"{where}: label '{row['label']}' is not one of 0, 1, 2, 3")
+    return row["sent1"], [f"{row['sent2']} {row[f'ending{k}']}".strip() for k in range(4)], int(label)
+
+
+def read_swag(sources):
+    if sources.data_dir is None:
+        split = {name: load_hub_dataset("allenai/swag", "regular", hub, "--data-dir")
+                 for name, hub in (("train", "train"), ("dev", "validation"))}
+        train, dev = ([swag_example(r, f"allenai/swag {name} row {n}") for n, r in enumerate(rows)]
+                      for name, rows in split.items())
+    else:
+        if not os.path.isdir(sources.data_dir):
+            raise Fatal(f"--data-dir {sources.data_dir}: no such directory")
+        train, dev = (read_swag_csv(os.path.join(sources.data_dir, f)) for f in ("train.csv", "val.csv"))
+    return train[:sources.max_train_examples], {"dev": dev[:sources.max_dev_examples]}
+
+
+# --- Reading SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
+
+SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
+
+
+def read_squad_task(sources):
+    version = SQUAD_VERSION[sources.task]
+    train = squad.read_squad(sources.train_data, version, "--train-data", split="train")[:sources.max_train_examples]
+    dev = squad.read_squad(sources.dev_data, version, "--dev-data")[:sources.max_dev_examples]
+    return train, {"dev": dev}
+
+
+# --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
+
+def encode(tok, examples, max_len):
+    """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
+    columns = list(zip(*[texts for texts, _ in examples]))
+    full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
+    enc = tok(*columns, truncation=True, max_length=max_len)
+    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+            "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full], "targets": ("labels",)}
+
+
+def encode_swag(tok, examples, max_len):
+    """SWAG: four (sentence A, sentence B) pairs per example, each cut at max_len: input_ids is (4, tokens)."""
+    first = [ctx for ctx, endings, _ in examples for _ in endings]
+    second = [e for _, endings, _ in examples for e in endings]
+    full = tok(first, second, truncation=False)["input_ids"]
+    enc = tok(first, second, truncation=True, max_length=max_len)
+    group = lambda rows: [rows[4 * k:4 * k + 4] for k in range(len(examples))]  # noqa: E731
+    return {"input_ids": group(enc["input_ids"]), "token_type_ids": group(enc["token_type_ids"]),
+            "labels": [y for _, _, y in examples], "full_lengths": [max(x) for x in group([len(f) for f in full])],
+            "targets": ("labels",)}
+
+
+# --- GLUE's metrics ---
+
+def accuracy(pred, gold):
+    return float(np.mean(np.asarray(pred) == np.asarray(gold)))
+
+
+def f1_positive(pred, gold):
+    """F1 of label 1 (paraphrase, duplicate, positive)."""
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    tp = int(((pred == 1) & (gold == 1)).sum())
+    return 0.0 if tp == 0 else 2 * tp / (int((pred == 1).sum()) + int((gold == 1).sum()))
+
+
+def matthews_corrcoef(pred, gold):
+    """(TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)); 0 when a factor is 0."""
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    tp, tn = float(((pred == 1) & (gold == 1)).sum()), float(((pred == 0) & (gold == 0)).sum())
+    fp, fn = float(((pred == 1) & (gold == 0)).sum()), float(((pred == 0) & (gold == 1)).sum())
+    den = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return 0.0 if den == 0 else (tp * tn - fp * fn) / den
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    x, y = x - x.mean(), y - y.mean()
+    den = math.sqrt(float((x * x).sum() * (y * y).sum()))
+    return 0.0 if den == 0 else float((x * y).sum() / den)
+
+
+def average_ranks(x):
+    """Ranks 1..n, tied values sharing the mean of their ranks."""
+    x = np.asarray(x, float)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x, y):
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+METRICS = {"accuracy": accuracy, "f1": f1_positive, "mcc": matthews_corrcoef, "pearson": pearson, "spearman": spearman}
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman",
+                "em": "EM"}
+
+
+def row_length(enc, i):
+    """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
+    row = enc["input_ids"][i]
+    return max(len(r) for r in row) if isinstance(row[0], list) else len(row)
+
+
+@torch.inference_mode()
+def predict_logits(model, enc, device, dtype, batch_size):
+    """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
+    model.eval()
+    out = None
+    for idx in batches_by_length([row_length(enc, i) for i in range(len(enc["labels"]))], batch_size):
+        batch = collate(enc, idx, device)
+        batch.pop("labels")
+        with autocast(device, dtype):
+            logits = model(**batch).logits.float().cpu().numpy()
+        out = np.zeros((len(enc["labels"]), logits.shape[1])) if out is None else out
+        out[idx] = logits
+    model.train()
+    return out
+
+
+def evaluate(model, enc, device, dtype, batch_size, metrics):
+    """Dev metrics of a GLUE or SWAG dev set."""
+    out = predict_logits(model, enc, device, dtype, batch_size)
+    pred = out[:, 0] if out.shape[1] == 1 and "accuracy" not in metrics else out.argmax(-1)
+    scores = {m: METRICS[m](pred, enc["labels"]) for m in metrics}
+    scores["n"] = len(pred)
+    if "accuracy" in metrics:
+        scores["correct"] = int(np.sum(np.asarray(pred) == np.asarray(enc["labels"])))
+    return scores
+
+
+def format_scores(scores, metrics):
+    parts = []
+    for name, s in scores.items():
+        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+        parts += [f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" for m in metrics]
+    return "  ".join(parts)
+
+
+# --- The head families: what differs between the tasks (one class per output layer) ---
+
+class Classification:
+    """GLUE (paper §4.1): the pooled [CLS] vector C, logits = C W^T + b, K labels (1 for STS-B)."""
+    kind = "classification"            # which loss of the recipe trains it
+    model_class = BertForSequenceClassification
+    fresh = "random classifier layer"
+    eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
+    grouped = False                    # training batches grouped by length (--group-by-length auto)
+    hub = "nyu-mll/glue"
+
+    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
+        self.name, self.max_len, self.stride = name, max_len, None
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.metrics = TASKS[name].metrics
+        self.model_kwargs = {"num_labels": max(1, len(TASKS[name].labels))}
+
+    @staticmethod
+    def check(max_len, stride):
+        """Settings this family cannot take (none for GLUE and SWAG)."""
+
+    @property
+    def headline_name(self):
+        return METRIC_NAMES[self.metrics[0]]
+
+    def data_problems(self, sources):
+        if sources.data_dir is not None:
+            return [] if os.path.isdir(sources.data_dir) else [f"--data-dir {sources.data_dir}: no such directory"]
+        return [file_problem(None, "--data-dir", self.hub)]
+
+    def read(self, sources):
+        return read_glue(sources)
+
+    def encode(self, tok, train, devs):
+        return encode(tok, train, self.max_len), {name: encode(tok, d, self.max_len) for name, d in devs.items()}
+
+    def describe(self, train):
+        cut = sum(n > self.max_len for n in train["full_lengths"])
+        return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        return {name: evaluate(model, enc, device, dtype, self.eval_batch_size, self.metrics) for name, enc in devs.items()}
+
+    def headline(self, scores):
+        return next(iter(scores.values()))[self.metrics[0]]
+
+    def baseline(self, train, devs):
+        """'   (always the majority class 1: dev accuracy 0.6838)': what a model that learns nothing scores."""
+        if "accuracy" not in self.metrics:
+            return ""
+        labels = np.asarray(train["labels"])
+        majority = int(np.bincount(labels).argmax())
+        gold = next(iter(devs.values()))["labels"]
+        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+
+    def format(self, scores):
+        return format_scores(scores, self.metrics)
+
+    def final(self, scores):
+        parts = []
+        for name, s in scores.items():
+            tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+            for k, m in enumerate(self.metrics):
+                parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if k == 0 and
+                                                                         m == "accuracy" else ""))
+        return ", ".join(parts)
+
+    def summary(self, train):
+        """What the results JSON records of the training set beyond its size."""
+        return {}
+
+
+class MultipleChoice(Classification):
+    """SWAG (paper §4.4): one vector w scores the pooled C_k of each of the four endings, softmax across them."""
+    kind = "multiple_choice"
+    model_class = BertForMultipleChoice
+    fresh = "random vector w"
+    hub = "allenai/swag"
+
+    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
+        self.name, self.max_len, self.stride = name, max_len, None
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.metrics, self.model_kwargs = ("accuracy",), {}
+
+    def read(self, sources):
+        return read_swag(sources)
+
+    def encode(self, tok, train, devs):
+        return (encode_swag(tok, train, self.max_len),
+                {name: encode_swag(tok, d, self.max_len) for name, d in devs.items()})
+
+    def describe(self, train):
+        cut = sum(n > self.max_len for n in train["full_lengths"])
+        return [f"longest (context, ending) pair: {max(train['full_lengths'])} tokens; examples with a pair cut at "
+                f"{self.max_len}: {cut}"]
+
+
+class SpanExtraction:
+    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of 384-token windows."""
+    kind = "span"
+    model_class = BertForQuestionAnswering
+    model_kwargs = {}
+    fresh = "random start and end vectors S, E"
+    eval_batch_size = 64               # windows per forward pass, as bert_part4_squad.py
+    grouped = True                     # windows run from 100 to 384 tokens
+    metrics = ("em", "f1")
+    headline_name = "F1"
+
+    def __init__(self, name, max_len, stride, eval_batch_size=None):
+        self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.hub = "rajpurkar/squad" if self.version == "1.1" else "rajpurkar/squad_v2"
+        self.dev_uncovered, self.dev_size = {}, {}
+
+    @staticmethod
+    def check(max_len, stride):
+        if stride >= max_len:
+            raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len}")
+
+    def data_problems(self, sources):
+        return [file_problem(sources.train_data, "--train-data", self.hub),
+                file_problem(sources.dev_data, "--dev-data", self.hub)]
+
+    def read(self, sources):
+        return read_squad_task(sources)
+
+    def encode(self, tok, train, devs):
+        """The training windows with their targets; the dev questions stay questions (bert_part4_squad.predict
+        windows them), checked here once for windows that stop short of their passage."""
+        for name, d in devs.items():
+            self.dev_size[name] = len(d)
+            self.dev_uncovered[name] = len(squad.uncovered_questions(tok, d, squad.make_windows(tok, d, self.max_len,
+                                                                                                 self.stride)))
+        return squad.encode_squad(tok, train, self.max_len, self.stride), devs
+
+    def describe(self, train):
+        lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
+                 f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
+                 f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
+                 f"questions skipped because answer_start does not match the context: {train['skipped']}"]
+        lines += [f"training set: {squad.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
+        lines += [f"{name} set: {squad.coverage_line(n, self.dev_size[name])}" for name, n in self.dev_uncovered.items() if n]
+        return lines
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        """bert_part4_squad.py's own prediction and official metric on every dev question."""
+        model.eval()
+        search = squad.SpanSearch(self.max_len, self.stride, self.eval_batch_size, squad.N_BEST, squad.MAX_ANSWER)
+        out = {name: self.score(*squad.predict(model, tok, examples, search, device, dtype), examples)
+               for name, examples in devs.items()}
+        model.train()
+        return out
+
+    def score(self, answers, timing, examples):
+        """v1.1: EM and F1; v2.0: EM and F1 at tau = 0, and the whole sweep of bert_part4_squad.py."""
+        if self.version == "1.1":
+            em, f1, _ = squad.score_v1(examples, answers)
+            return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
+                    "uncovered": timing["uncovered"]}
+        r, _, _ = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
+        return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
+
+    def headline(self, scores):
+        return next(iter(scores.values()))["f1"]
+
+    def baseline(self, train, devs):
+        return ""
+
+    def format(self, scores):
+        s = next(iter(scores.values()))
+        text = f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
+        if self.version == "2.0":
+            text = f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: F1 {s['best']['f1']:.2f}"
+        return text
+
+    def final(self, scores):
+        s = next(iter(scores.values()))
+        line = f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
+        if self.version == "2.0":
+            line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
+                    f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
+                    f"{squad.fmt(s['has_ans']['em'])} F1 {squad.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {squad.fmt(s['no_ans']['em'])} F1 {squad.fmt(s['no_ans']['f1'])}")
+        return line
+
+    def summary(self, train):
+        return {"uncovered_questions": {"train": train["uncovered"], **self.dev_uncovered}}
+
+
+FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
+            "squad_v2": SpanExtraction}
