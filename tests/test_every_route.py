@@ -107,15 +107,32 @@ def strings(obj):
             yield from strings(v)
 
 
+def results_files():
+    """The JSON and log files under results/, as a commit would take them: not the temp files (.tmp-*, and the
+    .tmp-model-* folders) that a run writing there right now fills and then renames into place, and not a file
+    that such a run replaces or removes between the listing and the reading."""
+    for folder, dirs, files in os.walk(os.path.join(ROOT, "results")):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.startswith(".") or not name.endswith((".json", ".log")):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    yield os.path.relpath(os.path.join(folder, name), ROOT), f.read()
+            except FileNotFoundError:
+                continue
+
+
 def test_committed_results_hold_no_absolute_paths():
     """No JSON string is an absolute path, and no log names this machine's Python, temp or home folders."""
     machine = [sys.prefix, tempfile.gettempdir(), os.path.expanduser("~"), os.path.dirname(ROOT)]
-    for folder, _, files in os.walk(os.path.join(ROOT, "results")):
-        for name in files:
-            text = open(os.path.join(folder, name), encoding="utf-8").read() if name.endswith((".json", ".log")) else ""
-            if name.endswith(".json"):
-                assert not [s for s in strings(json.loads(text)) if os.path.isabs(s)], name
-            assert not [m for m in machine if m + os.sep in text], name
+    checked = 0
+    for name, text in results_files():
+        if name.endswith(".json"):
+            assert not [s for s in strings(json.loads(text)) if os.path.isabs(s)], name
+        assert not [m for m in machine if m + os.sep in text], name
+        checked += 1
+    assert checked                           # results/ holds the committed runs' JSON and logs
 
 
 # --- fine-tuning: the article's column, its spread, the baseline, the grid's size ---

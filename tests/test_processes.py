@@ -148,10 +148,11 @@ def test_a_bad_input_on_one_process_ends_every_process(tiny_bert_dir, glue, tmp_
         "        return _open(f, *a, **k)\n"
         "    builtins.open = _refuse\n")
     env = dict(ENV, PYTHONPATH=str(hook))
-    t0 = time.time()
+    # Left waiting, rank 0 would hang until the process group's 30-minute timeout: ending within the subprocess
+    # timeout (which fails the test) tells the two apart however busy the machine is; a wall clock would not.
     p = torchrun("finetune", ["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(tmp_path / "r"),
-                              "--device", "cpu"], env=env, timeout=300)
-    assert p.returncode != 0 and time.time() - t0 < 120
+                              "--device", "cpu"], env=env, timeout=600)
+    assert p.returncode != 0
     ours = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
     assert len(ours) == 2 and all("train.tsv: Permission denied" in line for line in ours)
     assert "bert_part4_" not in "".join(x for x in p.stderr.splitlines() if x.strip().startswith("File "))  # torchrun's only
@@ -165,7 +166,7 @@ def test_a_bad_input_on_one_process_ends_every_process(tiny_bert_dir, glue, tmp_
 ])
 def test_bad_inputs_under_torchrun_are_one_line(tiny_bert_dir, glue, tmp_path, argv, message):
     p = torchrun("finetune", ["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(tmp_path),
-                              "--device", "cpu", *argv], timeout=300)
+                              "--device", "cpu", *argv], timeout=600)
     assert p.returncode != 0
     ours = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
     assert ours and all(message in line for line in ours), p.stderr[-2000:]
@@ -208,7 +209,7 @@ def start_and_stop(argv, sig, after_evals):
             time.sleep(0.3)
             proc.send_signal(sig)
             break
-    out, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=600)
     return proc.returncode, err
 
 
