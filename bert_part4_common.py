@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import numpy as np
+import tokenizers
 import torch
+import torch.distributed as dist
+import transformers
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
+from transformers.utils import logging as hf_logging
 
 
 class Fatal(Exception):
@@ -143,8 +149,6 @@ def start_processes(device_name="auto", backend="auto"):
         if backend not in ("auto", None):
             raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
         return device, ALONE
-    import torch.distributed as dist
-
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
     backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
     if backend not in ("nccl", "gloo"):
@@ -163,11 +167,9 @@ def start_processes(device_name="auto", backend="auto"):
 
 
 def end_processes():
-    if "torch.distributed" in sys.modules:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
+    """Leave the process group, if this process joined one (nothing to do when run alone)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def all_agree(procs, work):
@@ -181,8 +183,6 @@ def all_agree(procs, work):
     except OSError as e:                              # an unreadable file: as clear as any other bad input
         error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
     if procs.world > 1:
-        import torch.distributed as dist
-
         errors = [None] * procs.world
         dist.all_gather_object(errors, error)
         error = next((e for e in errors if e), None)
@@ -195,8 +195,6 @@ def gather(procs, obj):
     """Every process's obj, in rank order, on every process."""
     if procs.world == 1:
         return [obj]
-    import torch.distributed as dist
-
     out = [None] * procs.world
     dist.all_gather_object(out, obj)
     return out
@@ -205,8 +203,6 @@ def gather(procs, obj):
 def summed(procs, t):
     """The sum of a tensor over the processes (the tensor itself when alone)."""
     if procs.world > 1:
-        import torch.distributed as dist
-
         t = t.clone()
         dist.all_reduce(t)
     return t
@@ -230,9 +226,7 @@ def hub_reachable(timeout=3.0):
     """A quick TCP probe of the Hub (once per process), so that an offline machine fails in seconds."""
     if hub_offline():
         return False
-    from huggingface_hub import constants
-
-    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    host = urlparse(hub_constants.ENDPOINT).hostname or "huggingface.co"
     if host not in _HUB_PROBES:
         try:
             socket.create_connection((host, 443), timeout=timeout).close()
@@ -253,8 +247,6 @@ def model_problem(name, flag):
         if not os.path.isfile(os.path.join(path, "config.json")):
             return f"{flag} {name}: not a model folder (no config.json)"
         return None
-    from huggingface_hub import try_to_load_from_cache
-
     if isinstance(try_to_load_from_cache(name, "config.json"), str) or hub_reachable():
         return None
     return unreachable_model(name, flag)
@@ -285,10 +277,9 @@ def file_problem(path, flag, hub_name=None):
 def dataset_cached(name):
     """Is the Hub dataset `name` in a local cache (the datasets cache, or the Hub's download cache)?"""
     import datasets
-    from huggingface_hub import constants
 
     return (os.path.isdir(os.path.join(datasets.config.HF_DATASETS_CACHE, name.replace("/", "___")))
-            or os.path.isdir(os.path.join(constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
+            or os.path.isdir(os.path.join(hub_constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
 
 
 def check_positive(values):
@@ -335,8 +326,6 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
     Any failure is one line that names the model and says how to run from a local folder.
     The library's loading bars and reports are silenced: the scripts say what matters themselves.
     """
-    from transformers.utils import logging as hf_logging
-
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     if _is_local(name):
@@ -532,9 +521,6 @@ def replace_folder_atomically(path, write):
 
 
 def library_versions():
-    import tokenizers
-    import transformers
-
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__, "numpy": np.__version__}
 

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import threading
 
 import numpy as np
 import torch
@@ -126,8 +127,6 @@ class StopSignals:
         self.received, self.saved = None, {}
 
     def __enter__(self):
-        import threading
-
         if threading.current_thread() is threading.main_thread():
             for sig in self.NAMES:
                 self.saved[sig] = signal.signal(sig, self._catch)
@@ -256,7 +255,10 @@ def existing_result(path, settings, ignore=("processes",)):
         return None
     with open(path, encoding="utf-8") as f:
         done = json.load(f)
-    same = lambda s: {k: v for k, v in s.items() if k not in ignore}  # noqa: E731
+
+    def same(s):
+        return {k: v for k, v in s.items() if k not in ignore}
+
     return done if same(done.get("settings", {})) == same(settings) else None
 
 

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
+import tokenizers
 import torch
+import transformers
 from tqdm import tqdm
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
@@ -64,6 +66,9 @@ N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and e
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
+VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
+ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
+HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
 
 # What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers on every
 # route; the run's header names the checkpoints the article used.
@@ -119,10 +124,6 @@ def parse_args(argv):
     if args.tau_step <= 0 or args.tau_max < args.tau_min:
         raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
     return args
-
-
-def span_search(args):
-    return SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
 
 
 # --- The official answer normalisation and scores (evaluate-v1.1.py / evaluate-v2.0.py) ---
@@ -201,7 +202,7 @@ def read_squad_json(path, version, flag):
 def read_squad(path, version, flag, split="validation"):
     if path:
         return read_squad_json(path, version, flag)
-    rows = load_hub_dataset("rajpurkar/squad" if version == "1.1" else "rajpurkar/squad_v2", None, split, flag)
+    rows = load_hub_dataset(HUB_DATASETS[version], None, split, flag)
     return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
              "starts": r["answers"]["answer_start"], "impossible": not r["answers"]["text"], "v2": version == "2.0"}
             for r in rows]
@@ -248,9 +249,6 @@ def coverage_line(n_uncovered, n_questions):
     """The log line when some passages are not fully covered (empty when all are), naming the library versions."""
     if not n_uncovered:
         return ""
-    import tokenizers
-    import transformers
-
     return (f"WARNING: the windows of {n_uncovered} of {n_questions} questions stop before the end of their passage "
             f"(transformers {transformers.__version__}, tokenizers {tokenizers.__version__}; tokenizers 0.23.1 and 0.23.2 "
             f"cut the overflow short: install another version for full coverage)")
@@ -311,6 +309,28 @@ def encode_squad(tok, examples, max_len, stride):
 
 
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
+
+def best_span(start, end, passage_tokens, max_len=30):
+    """max over i <= j of S.T_i + E.T_j, inside the passage, at most 30 tokens long"""
+    best = None
+    for i in passage_tokens:
+        for j in passage_tokens:
+            if i <= j < i + max_len and (best is None or start[i] + end[j] > best[0]):
+                best = (start[i] + end[j], i, j)
+    return best
+
+
+# The article's best_span above is the reference (the tests check best_spans against it); below, the same
+# search batched. Worked example, the article's 4-token toy (bert_part4_math.py's TOY_START and TOY_END):
+#   S.T_i = [0.5, 1.0, 3.0, 0.2], E.T_j = [2.8, 0.1, 1.0, 1.5]; every cell is S.T_i + E.T_j:
+#            j=0   j=1   j=2   j=3
+#     i=0    3.3   0.6   1.5   2.0
+#     i=1    3.8   1.1   2.0   2.5
+#     i=2    5.8   3.1   4.0   4.5
+#     i=3    3.0   0.3   1.2   1.7
+#   The largest cell, 5.8 at (i=2, j=0), ends before it starts (j < i): rejected. The best with j >= i is
+#   4.5 at (2, 3). With n_best = 2, only the starts i = 2, 1 and the ends j = 0, 3 are paired: (2, 0) and
+#   (1, 0) are rejected, (2, 3) scores 4.5 and (1, 3) 2.5, so the search still finds (2, 3).
 
 def best_spans(start, end, passage, n_best, max_answer, top=1, window=None):
     """For each window of a batch: the `top` best spans, searched as run_squad.py does.
@@ -470,7 +490,7 @@ def demo_one(model, tok, question, device, n_best, max_answer):
             "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
 
 
-def demo_v1(model, tok, device, args, report):
+def demo_v1(model, tok, device, search, report):
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
@@ -478,7 +498,7 @@ def demo_v1(model, tok, device, args, report):
                f"position, so it cancels in the softmax)" + article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
-        d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
+        d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         report.say(f"Q: {q}")
         report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
@@ -498,12 +518,13 @@ def score_v1(examples, answers):
     return 100 * np.mean(em), 100 * np.mean(f1), np.array(f1)
 
 
-def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
-    answers, timing = predict(model, tok, examples, span_search(args), device, dtype, procs)
+def dev_v1(model, tok, examples, search, device, dtype, report, label, procs):
+    """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
+    answers, timing = predict(model, tok, examples, search, device, dtype, procs)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
-    report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {args.max_len} tokens, "
-               f"stride {args.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
+    report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
+               f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
     report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: 10753 windows, no breakdown printed]")
     if timing["uncovered"]:
@@ -512,14 +533,14 @@ def dev_v1(model, tok, examples, args, device, dtype, report, label, procs):
     for k in misses:
         report.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
                    f'gold "{examples[k]["golds"][0]}"')
-    predictions = {ex["id"]: a["text"] for ex, a in zip(examples, answers)}
-    return predictions, {"n": len(examples), "windows": timing["windows"], "uncovered_questions": timing["uncovered"],
-                         "em": em, "f1": f1,
-                         "seconds": secs, "tokenize_seconds": timing["tokenize_seconds"],
-                         "questions_by_windows": {str(k): n for k, n in questions_by_windows(timing["per_question"]).items()},
-                         "model_seconds": timing["model_seconds"],
-                         "misses": [{"id": examples[k]["id"], "question": examples[k]["question"],
-                                     "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
+    files = {"squad_v1_predictions.json": {ex["id"]: a["text"] for ex, a in zip(examples, answers)}}
+    return files, {"n": len(examples), "windows": timing["windows"], "uncovered_questions": timing["uncovered"],
+                   "em": em, "f1": f1,
+                   "seconds": secs, "tokenize_seconds": timing["tokenize_seconds"],
+                   "questions_by_windows": {str(k): n for k, n in questions_by_windows(timing["per_question"]).items()},
+                   "model_seconds": timing["model_seconds"],
+                   "misses": [{"id": examples[k]["id"], "question": examples[k]["question"],
+                               "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
 
 
 def duration(seconds):
@@ -528,10 +549,10 @@ def duration(seconds):
 
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
-def demo_v2(model, tok, device, args, report):
+def demo_v2(model, tok, device, search, report):
     results = []
     for q in V2_QUESTIONS:
-        d = demo_one(model, tok, q, device, args.n_best, args.max_answer)
+        d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
         text, _, _, s_hat = d["spans"][0]
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
@@ -543,12 +564,12 @@ def demo_v2(model, tok, device, args, report):
 
 # --- 5. Choosing tau on the dev set: answer iff s_hat > s_null + tau ---
 
-def tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, taus):
-    """EM, F1 and % answered at each tau. diff = s_hat - s_null per question; *_ans are the scores of
-    the best span's text, *_null those of the empty answer."""
+def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus):
+    """EM, F1 and % answered at each tau. s_hat, s_null: per question, the best span's score and the
+    no-answer score; *_ans are the scores of the best span's text, *_null those of the empty answer."""
     rows = []
     for tau in taus:
-        answered = diff > tau
+        answered = s_hat > s_null + tau
         rows.append({"tau": float(tau), "f1": 100 * float(np.where(answered, f1_ans, f1_null).mean()),
                      "em": 100 * float(np.where(answered, em_ans, em_null).mean()),
                      "answered": 100 * float(answered.mean())})
@@ -579,16 +600,18 @@ def score_v2(examples, answers, taus):
     """Everything the v2.0 dev set is scored by: tau = 0, the sweep and its best tau, the exact best
     threshold of evaluate-v2.0.py, and the HasAns / NoAns split at the best tau. Also, per question,
     s_hat - s_null and whether it is answered at the best tau (for the prediction files)."""
-    diff = np.array([a["score"] - a["s_null"] for a in answers])            # s_hat - s_null
+    s_hat, s_null = np.array([a["score"] for a in answers]), np.array([a["s_null"] for a in answers])
+    diff = s_hat - s_null
     em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
                                          for ex, a in zip(examples, answers))))
     has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
     em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
-    sweep = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, taus)
-    at0 = tau_sweep(diff, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
+    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus)
+    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
     exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
-    chosen = diff > best["tau"]
+    tau = best["tau"]
+    chosen = s_hat > s_null + tau                                           # at the best tau
     split = {name: {"n": int(mask.sum()),
                     "em": 100 * float(np.where(chosen, em_ans, em_null)[mask].mean()) if mask.any() else None,
                     "f1": 100 * float(np.where(chosen, f1_ans, f1_null)[mask].mean()) if mask.any() else None}
@@ -597,9 +620,10 @@ def score_v2(examples, answers, taus):
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
 
 
-def dev_v2(model, tok, examples, args, device, dtype, report, label, procs):
-    answers, timing = predict(model, tok, examples, span_search(args), device, dtype, procs)
-    r, diff, chosen = score_v2(examples, answers, tau_grid(args.tau_min, args.tau_max, args.tau_step))
+def dev_v2(model, tok, examples, search, device, dtype, report, label, procs, taus):
+    """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
+    answers, timing = predict(model, tok, examples, search, device, dtype, procs)
+    r, diff, chosen = score_v2(examples, answers, taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
     report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
@@ -650,49 +674,42 @@ def write_json(folder, name, obj):
     write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
-def check_inputs(args):
+def check_inputs(results_dir, only, models, data, limit):
     """Every input before any work: the results folder, both models and both dev files, all problems at once.
-    Returns the dev questions of v1.1 and v2.0 (None for a part not run)."""
-    check_writable_dir(args.results_dir, "--results-dir")
-    v1, v2 = "demo" in args.only or "v1" in args.only, "demo" in args.only or "v2" in args.only
-    preflight([v1 and model_problem(args.v1_model, "--v1-model"), v2 and model_problem(args.v2_model, "--v2-model"),
-               "v1" in args.only and file_problem(args.v1_data, "--v1-data", "rajpurkar/squad"),
-               "v2" in args.only and file_problem(args.v2_data, "--v2-data", "rajpurkar/squad_v2")])
-    return (read_squad(args.v1_data, "1.1", "--v1-data")[:args.limit] if "v1" in args.only else None,
-            read_squad(args.v2_data, "2.0", "--v2-data")[:args.limit] if "v2" in args.only else None)
+    models, data: {"v1": ..., "v2": ...}. Returns the first `limit` dev questions of each part (None if not run)."""
+    check_writable_dir(results_dir, "--results-dir")
+    preflight([("demo" in only or v in only) and model_problem(models[v], f"--{v}-model") for v in VERSIONS]
+              + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
+    return {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
 
 
 def main(argv=None):
     args = parse_args(argv)
     device, procs = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
-    v1_examples, v2_examples = all_agree(procs, partial(check_inputs, args))
+    models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
+    examples = all_agree(procs, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
     report = Report("part4_squad", args.results_dir, quiet=not procs.main)
     if procs.world > 1:
         report.say(f"work split: {procs.world} processes ({procs.backend}), each scores every {procs.world}th batch of "
                    f"windows; the scores are gathered before the span search")
     label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
-    payload, files = {"config": {"max_len": args.max_len, "stride": args.stride, "n_best": args.n_best,
-                                 "max_answer": args.max_answer, "dtype": str(dtype)}}, {}
-    if "demo" in args.only or "v1" in args.only:
-        model, tok = load_qa_model(args.v1_model, "--v1-model", device, args.max_len)
-        report.say(f"SQuAD v1.1 model: {portable(args.v1_model)}   (article: {V1_MODEL})")
+    search = SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    demo = {"v1": demo_v1, "v2": demo_v2}
+    dev = {"v1": dev_v1, "v2": partial(dev_v2, taus=tau_grid(args.tau_min, args.tau_max, args.tau_step))}
+    payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
+                                 "max_answer": search.max_answer, "dtype": str(dtype)}}, {}
+    for v in [v for v in VERSIONS if "demo" in args.only or v in args.only]:      # 1-3 on v1.1, then 4-5 on v2.0
+        model, tok = load_qa_model(models[v], f"--{v}-model", device, search.max_len)
+        report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}   (article: {ARTICLE_MODELS[v]})")
         if "demo" in args.only:
-            payload["v1_demo"] = demo_v1(model, tok, device, args, report)
-        if "v1" in args.only:
-            files["squad_v1_predictions.json"], payload["v1_dev"] = dev_v1(
-                model, tok, v1_examples, args, device, dtype, report, label, procs)
-    if "demo" in args.only or "v2" in args.only:
-        model, tok = load_qa_model(args.v2_model, "--v2-model", device, args.max_len)
-        report.say(f"SQuAD v2.0 model: {portable(args.v2_model)}   (article: {V2_MODEL})")
-        if "demo" in args.only:
-            payload["v2_demo"] = demo_v2(model, tok, device, args, report)
-        if "v2" in args.only:
-            v2_files, payload["v2_dev"] = dev_v2(model, tok, v2_examples, args, device, dtype, report, label, procs)
-            files.update(v2_files)
-            if procs.main:
-                plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
+            payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
+        if v in args.only:
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report, label, procs)
+            files.update(dev_files)
     if procs.main:
+        if "v2" in args.only:
+            plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():
             write_json(args.results_dir, name, obj)
         report.save(payload, args=args, argv=argv, device=device)

@@ -12,17 +12,16 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_common import run_cli
+from bert_part4_math import TOY_END, TOY_START
 
 # --- span search ---
 
 
 def brute_force(start, end, allowed, max_answer):
-    """max over i <= j < i + max_answer, i and j both allowed, of start[i] + end[j]."""
-    best = (float("-inf"), -1, -1)
-    for i, j in itertools.product(range(len(start)), repeat=2):
-        if allowed[i] and allowed[j] and i <= j < i + max_answer and start[i] + end[j] > best[0]:
-            best = (float(start[i] + end[j]), i, j)
-    return best
+    """max over i <= j < i + max_answer, i and j both allowed, of start[i] + end[j]: the article's best_span,
+    with (-inf, -1, -1) when no span is allowed."""
+    best = sq.best_span(start, end, [t for t in range(len(start)) if allowed[t]], max_answer)
+    return (float(best[0]), best[1], best[2]) if best else (float("-inf"), -1, -1)
 
 
 def random_batch(seed, B=6, L=40):
@@ -44,6 +43,26 @@ def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
         assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx((s, bi, bj), abs=1e-6)
         assert val[b, 0] >= val[b, 1] >= val[b, 2]
         assert passage[b, i[b]].all() and passage[b, j[b]].all() and (j[b] >= i[b]).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_best_spans_with_every_start_and_end_equals_the_articles_best_span(seed):
+    start, end, passage = random_batch(seed)
+    for max_answer in (7, 30):
+        val, i, j = sq.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
+        for b in range(start.shape[0]):
+            s, bi, bj = sq.best_span(start[b], end[b], passage[b].nonzero().flatten().tolist(), max_answer)
+            assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == (s.item(), bi, bj)
+
+
+def test_the_articles_toy_best_span_is_2_3_not_the_largest_cell():
+    score = np.add.outer(TOY_START, TOY_END)                       # S.T_i + E.T_j
+    assert np.unravel_index(score.argmax(), score.shape) == (2, 0) and score[2, 0] == pytest.approx(5.8)
+    assert sq.best_span(TOY_START, TOY_END, range(4)) == (4.5, 2, 3)
+    for n_best in (2, 4):                                          # the comment above best_spans: n_best 2 finds it too
+        val, i, j = sq.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+                                  n_best=n_best, max_answer=30)
+        assert (val.item(), i.item(), j.item()) == (4.5, 2, 3)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -196,7 +215,7 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
     em_ans, f1_ans = map(np.array, zip(*(sq.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
-    rows = sq.tau_sweep(diff, em_ans, f1_ans, null, null, taus)
+    rows = sq.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus)   # s_hat = diff, s_null = 0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
         scores = [sq.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
