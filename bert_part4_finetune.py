@@ -6,6 +6,7 @@
     python bert_part4_finetune.py squad --save-model models/squad      # SQuAD v1.1 (§4.2), keep the model
     python bert_part4_finetune.py squad_v2        # SQuAD v2.0 (§4.3);  swag: SWAG (§4.4)
     python bert_part4_finetune.py mrpc --model DIR --data-dir ../shared/data/glue_data   # offline
+    python bert_part4_finetune.py glue            # every GLUE task, the best lr on dev, beside Table 1
 
 One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
 learning rate rising linearly over the first 10% of steps then falling linearly to zero (Google's
@@ -25,9 +26,11 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
+import bert_part4_glue as glue
 from bert_part4_common import (
     ALONE,
     RANDOM_HEAD,
@@ -35,25 +38,32 @@ from bert_part4_common import (
     Fatal,
     Report,
     add_common_flags,
-    all_agree,
     article,
     autocast,
     autocast_dtype,
-    check_model_target,
-    check_positions,
     check_positive,
-    check_writable_dir,
     line_plot,
     load_pretrained,
-    model_problem,
     portable,
-    preflight,
-    replace_folder_atomically,
     run_cli,
     seed_everything,
     start_processes,
 )
-from bert_part4_runs import Run, collate, epoch_batches, existing_result, run_many, split_line, work_split
+from bert_part4_runs import (
+    Fit,
+    Job,
+    Run,
+    collate,
+    config_of,
+    epoch_batches,
+    lr_tag,
+    refuse_ignored,
+    run_command,
+    run_name,
+    run_settings,
+    save_model,
+    summary_name,
+)
 from bert_part4_tasks import FAMILIES, METRIC_NAMES, Sources
 from bert_part4_tasks import TASKS as GLUE_TASKS
 
@@ -75,8 +85,8 @@ RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30, "paper §4.1 and A.3; article: 
            "squad_v2": Recipe(5e-5, 48, 2, 384, 0, "paper §4.3"),
            "swag": Recipe(2e-5, 16, 3, 128, 0, "paper §4.4")}
 
-# What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt), and the
-# paper's BERT-base dev scores (Table 5: MNLI-m, QNLI, MRPC accuracy, SST-2; Tables 2-4 for the rest).
+# What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt); the paper's
+# numbers live with each task (bert_part4_tasks.py).
 ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): "0.8333 (340/408), F1 0.8847",
                  ("mrpc", 3e-5): "0.8333 (340/408), F1 0.8863", ("mrpc", 4e-5): "0.8480 (346/408), F1 0.8953",
                  ("mrpc", 5e-5): "0.8701 (355/408), F1 0.9094"}
@@ -84,11 +94,6 @@ ARTICLE_REPEAT = {("mrpc", 2e-5): "0.8186 (334/408), F1 0.8741"}     # the same 
 ARTICLE_BEFORE = {"sst2": "dev accuracy 0.4908", "mrpc": "dev accuracy 0.3162"}
 ARTICLE_SETTING = "bert-base-uncased, batch 32, 3 epochs, seed 0"
 ARTICLE_RUN = (32, 3)                  # the article's batch size and epochs: its numbers are for these only
-PAPER_DEV = {"mnli": "paper, BERT-base dev: 84.4", "qnli": "paper, BERT-base dev: 88.4",
-             "mrpc": "paper, BERT-base dev: 86.7", "sst2": "paper, BERT-base dev: 92.7",
-             "squad": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
-             "squad_v2": "paper, BERT-large dev (Table 3): EM 78.7, F1 81.9; the paper gives no BERT-base v2.0 number",
-             "swag": "paper, BERT-base dev (Table 4): accuracy 81.6"}
 ARTICLE_MODEL = "bert-base-uncased"
 GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
@@ -98,11 +103,11 @@ def grid_size(name):
     """grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} = 2 x 3 x 3 = 18 runs"""
     runs = GRIDS[name]
     axes = [sorted({r[k] for r in runs}, reverse=k == 1) for k in range(3)]
-    named = [(n, a) for n, a in zip(("batch", "lr", "epochs"), axes) if len(a) > 1]
-    text = lambda n, v: lr_tag(v) if n == "lr" else str(v)  # noqa: E731
+    named = [(n, [lr_tag(v) if n == "lr" else str(v) for v in a]) for n, a in zip(("batch", "lr", "epochs"), axes)
+             if len(a) > 1]
     product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
     return (f"grid {name} ({'paper A.3' if name == 'a3' else 'paper §4.1'}): "
-            + " x ".join(f"{n} {{{', '.join(text(n, v) for v in a)}}}" for n, a in named) + f"{product} = {len(runs)} runs")
+            + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named) + f"{product} = {len(runs)} runs")
 
 
 def article_final(task, lr):
@@ -138,7 +143,8 @@ def make_optimizer(model, lr, weight_decay, warmup, steps, device, fused=None):
     fused = device.type == "cuda" if fused is None else fused
     opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay, fused=fused)   # no decay on biases and LayerNorm
     warm = int(warmup * steps)                                                       # warmup, then linear decay
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
+    # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
+    sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     return opt, sched, warm
 
 
@@ -169,63 +175,27 @@ LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span
 
 # --- One training step: every weight is trained (paper §3.2) ---
 
-def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss, weight=1.0):
-    """One step: forward, loss, backward, clip the gradient norm, AdamW, schedule. Returns the loss.
-    weight scales this process's loss when several processes share a batch (1 when alone)."""
+def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
+    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule.
+    Returns the loss."""
     with autocast(batch["input_ids"].device, dtype):
-        loss = loss_fn(model, batch)
-    (loss * weight if weight != 1.0 else loss).backward()
+        loss = loss_fn(model, batch)       # model(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=y).loss
+    loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
     sched.step()
-    opt.zero_grad(set_to_none=True)
+    opt.zero_grad()
     return loss.detach()
 
 
 # --- Our own fine-tune: one run, logged as in the article ---
 
-@dataclass(frozen=True)
-class Job:
-    """One run: what a grid or restarts vary."""
-    lr: float
-    batch_size: int
-    epochs: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class Config:
-    """What every run of one command shares (from its flags)."""
-    task: str
-    model: str
-    warmup: float
-    weight_decay: float
-    clip: float
-    evals: int
-    grouped: bool
-    results_dir: str
-    run_tag: str
-    save_model: str
-    many: bool                         # several runs (--seeds or --grid): model folders per run
-    many_seeds: bool                   # --seeds: the seed in every file name
-    max_train_examples: int
-    max_dev_examples: int
-    cli: object                        # the parsed command line, recorded in the results
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One run in progress: the model, its optimiser and schedule, the task's family and data, where it runs
-    (device, autocast dtype, the Run around the loop) and its log."""
-    model: torch.nn.Module
-    opt: torch.optim.Optimizer
-    sched: object
-    family: object
-    data: dict
-    device: torch.device
-    dtype: object
-    run: Run
-    report: Report
+def new_model(family, config):
+    """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
+    the same architecture with every weight random (what pre-training buys, measured)."""
+    if config.init == "random":
+        return family.model_class(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
+    return load_pretrained(family.model_class, config.model, **family.model_kwargs)
 
 
 def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False):
@@ -235,27 +205,28 @@ def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False)
     name = run_name(config, job)
     report = Report(name, config.results_dir, quiet=quiet or not team.main)
     seed_everything(job.seed)
-    model = load_pretrained(family.model_class, config.model, **family.model_kwargs).to(device)
+    model = new_model(family, config).to(device)        # BertForSequenceClassification.from_pretrained(model, num_labels)
     model.train()
     train = data["train"]
-    plan = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed,
-                         train["full_lengths"] if config.grouped else None)
-    batches = [(epoch, idx) for epoch, epoch_batches_ in enumerate(plan, start=1) for idx in epoch_batches_]
-    steps = len(batches)                                               # epochs * ceil(examples / batch)
+    steps = job.epochs * math.ceil(len(train["input_ids"]) / job.batch_size)   # epochs x batches of one epoch
     opt, sched, warm = make_optimizer(model, job.lr, config.weight_decay, config.warmup, steps, device)
-    eval_every = max(1, steps // config.evals)
+    batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
+        len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
+        start=1) for idx in in_epoch]
+    eval_every = max(1, steps // config.evals_of(job))
     run = Run(team, device, os.path.join(config.results_dir, name + ".checkpoint"),
               run_settings(config, job, family, len(train["input_ids"]), dtype, team))
     fit = Fit(model, opt, sched, family, data, device, dtype, run, report)
-    state = resume_or_begin(fit, job, config, warm, steps)
+    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps)
     ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
     loss_fn = LOSSES[family.kind]
     with run, tqdm(total=steps, initial=step, desc=name, unit="step", file=sys.stderr, leave=False,
                    disable=report.quiet) as bar:
-        for epoch, idx in batches[step:]:
+        for epoch, idx in batches[step:]:                              # every weight is trained
             rows, weight = run.share(idx)                              # all of the batch when alone
-            loss = train_step(ddp_model, collate(train, rows, device), opt, sched, config.clip, dtype, loss_fn, weight)
-            run.add_loss(loss, weight)
+            loss = train_step(ddp_model, collate(train, rows, device), opt, sched, config.clip, dtype,
+                              run.weighted(loss_fn, weight))
+            run.add_loss(loss)
             step += 1
             bar.update()
             if step % eval_every == 0 or step == steps:
@@ -265,15 +236,8 @@ def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False)
     return finish(fit, job, config, state, steps, warm, time.time() - t0) if team.main else None
 
 
-def resume_or_begin(fit, job, config, warm, steps):
-    """Where the run starts: from its checkpoint when there is one, else from step 0 after the preamble and the
-    score of the untrained head."""
-    resumed = fit.run.resume(fit.model, fit.opt, fit.sched)
-    if resumed:
-        fit.report.lines = resumed["lines"]
-        fit.report.say(f"(resumed from {portable(fit.run.checkpoint)} at step {resumed['step']}/{steps}: the lines above "
-                       f"come from the interrupted run)")
-        return resumed
+def begin(fit, job, config, warm, steps):
+    """A run from step 0: the preamble, then the score of the untrained head."""
     for line in preamble(config, fit, job, steps, warm):
         fit.report.say(line)
     main = fit.run.team.main
@@ -298,7 +262,7 @@ def evaluation(fit, step, epoch, steps, lr, t0):
 def finish(fit, job, config, state, steps, warm, seconds):
     """The FINAL line, the results JSON and log, the model kept when asked, and the learning curve."""
     family, report, curve, final = fit.family, fit.report, state["curve"], state["curve"][-1]["dev"]
-    report.say(final_line(config.task, family, job.lr, final, seconds))
+    report.say(final_line(config.task, family, job, final, seconds))
     best = max(curve, key=lambda c: family.headline(c["dev"]))
     if family.headline(best["dev"]) > family.headline(final):
         report.say(f"(best dev {family.headline_name} seen during training: {family.headline(best['dev']):.4f} at step "
@@ -311,40 +275,17 @@ def finish(fit, job, config, state, steps, warm, seconds):
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **family.summary(fit.data["train"]), "settings": fit.run.settings}
     if config.save_model:
-        folder = os.path.join(config.save_model, report.name) if config.many else config.save_model
+        folder = os.path.join(config.save_model, report.name) if config.reuse else config.save_model   # several runs
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], folder))
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
+    if config.test_dir:                   # --glue-submission: this run's test-set predictions, for the chosen one
+        result["test_predictions"] = glue.predict_tests(fit, config.test_dir, report)
     report.save(result, args=config.cli, argv=fit.data["argv"], device=fit.device)
     fit.run.finish()
     line_plot(os.path.join(config.results_dir, report.name + "_curve.png"), [c["step"] for c in curve],
               {"train loss": [c["train_loss"] for c in curve]}, "step",
               right=("dev score", [family.headline(c["dev"]) for c in curve]))
     return result
-
-
-def lr_tag(lr):
-    """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
-    mantissa, exponent = f"{lr:e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-
-
-def run_name(config, job):
-    recipe = RECIPES[config.task]
-    name = f"part4_{config.task}_lr{lr_tag(job.lr)}"
-    name += f"_bs{job.batch_size}" if job.batch_size != recipe.batch_size else ""
-    name += f"_ep{job.epochs}" if job.epochs != recipe.epochs else ""
-    name += f"_seed{job.seed}" if (config.many_seeds or job.seed != 0) else ""
-    return name + (f"_{config.run_tag}" if config.run_tag else "")
-
-
-def run_settings(config, job, family, train_rows, dtype, team):
-    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused."""
-    return {"task": config.task, "model": portable(config.model), "lr": job.lr, "batch_size": job.batch_size,
-            "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
-            "warmup": config.warmup, "weight_decay": config.weight_decay, "clip": config.clip, "evals": config.evals,
-            "grouped": config.grouped, "train_rows": train_rows, "dtype": str(dtype),
-            "max_train_examples": config.max_train_examples, "max_dev_examples": config.max_dev_examples,
-            "processes": team.world}
 
 
 def preamble(config, fit, job, steps, warm):
@@ -360,34 +301,30 @@ def preamble(config, fit, job, steps, warm):
     lines.append(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {config.clip}, dropout "
                  f"{fit.model.config.hidden_dropout_prob}, seed {job.seed}, autocast {fit.dtype or 'off (fp32)'}, dynamic "
                  f"padding" + (", batches grouped by length (paper: random batches)" if config.grouped else "")
-                 + f"; model {portable(config.model)}, article: {ARTICLE_MODEL})")
+                 + f"; model {portable(config.model)}" + (", random weights (--init random)" if config.init == "random"
+                                                          else "") + f", article: {ARTICLE_MODEL})")
     return lines
 
 
-def final_line(task, family, lr, final, seconds):
+def final_line(task, family, job, final, seconds):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the
-    article's and the paper's numbers, labelled."""
+    article's number (for the article's batch size and epochs only) and the published ones, labelled."""
     line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
-    line += article_final(task, lr)
-    if task in PAPER_DEV:
-        line += f"   [{PAPER_DEV[task]}]"
-    return line
-
-
-def save_model(model, tok, path):
-    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
-    def write(tmp):
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    return replace_folder_atomically(path, write)
+    article_run = (job.batch_size, job.epochs) == ARTICLE_RUN
+    line += article_final(task, job.lr) if article_run else ""
+    if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
+        line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
+    return line + "".join(f"   [{r}]" for r in family.references())
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
 
 def planned_runs(grid, seeds, seed, lr, batch_size, epochs):
-    """The Job of every run this command asks for: the grid's settings (or the one given) with each seed."""
+    """The Job of every run this command asks for: the grid's settings (or the one given) with each seed. Grid glue
+    varies the learning rate only, at the batch size and epochs given (the paper's 32 and 3 by default)."""
     seeds = range(seeds) if seeds else [seed]
-    settings = GRIDS[grid] if grid else [(batch_size, lr, epochs)]
+    settings = ([(batch_size, grid_lr, epochs) for _, grid_lr, _ in GRIDS["glue"]] if grid == "glue"
+                else GRIDS[grid] if grid else [(batch_size, lr, epochs)])
     return [Job(lr, b, e, s) for b, lr, e in settings for s in seeds]
 
 
@@ -407,18 +344,18 @@ def restarts(task, lr, seeds, family, results, report):
 
 
 def grid(name, task, seeds, family, results, report):
-    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the dev metric; with --seeds, each
-    setting's mean over the seeds first."""
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
+    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first."""
     if seeds:
-        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted:")
+        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name}:")
         points = {}
         for r in results:
-            points.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(family.headline(r["final"]))
+            points.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(family.selection(r["final"]))
         for (b, lr, e), v in sorted(points.items(), key=lambda kv: -statistics.mean(kv[1])):
             report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {statistics.mean(v):.4f} +- "
                        f"{statistics.stdev(v) if len(v) > 1 else 0.0:.4f}")
-    ranked = sorted(results, key=lambda r: -family.headline(r["final"]))
-    report.say(f"grid {name} on {task}, sorted by dev {family.headline_name} (model at the end of training):")
+    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
+    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
     for r in ranked:
         article_run = (r["batch_size"], r["epochs"]) == ARTICLE_RUN
         report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
@@ -427,49 +364,81 @@ def grid(name, task, seeds, family, results, report):
                                    for r in ranked]}
 
 
+def task_runs(args, argv, device, dtype, procs, summarise=True):
+    """Every run the flags ask for on one task (with --grid, --seeds or glue, those already done are skipped), then
+    the summary of --seeds or --grid. Returns the runs' results (on rank 0), the task's family and the Config."""
+    config = config_of(args, RECIPES[args.task], FAMILIES[args.task], glue.runs_folder(args.glue_submission))
+    family = FAMILIES[args.task](args.task, args.max_len, args.stride, args.eval_batch_size)
+    jobs = planned_runs(args.grid, args.seeds, args.seed, args.lr, args.batch_size, args.epochs)
+    report = Report(summary_name(config, args.grid, args.seeds, jobs[0]), config.results_dir, quiet=not procs.main)
+    header = [grid_size(args.grid) + (f", x {args.seeds} seeds = {len(jobs)} runs" if args.seeds else "")] if args.grid else []
+    results = run_command(config, family, jobs, Sources.of(args), argv, fine_tune, (device, dtype, procs), args.parallel,
+                          report, header, summarise and config.many)
+    if summarise and config.many and procs.main:
+        payload = (grid(args.grid, config.task, args.seeds, family, results, report) if args.grid else
+                   restarts(config.task, jobs[0].lr, args.seeds, family, results, report))
+        report.save({"task": config.task, "model": portable(config.model), **payload}, args=args, argv=argv, device=device)
+    return results, family, config
+
+
 # --- The command line: the article's commands, every input checked before any work ---
+
+FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
+
+
+def paper_defaults(field, text=str):
+    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
+    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
+
 
 def build_parser():
     p = ArgumentParser(
         description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
-                    "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU. Defaults are the "
-                    "paper's for each task.",
-        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary. "
-               "SQuAD and SWAG are evaluated once per epoch by default (a SQuAD evaluation costs a pass over "
-               "every dev window); GLUE about 30 times per run, as in the article.")
-    p.add_argument("task", help="one of " + ", ".join(RECIPES))
-    p.add_argument("lr", nargs="?", help="peak learning rate (default: GLUE 2e-5 as in the article, paper grid "
-                                         "5e-5..2e-5; SQuAD 5e-5; SWAG 2e-5)")
+                    "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with "
+                    "the paper's choice of learning rate, in a table beside its Table 1. Defaults are the paper's.",
+        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
+               "table results/part4_glue_table.{log,json,md}. SQuAD and SWAG are evaluated once per epoch by default "
+               "(a SQuAD evaluation costs a pass over every dev window); GLUE about 30 times per run, as in the article.")
+    p.add_argument("task", help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate "
+                                "of the paper's grid on each dev set, and Table 1 beside it (§4.1)")
+    p.add_argument("lr", nargs="?", help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of "
+                                         "the paper's grid 5e-5..2e-5, the best on dev; given, that one only)")
     p.add_argument("--model", default=ARTICLE_MODEL, help="pre-trained BERT: Hub id or local folder (default and "
                                                           "article: bert-base-uncased)")
+    p.add_argument("--init", choices=["pretrained", "random"], default="pretrained",
+                   help="pretrained (the paper; default) or random: the same architecture from random weights, "
+                        "fine-tuned with the same recipe, to measure what pre-training buys")
     p.add_argument("--data-dir", help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...) or SWAG folder (DIR/train.csv, "
                                       "val.csv); default: the Hub datasets nyu-mll/glue, allenai/swag (regular)")
     p.add_argument("--train-data", help="SQuAD: official training JSON (default: the Hub dataset rajpurkar/squad or "
                                         "rajpurkar/squad_v2, split train)")
     p.add_argument("--dev-data", help="SQuAD: official dev JSON (default: the same Hub dataset, split validation)")
-    p.add_argument("--batch-size", type=int, help="default: the paper's (GLUE 32, SQuAD v1.1 32, v2.0 48, SWAG 16)")
-    p.add_argument("--epochs", type=int, help="default: the paper's (GLUE 3, SQuAD v1.1 3, v2.0 2, SWAG 3)")
-    p.add_argument("--max-len", type=int, help="longest input in tokens (default: 128, as run_classifier.py; SQuAD "
-                                               "windows 384, as run_squad.py)")
-    p.add_argument("--stride", type=int, default=128, help="SQuAD: tokens shared by consecutive windows (default 128, "
-                                                           "as bert_part4_squad.py)")
+    p.add_argument("--tasks", help="glue: a comma-separated subset, e.g. cola,mrpc,rte (default: all nine)")
+    p.add_argument("--glue-submission", metavar="DIR", help="glue: every run predicts the test set, and the chosen run "
+                                                            "of each task is written to DIR as the GLUE server takes it "
+                                                            "(CoLA.tsv ... AX.tsv, submission.zip)")
+    p.add_argument("--batch-size", type=int, help=f"default: the paper's ({paper_defaults('batch_size')})")
+    p.add_argument("--epochs", type=int, help=f"default: the paper's ({paper_defaults('epochs')})")
+    p.add_argument("--max-len", type=int, help=f"longest input in tokens (default: {paper_defaults('max_len')}: "
+                                               "run_classifier.py's inputs, run_squad.py's windows)")
+    p.add_argument("--stride", type=int, default=128, help="SQuAD: tokens two windows share (default 128, as squad.py)")
     p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (default 0.1, run_classifier.py)")
     p.add_argument("--weight-decay", type=float, default=0.01,
                    help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2)")
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0, run_classifier.py)")
-    p.add_argument("--seed", type=int, default=0, help="the one fixed seed (default 0; restarts: --seeds)")
+    p.add_argument("--seed", type=int, help="the one fixed seed (default 0; restarts: --seeds)")
     p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts)")
     p.add_argument("--grid", choices=sorted(GRIDS), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3); "
                                                          "with --seeds, every setting with every seed")
-    p.add_argument("--evals", type=int, help="dev evaluations during training (default: GLUE 30, as the article; "
-                                             "SQuAD and SWAG once per epoch)")
+    p.add_argument("--evals", type=int, help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as the "
+                                             "article, once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch)")
     p.add_argument("--group-by-length", choices=["auto", "on", "off"], default="auto",
                    help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on for "
                         "SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
     p.add_argument("--max-train-examples", type=int, help="only the first N training examples (SQuAD: questions)")
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set (SQuAD: questions)")
-    p.add_argument("--eval-batch-size", type=int, help="batch size for dev evaluation (default: 128; SQuAD 64 windows, "
-                                                       "as bert_part4_squad.py)")
+    p.add_argument("--eval-batch-size", type=int, help=f"dev batch size (default: {FAMILIES['cola'].eval_batch_size}; SQuAD "
+                                                       f"{FAMILIES['squad'].eval_batch_size} windows, as bert_part4_squad.py)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
     p.add_argument("--save-model", help="keep the fine-tuned model in this folder (config, safetensors weights, "
                                         "tokenizer; several runs: one subfolder each)")
@@ -478,8 +447,7 @@ def build_parser():
     p.add_argument("--parallel", choices=["data", "runs"],
                    help="under torchrun: data = every batch split over the processes (default for one run); runs = "
                         "whole runs of --grid/--seeds spread over them (default for those)")
-    p.add_argument("--backend", default="auto", help="under torchrun: auto (nccl on CUDA, gloo on the CPU), nccl or gloo "
-                                                     "(default: auto)")
+    p.add_argument("--backend", default="auto", help="under torchrun: auto (nccl on CUDA, gloo on CPU; the default), nccl, gloo")
     return p
 
 
@@ -487,9 +455,13 @@ def parse_args(argv):
     args = build_parser().parse_intermixed_args(argv)
     args.task = args.task.lower().replace("-", "")
     args.task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(args.task, args.task)
-    if args.task not in RECIPES:
-        raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(RECIPES)}")
-    recipe, family = RECIPES[args.task], FAMILIES[args.task]
+    args.glue = args.task == "glue"
+    if args.task not in RECIPES and not args.glue:
+        raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(RECIPES)}, or glue")
+    refuse_ignored(args)
+    args.tasks = glue.task_list(args.tasks) if args.glue else None
+    args.grid = args.grid or ("glue" if args.glue and args.lr is None else None)   # glue: the paper's selection
+    recipe, family = (RECIPES["cola"], FAMILIES["cola"]) if args.glue else (RECIPES[args.task], FAMILIES[args.task])
     try:
         args.lr = float(args.lr) if args.lr is not None else recipe.lr
     except ValueError:
@@ -499,10 +471,11 @@ def parse_args(argv):
     check_positive({f"--{name.replace('_', '-')}": getattr(args, name) for name in (
         "batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples", "max_dev_examples")})
     check_positive({"--stride": args.stride or None})
+    args.seed = args.seed or 0
     args.batch_size = args.batch_size or recipe.batch_size
     args.epochs = args.epochs or recipe.epochs
     args.max_len = args.max_len or recipe.max_len
-    args.evals = args.evals or recipe.evals or args.epochs
+    args.evals_flag, args.evals = args.evals, args.evals or recipe.evals or args.epochs   # the flag: None = the recipe's
     args.eval_batch_size = args.eval_batch_size or family.eval_batch_size
     family.check(args.max_len, args.stride)
     if args.dtype == "fp16":
@@ -512,69 +485,14 @@ def parse_args(argv):
     return args
 
 
-def config_of(args):
-    grouped = {"on": True, "off": False}.get(args.group_by_length, FAMILIES[args.task].grouped)
-    return Config(args.task, args.model, args.warmup, args.weight_decay, args.clip, args.evals, grouped, args.results_dir,
-                  args.run_tag, args.save_model, bool(args.seeds or args.grid), bool(args.seeds), args.max_train_examples,
-                  args.max_dev_examples, args)
-
-
-def prepare(config, family, sources, argv):
-    """Check every input (the folders we write, the model, the data, the window length), then read the data and
-    tokenise it once, for every run of this invocation."""
-    check_writable_dir(config.results_dir, "--results-dir")
-    if config.save_model:
-        check_model_target(config.save_model, "--save-model")
-    preflight([model_problem(config.model, "--model"), *family.data_problems(sources)])
-    check_positions(family.max_len, load_pretrained(AutoConfig, config.model))
-    train, devs = family.read(sources)
-    if not train:
-        raise Fatal(f"no training examples for {config.task}")
-    tok = load_pretrained(AutoTokenizer, config.model)
-    enc_train, enc_devs = family.encode(tok, train, devs)
-    if not enc_train["input_ids"]:
-        raise Fatal(f"no usable training examples for {config.task}")
-    return {"train": enc_train, "devs": enc_devs, "tok": tok, "argv": argv, "n_train": len(train),
-            "n_dev": {name: len(d) for name, d in devs.items()}}
-
-
-def many_runs(grid_name, seeds, config, family, data, jobs, device, dtype, procs, mode):
-    """--seeds and --grid: every run (those already done skipped), then the summary in its own log and JSON."""
-    name = f"grid_{grid_name}" + (f"_seeds{seeds}" if seeds else "") if grid_name else f"lr{lr_tag(jobs[0].lr)}_seeds{seeds}"
-    report = Report(f"part4_{config.task}_{name}", config.results_dir, quiet=not procs.main)
-    if grid_name:
-        report.say(grid_size(grid_name) + (f", x {seeds} seeds = {len(jobs)} runs" if seeds else ""))
-    if procs.launched:
-        report.say(split_line(mode, procs, len(jobs)))
-    done = lambda job: existing_result(os.path.join(config.results_dir, run_name(config, job) + ".json"),  # noqa: E731
-                                       run_settings(config, job, family, len(data["train"]["input_ids"]), dtype, ALONE))
-    one = lambda job, team: fine_tune(job, config, family, data, device, dtype, team, quiet=not procs.main)  # noqa: E731
-    results = run_many(jobs, one, done, procs, mode)
-    if not procs.main:
-        return 0
-    for r in results:
-        if r.get("skipped"):
-            report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
-    payload = (grid(grid_name, config.task, seeds, family, results, report) if grid_name else
-               restarts(config.task, jobs[0].lr, seeds, family, results, report))
-    report.save({"task": config.task, "model": portable(config.model), **payload}, args=config.cli, argv=data["argv"],
-                device=device)
-    return 0
-
-
 def main(argv=None):
     args = parse_args(argv)
     device, procs = start_processes(args.device, args.backend)
     dtype = autocast_dtype(device, args.dtype)
-    config, family = config_of(args), FAMILIES[args.task](args.task, args.max_len, args.stride, args.eval_batch_size)
-    jobs = planned_runs(args.grid, args.seeds, args.seed, args.lr, args.batch_size, args.epochs)
-    mode = work_split(args.parallel, config.many, procs, [job.batch_size for job in jobs])
-    data = all_agree(procs, partial(prepare, config, family, Sources.of(args), argv))
-    if config.many:
-        return many_runs(args.grid, args.seeds, config, family, data, jobs, device, dtype, procs, mode)
-    if procs.launched and procs.main:
-        print(split_line(mode, procs, len(jobs)), flush=True)
-    fine_tune(jobs[0], config, family, data, device, dtype, procs)
+    if args.glue:               # every GLUE task, the learning rate chosen on dev, beside the paper's Table 1 (§4.1)
+        return glue.glue_table(args, argv, partial(task_runs, argv=argv, device=device, dtype=dtype, procs=procs),
+                               procs, device)
+    task_runs(args, argv, device, dtype, procs)
     return 0
 
 

@@ -3,7 +3,10 @@
 What a training loop needs around it, each piece one call away: batches padded to their own longest row
 and batches grouped by length; a Run that shares each batch among the processes torchrun started, sums the
 loss over them, stops on a non-finite loss, checkpoints and resumes bitwise, and stops cleanly on SIGTERM or
-Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done.
+Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done. Below them, what a
+fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
+and the settings recorded with it, a results file of other settings never overwritten, preparing the data
+once for every run of a command, and saving a model folder.
 """
 
 import json
@@ -11,11 +14,31 @@ import os
 import random
 import signal
 import threading
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
+from transformers import AutoConfig, AutoTokenizer
 
-from bert_part4_common import ALONE, Fatal, Stopped, gather, portable, replace_atomically, summed
+from bert_part4_common import (
+    ALONE,
+    Fatal,
+    Report,
+    Stopped,
+    all_agree,
+    check_model_target,
+    check_positions,
+    check_writable_dir,
+    gather,
+    load_pretrained,
+    model_problem,
+    portable,
+    preflight,
+    replace_atomically,
+    replace_folder_atomically,
+    summed,
+)
 
 # --- batches: padded to their own longest row (dynamic padding), grouped by length ---
 
@@ -168,8 +191,14 @@ class Run:
         """This process's rows of a global batch, and the weight of its loss (see shard)."""
         return shard(idx, self.team)
 
-    def add_loss(self, loss, weight):
-        self.losses.append(loss * weight / self.team.world)    # this process's share of the batch's mean loss
+    @staticmethod
+    def weighted(loss_fn, weight):
+        """loss_fn with its loss scaled by this process's weight (loss_fn itself when the weight is 1)."""
+        return loss_fn if weight == 1.0 else (lambda model, batch: loss_fn(model, batch) * weight)
+
+    def add_loss(self, loss):
+        """loss: this process's weighted loss (see weighted); its share of the batch's mean loss is kept."""
+        self.losses.append(loss / self.team.world)
 
     def mean_loss(self, step, lr):
         """The mean training loss since the last call, summed over the processes (one sync per evaluation, not per
@@ -207,6 +236,15 @@ class Run:
         if self.team.main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
+
+    def resumed(self, model, opt, sched, report, steps):
+        """The saved state when a checkpoint was loaded (its log lines restored, and a line saying so), else None."""
+        state = self.resume(model, opt, sched)
+        if state:
+            report.lines = state["lines"]
+            report.say(f"(resumed from {portable(self.checkpoint)} at step {state['step']}/{steps}: the lines above "
+                       f"come from the interrupted run)")
+        return state
 
     def resume(self, model, opt, sched):
         """None when there is no checkpoint; else its state, after loading the model, optimiser, schedule, this
@@ -302,3 +340,219 @@ def split_line(mode, procs, n_runs):
                 f"uses every process, each taking 1/{procs.world} of every batch")
     return (f"work split: {procs.world} processes ({procs.backend}), whole runs: process r trains runs r, r + "
             f"{procs.world}, ... of the {n_runs}, each alone on its own device")
+
+
+# --- one fine-tuning run's settings, its name and files, and the data prepared once for all runs of a command ---
+
+@dataclass(frozen=True)
+class Job:
+    """One run: what a grid or restarts vary."""
+    lr: float
+    batch_size: int
+    epochs: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Config:
+    """What every run of one command shares (from its flags)."""
+    task: str
+    model: str
+    warmup: float
+    weight_decay: float
+    clip: float
+    evals: int                         # dev evaluations per run; 0 = once per epoch
+    grouped: bool
+    results_dir: str
+    run_tag: str
+    save_model: str
+    many: bool                         # --seeds or --grid: a summary, and whole runs spread over processes
+    many_seeds: bool                   # --seeds: the seed in every file name
+    max_train_examples: int
+    max_dev_examples: int
+    cli: object                        # the parsed command line, recorded in the results
+    defaults: tuple = (None, None)     # the paper's batch size and epochs for the task: left out of file names
+    init: str = "pretrained"           # or "random": the same architecture from random weights
+    reuse: bool = False                # several runs (grids, seeds, glue): done ones skipped, a model folder each
+    test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
+
+    def evals_of(self, job):
+        return self.evals or job.epochs
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One run in progress: the model, its optimiser and schedule, the task's family and data, where it runs
+    (device, autocast dtype, the Run around the loop) and its log."""
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    sched: object
+    family: object
+    data: dict
+    device: torch.device
+    dtype: object
+    run: Run
+    report: Report
+
+
+def config_of(args, recipe, family, test_dir):
+    """What every run of a command shares, for one task (glue: for each of its tasks), from its flags and the
+    paper's recipe for the task."""
+    grouped = {"on": True, "off": False}.get(args.group_by_length, family.grouped)
+    return Config(args.task, args.model, args.warmup, args.weight_decay, args.clip,
+                  recipe.evals if args.evals_flag is None else args.evals_flag, grouped, args.results_dir, args.run_tag,
+                  args.save_model, bool(args.seeds or args.grid), bool(args.seeds), args.max_train_examples,
+                  args.max_dev_examples, args, (recipe.batch_size, recipe.epochs), args.init,
+                  bool(args.seeds or args.grid or args.glue), test_dir)
+
+
+def lr_tag(lr):
+    """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def run_name(config, job):
+    """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
+    paper's for the task."""
+    batch, epochs = config.defaults
+    name = f"part4_{config.task}_lr{lr_tag(job.lr)}"
+    name += f"_bs{job.batch_size}" if job.batch_size != batch else ""
+    name += f"_ep{job.epochs}" if job.epochs != epochs else ""
+    name += f"_seed{job.seed}" if (config.many_seeds or job.seed != 0) else ""
+    name += "_random-init" if config.init == "random" else ""
+    return name + (f"_{config.run_tag}" if config.run_tag else "")
+
+
+def run_settings(config, job, family, train_rows, dtype, team):
+    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused."""
+    settings = {"task": config.task, "model": portable(config.model), "lr": job.lr, "batch_size": job.batch_size,
+                "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
+                "warmup": config.warmup, "weight_decay": config.weight_decay, "clip": config.clip,
+                "evals": config.evals_of(job), "grouped": config.grouped, "train_rows": train_rows, "dtype": str(dtype),
+                "max_train_examples": config.max_train_examples, "max_dev_examples": config.max_dev_examples,
+                "processes": team.world}
+    return {**settings, "init": config.init} if config.init != "pretrained" else settings
+
+
+def summary_name(config, grid, seeds, job):
+    """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
+    the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (check_summary)."""
+    batch, epochs = config.defaults
+    name = f"part4_{config.task}_" + (f"grid_{grid}" if grid else f"lr{lr_tag(job.lr)}")
+    if not grid:
+        name += (f"_bs{job.batch_size}" if job.batch_size != batch else "") + (f"_ep{job.epochs}" if job.epochs != epochs
+                                                                               else "")
+    name += (f"_seeds{seeds}" if seeds else "") + ("_random-init" if config.init == "random" else "")
+    return name + (f"_{config.run_tag}" if config.run_tag else "")
+
+
+def check_summary(path, names):
+    """A summary is never replaced by the summary of other runs (a grid of other batch sizes or epochs): stop before
+    any training. Its runs' own results are guarded by check_not_overwritten."""
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f).get("runs", [])
+    saved = sorted(r["name"] if isinstance(r, dict) else r for r in saved)
+    if saved != sorted(names):
+        raise Fatal(f"{portable(path)}: summarises other runs ({', '.join(saved[:2])}, ...); refusing to overwrite it: "
+                    f"pass --run-tag or --results-dir, or delete it")
+
+
+def run_command(config, family, jobs, sources, argv, fine_tune, where, parallel, report, header, summary):
+    """Every run of one task's command: the inputs checked and the data read and tokenised once, then every job
+    trained by fine_tune(job, config, family, data, device, dtype, team, quiet), those done before skipped where
+    config.reuse (each said in report, after the header lines). where: (device, dtype, processes); summary: report
+    is a summary to be written, never one of other runs. Returns the results (on rank 0)."""
+    device, dtype, procs = where
+    mode = work_split(parallel, config.many, procs, [job.batch_size for job in jobs])
+    data = all_agree(procs, partial(prepare, config, family, sources, argv, jobs, dtype))
+    if summary:
+        check_summary(os.path.join(config.results_dir, report.name + ".json"), [run_name(config, job) for job in jobs])
+    for line in header + ([split_line(mode, procs, len(jobs))] if procs.launched else []):
+        report.say(line)
+    results = run_jobs(jobs, config, family, data, procs, mode, dtype,
+                       lambda job, team: fine_tune(job, config, family, data, device, dtype, team, quiet=not procs.main))
+    for r in results or []:
+        if r.get("skipped"):
+            report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
+    return results
+
+
+def refuse_ignored(args):
+    """A flag this command would not use is refused in one line, never ignored."""
+    if args.grid and args.lr is not None:
+        raise Fatal(f"--grid {args.grid} tries its own learning rates: drop the learning rate {args.lr}, or drop --grid")
+    if args.grid == "a3" and (args.batch_size or args.epochs):
+        raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
+    if args.seeds and args.seed is not None:
+        raise Fatal(f"--seeds {args.seeds} runs the seeds 0..{args.seeds - 1}: drop --seed {args.seed}")
+    for flag, value in (("--tasks", args.tasks), ("--glue-submission", args.glue_submission)):
+        if value is not None and not args.glue:
+            raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
+
+
+def run_jobs(jobs, config, family, data, procs, mode, dtype, train_one):
+    """train_one(job, team) for every job; where config.reuse, a job whose results exist for the same settings (and
+    its test-set predictions, with --glue-submission) is not run again: its results are returned, marked skipped."""
+    def done(job):
+        settings = run_settings(config, job, family, len(data["train"]["input_ids"]), dtype, ALONE)
+        earlier = existing_result(results_path(config, job), settings) if config.reuse else None
+        if earlier and config.test_dir and not all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                   for f in earlier.get("test_predictions", [None])):
+            return None
+        return earlier
+    return run_many(jobs, train_one, done, procs, mode)
+
+
+def results_path(config, job):
+    return os.path.join(config.results_dir, run_name(config, job) + ".json")
+
+
+def check_not_overwritten(config, jobs, family, train_rows, dtype):
+    """A run never replaces the results of a run with other settings (a quick check with --max-train-examples
+    must not overwrite hours of a full run): stop before any training, naming what differs."""
+    for job in jobs:
+        path = results_path(config, job)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f).get("settings")
+        ours = run_settings(config, job, family, train_rows, dtype, ALONE)
+        if saved is None:
+            raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                        f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+        diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k != "processes" and saved.get(k) != v]
+        if diff:
+            raise Fatal(f"{portable(path)}: holds a result of other settings ({'; '.join(diff)}); refusing to overwrite "
+                        f"it: pass --run-tag or --results-dir, or delete it")
+
+
+def prepare(config, family, sources, argv, jobs, dtype):
+    """Check every input (the folders we write, the model, the data, the window length, results of other settings
+    in the way), then read the data and tokenise it once, for every run of this invocation."""
+    check_writable_dir(config.results_dir, "--results-dir")
+    if config.save_model:
+        check_model_target(config.save_model, "--save-model")
+    preflight([model_problem(config.model, "--model"), *family.data_problems(sources)])
+    check_positions(family.max_len, load_pretrained(AutoConfig, config.model))
+    train, devs = family.read(sources)
+    if not train:
+        raise Fatal(f"no training examples for {config.task}")
+    tests = family.read_tests(sources) if config.test_dir else {}
+    tok = load_pretrained(AutoTokenizer, config.model)
+    enc_train, enc_devs = family.encode(tok, train, devs)
+    if not enc_train["input_ids"]:
+        raise Fatal(f"no usable training examples for {config.task}")
+    check_not_overwritten(config, jobs, family, len(enc_train["input_ids"]), dtype)
+    return {"train": enc_train, "devs": enc_devs, "tok": tok, "argv": argv, "n_train": len(train),
+            "n_dev": {name: len(d) for name, d in devs.items()}, "tests": family.encode_tests(tok, tests) if tests else {}}
+
+
+def save_model(model, tok, path):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return replace_folder_atomically(path, write)

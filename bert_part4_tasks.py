@@ -54,24 +54,68 @@ class Task:
     labels: tuple          # label strings in index order; () = regression (STS-B)
     dev_files: tuple       # dev sets: matched and mismatched for MNLI
     metrics: tuple         # what the step lines and the FINAL line report
+    table_metric: str      # Table 1's metric: runs are ranked and selected by it
+    tests: tuple           # (test file in DIR/<folder>/, the GLUE server's file name, its rows)
+    paper_test: tuple      # Table 1, BERT-base, on the GLUE server's hidden test set (MNLI: matched, mismatched)
+    paper_dev: str = ""    # BERT-base dev accuracy (MNLI: matched), where the paper gives it (Table 5)
+    hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
 
 
 TASKS = {
-    "cola": Task("CoLA", (3,), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "mcc")),
-    "sst2": Task("SST-2", ("sentence",), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "f1")),
-    "mrpc": Task("MRPC", ("#1 String", "#2 String"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy", "f1")),
-    "stsb": Task("STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), (), ("dev",), ("pearson", "spearman")),
-    "qqp": Task("QQP", ("question1", "question2"), ("question1", "question2"), ("0", "1"), ("dev",), ("accuracy", "f1")),
+    "cola": Task("CoLA", (3,), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "mcc"), "mcc",
+                 (("test", "CoLA.tsv", 1063),), (52.1,), "", "MCC 56.53"),
+    "sst2": Task("SST-2", ("sentence",), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "f1"), "accuracy",
+                 (("test", "SST-2.tsv", 1821),), (93.5,), "92.7", "accuracy 92.32"),
+    "mrpc": Task("MRPC", ("#1 String", "#2 String"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy", "f1"),
+                 "f1", (("test", "MRPC.tsv", 1725),), (88.9,), "86.7", "F1 88.85, accuracy 84.07 (5 epochs)"),
+    "stsb": Task("STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), (), ("dev",), ("pearson", "spearman"),
+                 "spearman", (("test", "STS-B.tsv", 1379),), (85.8,), "", "Pearson 88.64, Spearman 88.48"),
+    "qqp": Task("QQP", ("question1", "question2"), ("question1", "question2"), ("0", "1"), ("dev",), ("accuracy", "f1"),
+                "f1", (("test", "QQP.tsv", 390965),), (71.2,), "", "F1 87.49, accuracy 90.71"),
     "mnli": Task("MNLI", ("sentence1", "sentence2"), ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
-                 ("dev_matched", "dev_mismatched"), ("accuracy",)),
+                 ("dev_matched", "dev_mismatched"), ("accuracy",), "accuracy",
+                 (("test_matched", "MNLI-m.tsv", 9796), ("test_mismatched", "MNLI-mm.tsv", 9847),
+                  ("diagnostic", "AX.tsv", 1104)), (84.6, 83.4), "84.4",
+                 "accuracy 83.91/84.10 (matched/mismatched)"),
     "qnli": Task("QNLI", ("question", "sentence"), ("question", "sentence"), ("entailment", "not_entailment"), ("dev",),
-                 ("accuracy",)),
+                 ("accuracy",), "accuracy", (("test", "QNLI.tsv", 5463),), (90.5,), "88.4", "accuracy 90.66"),
     "rte": Task("RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("entailment", "not_entailment"), ("dev",),
-                ("accuracy",)),
-    "wnli": Task("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy",)),
+                ("accuracy",), "accuracy", (("test", "RTE.tsv", 3000),), (66.4,), "", "accuracy 65.70"),
+    "wnli": Task("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy",),
+                 "accuracy", (("test", "WNLI.tsv", 146),), (), "", "accuracy 56.34 (5 epochs)"),
 }
+PAPER_DEV = "paper, BERT-base dev"
+PAPER_TEST = "paper Table 1, BERT-base test (GLUE server)"
+HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
+PAPER_AVERAGE = 79.6                   # Table 1, BERT-base: the mean of its nine columns, WNLI left out
+QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"
+
+
+def paper_test_text(name):
+    """'MCC 52.1', 'accuracy 84.6/83.4 (matched/mismatched)': Table 1's BERT-base number for a task, in words."""
+    task = TASKS[name]
+    if not task.paper_test:
+        return "none: left out of Table 1 (for the server the paper predicted the majority class)"
+    text = f"{METRIC_NAMES[task.table_metric]} " + "/".join(f"{v:.1f}" for v in task.paper_test)
+    return text + (" (matched/mismatched)" if len(task.paper_test) > 1 else "") + (f"; {QNLI_VERSION}" if name == "qnli"
+                                                                                  else "")
+
+
+def glue_references(name):
+    """The published numbers printed beside ours for one GLUE task, each labelled with what it is."""
+    task = TASKS[name]
+    return [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev), (PAPER_TEST, paper_test_text(name)),
+                                                     (HF_DEV, task.hf_dev)) if value]
+
+
 LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
                 "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
+# The Hub's name of each of our labels (TASKS[name].labels, GLUE's TSV strings), in our order: the Hub dataset's
+# labels are read by name, so a dataset whose label order differs from ours is still read right.
+HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "positive"),
+              "mrpc": ("not_equivalent", "equivalent"), "qqp": ("not_duplicate", "duplicate"),
+              "mnli": ("entailment", "neutral", "contradiction"), "qnli": ("entailment", "not_entailment"),
+              "rte": ("entailment", "not_entailment"), "wnli": ("not_entailment", "entailment")}
 
 
 # --- Reading GLUE: the TSV files of GLUE's download script, or the Hub dataset ---
@@ -79,7 +123,8 @@ LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", 
 def read_tsv(path, task_name, task, label_col):
     """Rows of a GLUE TSV file as (texts, label). A malformed row stops with its file and line."""
     if not os.path.isfile(path):
-        raise Fatal(f"{path}: no such file (expected GLUE's layout: DIR/{task.folder}/train.tsv, dev.tsv)")
+        raise Fatal(f"{path}: no such file (expected GLUE's layout: DIR/{task.folder}/train.tsv, "
+                    + ", ".join(f"{name}.tsv" for name in task.dev_files) + ")")
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     header = None if task_name == "cola" else rows.pop(0)
@@ -133,13 +178,26 @@ def read_split(data_dir, task_name, split):
         hub_split = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
                      "dev_mismatched": "validation_mismatched"}[split]
         rows = load_hub_dataset("nyu-mll/glue", task_name, hub_split, "--data-dir")
-        return [([r[c] for c in task.hub_columns], r["label"]) for r in rows]
+        ours = hub_label_order(rows, task_name)
+        return [([r[c] for c in task.hub_columns], ours[r["label"]] if ours else r["label"]) for r in rows]
     if not os.path.isdir(data_dir):
         raise Fatal(f"--data-dir {data_dir}: no such directory")
     base = os.path.join(data_dir, task.folder, split)
     if not os.path.isfile(base + ".tsv") and os.path.isfile(base + ".jsonl") and task_name == "mnli":
         return read_jsonl(base + ".jsonl", task)
     return read_tsv(base + ".tsv", task_name, task, LABEL_COLUMN[task_name])
+
+
+def hub_label_order(rows, task_name):
+    """Our index of each of the Hub dataset's label indices, matched by name (None for STS-B's scores). Rows without
+    the dataset's features are taken in the Hub's documented order (HUB_LABELS)."""
+    if task_name not in HUB_LABELS:
+        return None
+    names = getattr(getattr(rows, "features", {}).get("label"), "names", None) or HUB_LABELS[task_name]
+    unknown = [n for n in names if n not in HUB_LABELS[task_name]]
+    if unknown:
+        raise Fatal(f"nyu-mll/glue {task_name}: unknown label name(s) {unknown} (expected {list(HUB_LABELS[task_name])})")
+    return [HUB_LABELS[task_name].index(n) for n in names]
 
 
 def read_glue(sources):
@@ -151,6 +209,46 @@ def read_glue(sources):
             continue                                     # mismatched is optional locally
         devs[name] = read_split(sources.data_dir, sources.task, name)[:sources.max_dev_examples]
     return train, devs
+
+
+# --- GLUE's test sets: what the server scores (GLUE's test.tsv files, or the Hub's split test, labels hidden) ---
+
+def test_columns(task):
+    """The text columns of a GLUE test file, by header name (CoLA's test file, unlike its training file, has one)."""
+    return tuple(c for c in task.columns if isinstance(c, str)) or task.hub_columns
+
+
+def read_test_tsv(path, task):
+    """(index, texts) of every row of a GLUE test file; the index is the column the server matches on."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{path}: no such file (--glue-submission reads GLUE's test files: DIR/{task.folder}/"
+                    + ", ".join(f"{split}.tsv" for split, _, _ in task.tests) + ")")
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows:
+        raise Fatal(f"{path}: empty file (expected a header: index, then the text columns)")
+    header = rows.pop(0)
+    index = _column(header, "id" if "id" in header and "index" not in header else "index", path)
+    cols = [_column(header, c, path) for c in test_columns(task)]
+    for n, row in enumerate(rows, start=2):
+        if len(row) <= max(index, *cols):
+            raise Fatal(f"{path}, line {n}: malformed row ({len(row)} fields, expected {len(header)})")
+    return [(row[index], [row[c] for c in cols]) for row in rows]
+
+
+def read_tests(sources):
+    """Every test set of a GLUE task, by the server's file name: {"CoLA.tsv": [(index, texts), ...]}; MNLI has
+    three (matched, mismatched, and the diagnostic set AX, which the MNLI model predicts)."""
+    task, out = TASKS[sources.task], {}
+    for split, server_file, _ in task.tests:
+        if sources.data_dir is None:
+            config, hub_split = ("ax", "test") if split == "diagnostic" else (sources.task, split)
+            rows = load_hub_dataset("nyu-mll/glue", config, hub_split, "--data-dir")
+            out[server_file] = [(str(r["idx"]), [r[c] for c in task.hub_columns]) for r in rows]
+        else:
+            folder = "diagnostic" if split == "diagnostic" else task.folder
+            out[server_file] = read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), task)
+    return out
 
 
 # --- Reading SWAG: the official train.csv / val.csv, or the Hub dataset allenai/swag ---
@@ -194,6 +292,8 @@ def read_swag(sources):
 # --- Reading SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
 
 SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
+PAPER_SQUAD = {"1.1": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
+               "2.0": "paper, BERT-large dev (Table 3): EM 78.7, F1 81.9; the paper gives no BERT-base v2.0 number"}
 
 
 def read_squad_task(sources):
@@ -220,9 +320,9 @@ def encode_swag(tok, examples, max_len):
     second = [e for _, endings, _ in examples for e in endings]
     full = tok(first, second, truncation=False)["input_ids"]
     enc = tok(first, second, truncation=True, max_length=max_len)
-    group = lambda rows: [rows[4 * k:4 * k + 4] for k in range(len(examples))]  # noqa: E731
-    return {"input_ids": group(enc["input_ids"]), "token_type_ids": group(enc["token_type_ids"]),
-            "labels": [y for _, _, y in examples], "full_lengths": [max(x) for x in group([len(f) for f in full])],
+    fours = [slice(4 * k, 4 * k + 4) for k in range(len(examples))]             # the four pairs of each example
+    return {"input_ids": [enc["input_ids"][k] for k in fours], "token_type_ids": [enc["token_type_ids"][k] for k in fours],
+            "labels": [y for _, _, y in examples], "full_lengths": [max(len(f) for f in full[k]) for k in fours],
             "targets": ("labels",)}
 
 
@@ -312,12 +412,16 @@ def evaluate(model, enc, device, dtype, batch_size, metrics):
     return scores
 
 
-def format_scores(scores, metrics):
+def score_parts(scores, metrics, counts=False):
+    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
+    the first accuracy."""
     parts = []
     for name, s in scores.items():
         tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
-        parts += [f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" for m in metrics]
-    return "  ".join(parts)
+        for k, m in enumerate(metrics):
+            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
+                                                                     and m == "accuracy" else ""))
+    return parts
 
 
 # --- The head families: what differs between the tasks (one class per output layer) ---
@@ -334,8 +438,13 @@ class Classification:
     def __init__(self, name, max_len, stride=None, eval_batch_size=None):
         self.name, self.max_len, self.stride = name, max_len, None
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.metrics = TASKS[name].metrics
-        self.model_kwargs = {"num_labels": max(1, len(TASKS[name].labels))}
+        self.metrics, self.selection_metric, self.model_kwargs = self.head(name)
+
+    @staticmethod
+    def head(name):
+        """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
+        task = TASKS[name]
+        return task.metrics, task.table_metric, {"num_labels": max(1, len(task.labels))}
 
     @staticmethod
     def check(max_len, stride):
@@ -366,6 +475,14 @@ class Classification:
     def headline(self, scores):
         return next(iter(scores.values()))[self.metrics[0]]
 
+    @property
+    def selection_name(self):
+        return METRIC_NAMES[self.selection_metric]
+
+    def selection(self, scores):
+        """The dev score runs are ranked and selected by: Table 1's metric, on the first dev set (MNLI: matched)."""
+        return next(iter(scores.values()))[self.selection_metric]
+
     def baseline(self, train, devs):
         """'   (always the majority class 1: dev accuracy 0.6838)': what a model that learns nothing scores."""
         if "accuracy" not in self.metrics:
@@ -376,20 +493,26 @@ class Classification:
         return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
 
     def format(self, scores):
-        return format_scores(scores, self.metrics)
+        return "  ".join(score_parts(scores, self.metrics))
 
     def final(self, scores):
-        parts = []
-        for name, s in scores.items():
-            tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
-            for k, m in enumerate(self.metrics):
-                parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if k == 0 and
-                                                                         m == "accuracy" else ""))
-        return ", ".join(parts)
+        return ", ".join(score_parts(scores, self.metrics, counts=True))
 
     def summary(self, train):
         """What the results JSON records of the training set beyond its size."""
         return {}
+
+    def references(self):
+        """The published numbers the FINAL line prints beside ours, each labelled."""
+        return glue_references(self.name)
+
+    def read_tests(self, sources):
+        return read_tests(sources)
+
+    def encode_tests(self, tok, tests):
+        """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
+        return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
+                for name, rows in tests.items()}
 
 
 class MultipleChoice(Classification):
@@ -399,10 +522,9 @@ class MultipleChoice(Classification):
     fresh = "random vector w"
     hub = "allenai/swag"
 
-    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
-        self.name, self.max_len, self.stride = name, max_len, None
-        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.metrics, self.model_kwargs = ("accuracy",), {}
+    @staticmethod
+    def head(name):
+        return ("accuracy",), "accuracy", {}
 
     def read(self, sources):
         return read_swag(sources)
@@ -410,6 +532,9 @@ class MultipleChoice(Classification):
     def encode(self, tok, train, devs):
         return (encode_swag(tok, train, self.max_len),
                 {name: encode_swag(tok, d, self.max_len) for name, d in devs.items()})
+
+    def references(self):
+        return ["paper, BERT-base dev (Table 4): accuracy 81.6"]
 
     def describe(self, train):
         cut = sum(n > self.max_len for n in train["full_lengths"])
@@ -426,13 +551,12 @@ class SpanExtraction:
     eval_batch_size = 64               # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from 100 to 384 tokens
     metrics = ("em", "f1")
-    headline_name = "F1"
+    headline_name = selection_name = "F1"
 
     def __init__(self, name, max_len, stride, eval_batch_size=None):
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.hub = "rajpurkar/squad" if self.version == "1.1" else "rajpurkar/squad_v2"
-        self.dev_uncovered, self.dev_size = {}, {}
 
     @staticmethod
     def check(max_len, stride):
@@ -448,12 +572,12 @@ class SpanExtraction:
 
     def encode(self, tok, train, devs):
         """The training windows with their targets; the dev questions stay questions (bert_part4_squad.predict
-        windows them), checked here once for windows that stop short of their passage."""
-        for name, d in devs.items():
-            self.dev_size[name] = len(d)
-            self.dev_uncovered[name] = len(squad.uncovered_questions(tok, d, squad.make_windows(tok, d, self.max_len,
-                                                                                                 self.stride)))
-        return squad.encode_squad(tok, train, self.max_len, self.stride), devs
+        windows them), checked here once for windows that stop short of their passage: (uncovered, questions) of
+        each dev set, kept with the training windows as dev_uncovered."""
+        dev_uncovered = {name: (len(squad.uncovered_questions(tok, d, squad.make_windows(tok, d, self.max_len,
+                                                                                          self.stride))), len(d))
+                         for name, d in devs.items()}
+        return {**squad.encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
 
     def describe(self, train):
         lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
@@ -461,7 +585,7 @@ class SpanExtraction:
                  f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
                  f"questions skipped because answer_start does not match the context: {train['skipped']}"]
         lines += [f"training set: {squad.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
-        lines += [f"{name} set: {squad.coverage_line(n, self.dev_size[name])}" for name, n in self.dev_uncovered.items() if n]
+        lines += [f"{name} set: {squad.coverage_line(n, size)}" for name, (n, size) in train["dev_uncovered"].items() if n]
         return lines
 
     def evaluate(self, model, devs, tok, device, dtype):
@@ -485,6 +609,8 @@ class SpanExtraction:
     def headline(self, scores):
         return next(iter(scores.values()))["f1"]
 
+    selection = headline
+
     def baseline(self, train, devs):
         return ""
 
@@ -506,7 +632,11 @@ class SpanExtraction:
         return line
 
     def summary(self, train):
-        return {"uncovered_questions": {"train": train["uncovered"], **self.dev_uncovered}}
+        return {"uncovered_questions": {"train": train["uncovered"],
+                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
+
+    def references(self):
+        return [PAPER_SQUAD[self.version]]
 
 
 FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,

@@ -70,7 +70,7 @@ def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e
         rows, weight = run.share(idx)
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
-        ft.train_step(trainer, batch, opt, sched, 1.0, dtype, loss_fn, weight)
+        ft.train_step(trainer, batch, opt, sched, 1.0, dtype, run.weighted(loss_fn, weight))
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0, sum(widths) / len(widths)

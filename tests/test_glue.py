@@ -1,0 +1,381 @@
+"""The GLUE row in one command (bert_part4_finetune.py glue, bert_part4_glue.py): the choice of learning rate, the
+table and its average, the test-server files, random-weight runs, and the faults a new user met (each test here
+failed on the code before this command existed)."""
+
+import json
+import os
+import random
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import SHARED_DATA, needs_shared_data
+from transformers import AutoTokenizer, BertForSequenceClassification
+
+import bert_part4_finetune as ft
+import bert_part4_glue as glue
+import bert_part4_tasks as tasks
+from bert_part4_common import Fatal, run_cli
+from bert_part4_runs import Job, config_of
+
+WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
+
+
+def write_glue(folder, n_train=24, n_dev=12, n_test=10, seed=0, skip=()):
+    """Every GLUE task in GLUE's own layout (train/dev/test TSV files, MNLI's matched and mismatched, the diagnostic
+    set), with GLUE's headers; random words and labels: the files, not the learning, are under test."""
+    rng = random.Random(seed)
+
+    def sent():
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(3, 8)))
+
+    def pair(k):
+        return f"{sent()}\t{sent()}"
+
+    spec = {
+        "CoLA": (None, lambda k, y: f"src\t{y}\t*\t{sent()}", ("0", "1"), "index\tsentence", lambda k: f"{k}\t{sent()}"),
+        "SST-2": ("sentence\tlabel", lambda k, y: f"{sent()}\t{y}", ("0", "1"), "index\tsentence",
+                  lambda k: f"{k}\t{sent()}"),
+        "MRPC": ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", lambda k, y: f"{y}\t{k}\t{k + 1}\t{pair(k)}", ("0", "1"),
+                 "index\t#1 ID\t#2 ID\t#1 String\t#2 String", lambda k: f"{k}\t{k}\t{k + 1}\t{pair(k)}"),
+        "STS-B": ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+                  lambda k, y: f"{k}\tg\tf\ty\t0\tn\tn\t{pair(k)}\t{rng.uniform(0, 5):.3f}", None,
+                  "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2",
+                  lambda k: f"{k}\tg\tf\ty\t0\tn\tn\t{pair(k)}"),
+        "QQP": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate", lambda k, y: f"{k}\t1\t2\t{pair(k)}\t{y}",
+                ("0", "1"), "id\tquestion1\tquestion2", lambda k: f"{900 + k}\t{pair(k)}"),
+        "MNLI": ("index\tsentence1\tsentence2\tgold_label", lambda k, y: f"{k}\t{pair(k)}\t{y}",
+                 ("entailment", "neutral", "contradiction"), "index\tsentence1\tsentence2", lambda k: f"{k}\t{pair(k)}"),
+        "QNLI": ("index\tquestion\tsentence\tlabel", lambda k, y: f"{k}\t{pair(k)}\t{y}", ("entailment", "not_entailment"),
+                 "index\tquestion\tsentence", lambda k: f"{k}\t{pair(k)}"),
+        "RTE": ("index\tsentence1\tsentence2\tlabel", lambda k, y: f"{k}\t{pair(k)}\t{y}", ("entailment", "not_entailment"),
+                "index\tsentence1\tsentence2", lambda k: f"{k}\t{pair(k)}"),
+        "WNLI": ("index\tsentence1\tsentence2\tlabel", lambda k, y: f"{k}\t{pair(k)}\t{y}", ("0", "1"),
+                 "index\tsentence1\tsentence2", lambda k: f"{k}\t{pair(k)}"),
+    }
+
+    def write(path, lines):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+    for name, (head, row, labels, test_head, test_row) in spec.items():
+        if name in skip:
+            continue
+        devs = ["dev_matched", "dev_mismatched"] if name == "MNLI" else ["dev"]
+        for split, n in [("train", n_train)] + [(d, n_dev) for d in devs]:
+            rows = [row(k, rng.choice(labels) if labels else None) for k in range(n)]
+            write(os.path.join(folder, name, split + ".tsv"), ([head] if head else []) + rows)
+        for split in (["test_matched", "test_mismatched"] if name == "MNLI" else ["test"]):
+            write(os.path.join(folder, name, split + ".tsv"), [test_head] + [test_row(k) for k in range(n_test)])
+    write(os.path.join(folder, "diagnostic", "diagnostic.tsv"),
+          ["index\tsentence1\tsentence2"] + [f"{k}\t{pair(k)}" for k in range(n_test + 3)])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def glue_data(tmp_path_factory):
+    return write_glue(str(tmp_path_factory.mktemp("glue_all")))
+
+
+def config_for(argv):
+    args = ft.parse_args(argv)
+    return config_of(args, ft.RECIPES[args.task], tasks.FAMILIES[args.task], None)
+
+
+def glue_cmd(model, data, out, *extra):
+    return ["glue", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device", "cpu",
+            "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
+
+
+def read_tsv(path):
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f]
+
+
+# --- choosing the learning rate on dev in Table 1's metric ---
+
+def fake_run(lr, seed, final, task="cola"):
+    final = {dev: {**f, "n": 100, "correct": round(100 * f.get("accuracy", 0))} for dev, f in final.items()}
+    return {"name": f"part4_{task}_lr{lr}_seed{seed}", "lr": lr, "batch_size": 32, "epochs": 3, "seed": seed,
+            "final": final, "settings": {"task": task}, "test_predictions": []}
+
+
+def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
+    """CoLA: lr 5e-5 has the best accuracy, 3e-5 the best MCC over two seeds, 2e-5 the best single seed: 3e-5 wins."""
+    family = tasks.FAMILIES["cola"]("cola", 128)
+    config = config_for(["cola", "--results-dir", str(tmp_path)])
+    dev = {5e-5: [(0.80, 0.00), (0.80, 0.00)], 3e-5: [(0.70, 0.30), (0.72, 0.20)], 2e-5: [(0.60, 0.40), (0.60, 0.00)]}
+    results = [fake_run(lr, s, {"dev": {"accuracy": a, "mcc": m}}) for lr, runs in dev.items() for s, (a, m) in enumerate(runs)]
+    chosen = glue.choose(results, family, config)
+    assert chosen["lr"] == 3e-5 and chosen["metric"] == "mcc"
+    assert chosen["dev"] == pytest.approx([25.0])                         # the mean over the seeds, in percent
+    assert chosen["submitted"]["seed"] == 0                               # the better seed's test predictions
+    assert {s["lr"]: round(s["dev"], 6) for s in chosen["settings"]} == {5e-5: 0.0, 3e-5: 25.0, 2e-5: 20.0}
+    stsb = tasks.FAMILIES["stsb"]("stsb", 128)
+    results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
+               ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
+    assert glue.choose(results, stsb, config)["lr"] == 2e-5
+
+
+def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
+    """The fault a new user met: CoLA's grid put MCC 0.0000 above MCC 0.0727 because it sorted by accuracy."""
+    for task, finals, best in (
+            ("cola", [{"accuracy": 0.69, "mcc": 0.0}, {"accuracy": 0.68, "mcc": 0.0727}], 1),
+            ("mrpc", [{"accuracy": 0.70, "f1": 0.60}, {"accuracy": 0.68, "f1": 0.81}], 1),
+            ("stsb", [{"pearson": 0.80, "spearman": 0.60}, {"pearson": 0.70, "spearman": 0.75}], 1)):
+        family = tasks.FAMILIES[task](task, 128)
+        results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
+                   for lr, f in zip((5e-5, 3e-5), finals)]
+        report = ft.Report("x", str(tmp_path), quiet=True)
+        ranked = ft.grid("glue", task, None, family, results, report)["runs"]
+        assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
+        assert f"sorted by dev {family.selection_name}" in report.lines[0]
+
+
+def test_the_average_leaves_wnli_out_and_is_table_1s():
+    """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
+    assert round(glue.average(list(glue.paper_columns().values())), 1) == tasks.PAPER_AVERAGE == 79.6
+    assert "wnli" not in glue.paper_columns() and len(glue.paper_columns()) == 9
+    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in tasks.TASKS}
+    rows["wnli"] = {"dev": [0.0]}
+    cols = glue.columns(rows)
+    assert "wnli" not in cols and glue.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
+
+
+# --- the command end to end: every task, the table, the server's files ---
+
+def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, tmp_path):
+    sub = tmp_path / "submission"
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--glue-submission", str(sub))) == 0
+    table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
+    assert all(table["tasks"][t]["run"] for t in tasks.TASKS) and table["average"]["ours"] is not None
+    for t, row in table["tasks"].items():
+        run = json.loads((tmp_path / f"{row['runs'][0]}.json").read_text())
+        metric = tasks.TASKS[t].table_metric
+        assert row["dev"] == pytest.approx([100 * s[metric] for s in run["final"].values()])
+        assert row["paper_test"] == tasks.paper_test_text(t)
+    md = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.md").read_text()
+    assert "| MRPC | F1 | 1e-3 |" in md and "| CoLA | MCC |" in md and "| STS-B | Spearman |" in md
+    log = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text()
+    assert "not the same quantity" in log and "the paper's QNLI is v1" in log and "GLUE's QNLI is v2" in log
+    servers = {f for t in tasks.TASKS.values() for _, f, _ in t.tests}
+    assert servers == {"CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
+                       "QNLI.tsv", "RTE.tsv", "WNLI.tsv", "AX.tsv"}
+    inputs = {"CoLA.tsv": "CoLA/test.tsv", "SST-2.tsv": "SST-2/test.tsv", "MRPC.tsv": "MRPC/test.tsv",
+              "STS-B.tsv": "STS-B/test.tsv", "QQP.tsv": "QQP/test.tsv", "MNLI-m.tsv": "MNLI/test_matched.tsv",
+              "MNLI-mm.tsv": "MNLI/test_mismatched.tsv", "QNLI.tsv": "QNLI/test.tsv", "RTE.tsv": "RTE/test.tsv",
+              "WNLI.tsv": "WNLI/test.tsv", "AX.tsv": "diagnostic/diagnostic.tsv"}
+    allowed = {"CoLA.tsv": {"0", "1"}, "SST-2.tsv": {"0", "1"}, "MRPC.tsv": {"0", "1"}, "QQP.tsv": {"0", "1"},
+               "WNLI.tsv": {"0", "1"}, "MNLI-m.tsv": {"entailment", "neutral", "contradiction"},
+               "MNLI-mm.tsv": {"entailment", "neutral", "contradiction"}, "AX.tsv": {"entailment", "neutral", "contradiction"},
+               "QNLI.tsv": {"entailment", "not_entailment"}, "RTE.tsv": {"entailment", "not_entailment"}}
+    for name, source in inputs.items():
+        rows, given = read_tsv(sub / name), read_tsv(os.path.join(glue_data, source))
+        assert rows[0] == ["index", "prediction"], name
+        assert [r[0] for r in rows[1:]] == [r[0] for r in given[1:]], name    # every index, in order (QQP: id)
+        if name == "STS-B.tsv":
+            assert all(0 <= float(r[1]) <= 5 and len(r[1].split(".")[1]) == 3 for r in rows[1:])
+        else:
+            assert {r[1] for r in rows[1:]} <= allowed[name], name
+    wnli_train = [r[-1] for r in read_tsv(os.path.join(glue_data, "WNLI", "train.tsv"))[1:]]
+    majority = max(("0", "1"), key=lambda y: (wnli_train.count(y), y == "0"))
+    assert {r[1] for r in read_tsv(sub / "WNLI.tsv")[1:]} == {majority}    # the paper's WNLI submission
+    with zipfile.ZipFile(sub / "submission.zip") as z:
+        assert sorted(z.namelist()) == sorted(servers)
+        assert z.read("RTE.tsv").decode() == (sub / "RTE.tsv").read_text()
+    assert "WARNING: the GLUE server's test set has 1063 rows" in log          # a toy test set is not the full one
+
+
+def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue_data, tmp_path):
+    """MNLI-m.tsv holds, for every test row, the name of the class the MNLI model scores highest."""
+    sub = tmp_path / "sub"
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "mnli", "--glue-submission",
+                            str(sub), "--save-model", str(tmp_path / "m"))) == 0
+    model = BertForSequenceClassification.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1")).eval()
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1"))
+    test = read_tsv(os.path.join(glue_data, "MNLI", "test_matched.tsv"))[1:]
+    import torch
+    with torch.no_grad():
+        logits = model(**tok([r[1] for r in test], [r[2] for r in test], padding=True, return_tensors="pt")).logits
+    names = ["entailment", "neutral", "contradiction"]
+    assert [r[1] for r in read_tsv(sub / "MNLI-m.tsv")[1:]] == [names[k] for k in logits.argmax(-1).tolist()]
+
+
+def test_prediction_strings_map_classes_by_name_and_clip_stsb():
+    logits = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]])
+    assert glue.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert glue.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
+
+
+def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
+    """A Hub dataset whose label order differs from ours (GLUE's run_classifier.py orders MNLI contradiction,
+    entailment, neutral) is still read right: by the names its features give."""
+    class Names:
+        names = ["contradiction", "entailment", "neutral"]
+
+    class Rows(list):
+        features = {"label": Names()}
+    rows = Rows([{"premise": "p", "hypothesis": "h", "label": k} for k in range(3)])
+    monkeypatch.setattr(tasks, "load_hub_dataset", lambda *a: rows)
+    got = [y for _, y in tasks.read_split(None, "mnli", "dev_matched")]
+    assert [tasks.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
+    Names.names = ["entailment", "maybe"]
+    with pytest.raises(Fatal, match="unknown label name"):
+        tasks.read_split(None, "rte", "dev")
+
+
+def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
+    data = write_glue(str(tmp_path / "data"), skip=("MNLI", "QQP", "QNLI", "SST-2", "CoLA", "STS-B"))
+    assert ft.main(glue_cmd(tiny_bert_dir, data, tmp_path / "out", "1e-3")) == 0
+    log = (tmp_path / "out" / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text().splitlines()
+    assert log[0].startswith("GLUE (paper §4.1): 3 of 9 tasks run (mrpc, rte, wnli); not run: ")
+    assert "mnli (no MNLI/train.tsv, MNLI/dev_matched.tsv in --data-dir)" in log[0]
+    table = json.loads((tmp_path / "out" / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
+    assert not table["tasks"]["qqp"]["run"] and table["average"]["ours"] is None
+    assert table["average"]["columns_run"] == ["mrpc", "rte"]
+    assert table["average"]["paper_on_columns_run"] == pytest.approx((88.9 + 66.4) / 2)
+    assert any(line.startswith("QQP    not run: no QQP/train.tsv") for line in log)
+
+
+def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, glue_data, tmp_path):
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    assert ft.main(argv) == 0
+    runs = sorted(tmp_path.glob("part4_rte_lr*.json"))
+    assert [p.name for p in runs] == [f"part4_rte_lr{lr}_bs8_ep1.json" for lr in ("2e-5", "3e-5", "4e-5", "5e-5")]
+    table = json.loads((tmp_path / "part4_glue_table_bs8_ep1.json").read_text())["tasks"]["rte"]
+    scores = {s["lr"]: s["dev"] for s in table["settings"]}
+    assert table["dev"] == [max(scores.values())] and scores[table["lr"]] == max(scores.values())
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert ft.main(argv) == 0
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+
+
+def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
+    family = tasks.FAMILIES["rte"]("rte", 128)
+    pre = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir]))
+    rnd = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir, "--init", "random"]))
+    saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    for name, p in saved.bert.named_parameters():
+        assert p.equal(dict(pre.bert.named_parameters())[name]), name
+    assert not saved.bert.embeddings.word_embeddings.weight.equal(rnd.bert.embeddings.word_embeddings.weight)
+    assert rnd.config.num_hidden_layers == saved.config.num_hidden_layers and rnd.num_labels == 2
+    glue_argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "rte")
+    assert ft.main(glue_argv + ["--init", "random"]) == 0
+    r = json.loads((tmp_path / "part4_rte_lr1e-3_bs8_ep1_random-init.json").read_text())
+    assert r["settings"]["init"] == "random"
+    assert "random weights (--init random)" in (tmp_path / "part4_rte_lr1e-3_bs8_ep1_random-init.log").read_text()
+    assert ft.main(glue_argv) == 0                                          # the pre-trained table shows it beside
+    row = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())["tasks"]["rte"]
+    assert row["other_init"] == {"init": "random", "dev": [100 * r["final"]["dev"]["accuracy"]]}
+    pre_run = json.loads((tmp_path / "part4_rte_lr1e-3_bs8_ep1.json").read_text())
+    assert "init" not in pre_run["settings"]                                # a pre-trained run's JSON is as before
+
+
+# --- the faults a new user met ---
+
+def test_a_cut_run_does_not_overwrite_a_full_run(tiny_bert_dir, glue_data, tmp_path, capsys):
+    base = ["rte", "1e-3", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path),
+            "--device", "cpu", "--batch-size", "8", "--evals", "1"]
+    assert run_cli(ft.main, base) == 0
+    before = (tmp_path / "part4_rte_lr1e-3_bs8.json").read_text()
+    capsys.readouterr()
+    assert run_cli(ft.main, base + ["--max-train-examples", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a result of other settings (" in err and "max_train_examples None -> 8" in err and "\n" not in err
+    assert (tmp_path / "part4_rte_lr1e-3_bs8.json").read_text() == before
+    assert run_cli(ft.main, base) == 0                                      # the same settings: a rerun rewrites it
+
+
+def test_summaries_are_named_by_everything_that_sets_them_apart(tiny_bert_dir, glue_data, tmp_path, capsys):
+    common = ["wnli", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path), "--device",
+              "cpu", "--evals", "1", "--seeds", "2"]
+    assert ft.main(common + ["--batch-size", "8", "--run-tag", "tiny"]) == 0
+    assert ft.main(common + ["--batch-size", "16"]) == 0
+    assert (tmp_path / "part4_wnli_lr2e-5_bs8_seeds2_tiny.json").exists()
+    assert (tmp_path / "part4_wnli_lr2e-5_bs16_seeds2.json").exists()
+    assert ft.main(["wnli", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path),
+                    "--device", "cpu", "--evals", "1", "--grid", "glue", "--run-tag", "tiny", "--epochs", "1"]) == 0
+    assert (tmp_path / "part4_wnli_grid_glue_tiny.json").exists()
+    assert run_cli(ft.main, ["wnli", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path),
+                             "--device", "cpu", "--evals", "1", "--grid", "glue", "--run-tag", "tiny", "--epochs", "2"]) == 2
+    assert not (tmp_path / "part4_wnli_lr2e-5_ep2_tiny.json").exists()      # refused before any training
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["mrpc", "3e-5", "--grid", "glue"], "--grid glue tries its own learning rates: drop the learning rate 3e-5"),
+    (["mrpc", "--grid", "a3", "--batch-size", "16"], "--grid a3 tries its own batch sizes and epochs"),
+    (["mrpc", "--grid", "a3", "--epochs", "2"], "--grid a3 tries its own batch sizes and epochs"),
+    (["mrpc", "--seeds", "3", "--seed", "7"], "--seeds 3 runs the seeds 0..2: drop --seed 7"),
+    (["mrpc", "--tasks", "rte"], "--tasks: only with the glue command"),
+    (["rte", "--glue-submission", "x"], "--glue-submission: only with the glue command"),
+    (["glue", "--tasks", "cola,mnlii"], "unknown GLUE task(s) mnlii"),
+    (["glue", "--init", "pre"], "argument --init: invalid choice: 'pre'"),
+])
+def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
+    assert run_cli(ft.main, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+
+
+def test_once_per_epoch_follows_each_runs_epochs():
+    """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
+    config = config_for(["swag", "--grid", "a3"])
+    assert [config.evals_of(Job(2e-5, 16, e, 0)) for e in (2, 3, 4)] == [2, 3, 4]
+    glue_config = config_for(["mrpc", "--grid", "a3"])
+    assert glue_config.evals_of(Job(2e-5, 16, 2, 0)) == 30
+
+
+def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):
+    """Their dev sets are the large ones (QQP 40,430 pairs, MNLI 9,815 + 9,832): ~30 evaluations would cost 20-40%."""
+    argv = ["glue", "1e-3", "--tasks", "qqp,rte", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir",
+            str(tmp_path), "--device", "cpu", "--batch-size", "8", "--epochs", "2"]
+    assert ft.main(argv) == 0
+    qqp, rte = (json.loads((tmp_path / f"part4_{t}_lr1e-3_bs8_ep2.json").read_text()) for t in ("qqp", "rte"))
+    assert qqp["settings"]["evals"] == 2 and [c["epoch"] for c in qqp["curve"]] == [1, 2]
+    assert rte["settings"]["evals"] == 30 and len(rte["curve"]) == rte["steps"] == 6
+
+
+def test_the_final_line_shows_the_articles_number_only_for_its_setting():
+    family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
+    article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
+    assert article in ft.final_line("mrpc", family, Job(2e-5, 32, 3, 0), final, 60)
+    other = ft.final_line("mrpc", family, Job(2e-5, 16, 3, 0), final, 60)
+    assert "0.8333" not in other and "[article: no run with these settings" in other
+    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(2e-5, 32, 3, 0),
+                        {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
+    assert "[article: no run with these settings" in rte
+    assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte
+
+
+def test_mnlis_missing_file_names_its_dev_files(tmp_path):
+    os.makedirs(tmp_path / "MNLI")
+    (tmp_path / "MNLI" / "train.tsv").write_text("index\tsentence1\tsentence2\tgold_label\n")
+    with pytest.raises(Fatal, match="dev_matched.tsv, dev_mismatched.tsv"):
+        tasks.read_split(str(tmp_path), "mnli", "dev_matched")
+
+
+# --- bad input: one line, exit 2, nothing that looks complete ---
+
+def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    out = tmp_path / "out"
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, glue_data, out, "--glue-submission", str(blocker / "sub"))) == 2
+    assert "--glue-submission" in capsys.readouterr().err and not out.exists()
+    bad = write_glue(str(tmp_path / "bad"))
+    (tmp_path / "bad" / "RTE" / "test.tsv").write_text("index\tpremise\thypothesis\n0\ta\tb\n")
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, bad, out, "--glue-submission", str(tmp_path / "sub"))) == 2
+    err = capsys.readouterr().err.strip()
+    assert "RTE/test.tsv: no column 'sentence1' in the header" in err and "\n" not in err
+    assert not out.exists() or not list(out.glob("*.json"))
+
+
+@needs_shared_data
+def test_the_shared_glue_folder_runs_six_tasks():
+    """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
+    data = os.path.join(SHARED_DATA, "glue_data")
+    absent = {t: glue.missing_data(t, data) for t in tasks.TASKS}
+    assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
+    assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
