@@ -135,19 +135,6 @@ def warmup_then_linear_decay(s, warm, steps):
     return s / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
 
 
-def make_optimizer(model, lr, weight_decay, warmup, steps, device, fused=None):
-    """AdamW over the two decay groups, and the schedule: the learning rate rises over the first `warmup` share of
-    the steps, then falls linearly to 0 (the article's lines, with its numbers as flags). Returns the optimiser,
-    the schedule and the number of warmup steps."""
-    groups = decay_groups(model, weight_decay)
-    fused = device.type == "cuda" if fused is None else fused
-    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay, fused=fused)   # no decay on biases and LayerNorm
-    warm = int(warmup * steps)                                                       # warmup, then linear decay
-    # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
-    sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    return opt, sched, warm
-
-
 # --- The loss of each head family: the classification layer (§4.1), SQuAD's span (§4.2, §4.3), SWAG (§4.4) ---
 
 def library_loss(model, batch):
@@ -173,7 +160,64 @@ def span_loss(model, batch):
 LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span": span_loss}
 
 
-# --- One training step: every weight is trained (paper §3.2) ---
+# --- Our own fine-tune: the article's lines in its order, every weight trained (paper §3.2), logged as in the article ---
+
+def new_model(family, config):
+    """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
+    the same architecture with every weight random (what pre-training buys, measured)."""
+    if config.init == "random":
+        return family.model_class(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
+    return load_pretrained(family.model_class, config.model, **family.model_kwargs)
+
+
+def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False):
+    """Train one model from the pre-trained weights, the article's lines in its order; returns the results of the run
+    (on the team's rank 0). team: the processes that share this run, each taking its part of every batch."""
+    name = run_name(config, job)
+    report = Report(name, config.results_dir, quiet=quiet or not team.main)
+    seed_everything(job.seed)
+    model = new_model(family, config).to(device)    # BertForSequenceClassification.from_pretrained(model, num_labels=K)
+    model.train()
+    n, wd, cuda = len(data["train"]["input_ids"]), config.weight_decay, device.type == "cuda"
+    groups = decay_groups(model, wd)
+    opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=cuda)    # no decay on biases and LayerNorm
+    steps = job.epochs * math.ceil(n / job.batch_size)                          # epochs x batches of one epoch
+    warm = int(config.warmup * steps)                                           # warmup, then linear decay
+    # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
+    sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
+    run = Run(team, device, os.path.join(config.results_dir, name + ".checkpoint"),
+              run_settings(config, job, family, n, dtype, team))
+    fit = Fit(model, opt, sched, family, data, device, dtype, run, report)
+    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps)
+    seconds = train_loop(fit, job, config, state, steps)
+    return finish(fit, job, config, state, steps, warm, seconds) if team.main else None
+
+
+def train_loop(fit, job, config, state, steps):
+    """The article's loop over the batches of every epoch, from the step the run stands at: a training step, the dev
+    scores at each evaluation, a checkpoint. Returns its seconds (those of an interrupted run included)."""
+    train, run, model, report = fit.data["train"], fit.run, fit.model, fit.report
+    batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
+        len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
+        start=1) for idx in in_epoch]
+    eval_every = max(1, steps // config.evals_of(job))
+    ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
+    loss_fn = LOSSES[fit.family.kind]
+    with run, tqdm(total=steps, initial=step, desc=report.name, unit="step", file=sys.stderr, leave=False,
+                   disable=report.quiet) as bar:
+        for epoch, idx in batches[step:]:                              # every weight is trained
+            rows, weight = run.share(idx)                              # all of the batch when alone
+            loss = train_step(ddp_model, collate(train, rows, fit.device), fit.opt, fit.sched, config.clip, fit.dtype,
+                              run.weighted(loss_fn, weight))
+            run.add_loss(loss)
+            step += 1
+            bar.update()
+            if step % eval_every == 0 or step == steps:
+                state["curve"].append(evaluation(fit, step, epoch, steps, job.lr, t0))
+            run.after_step(step, steps, eval_every, model, fit.opt, fit.sched, {
+                "curve": state["curve"], "before": state["before"], "lines": report.lines, "elapsed": time.time() - t0})
+    return time.time() - t0
+
 
 def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
     """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule.
@@ -186,54 +230,6 @@ def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
     sched.step()
     opt.zero_grad()
     return loss.detach()
-
-
-# --- Our own fine-tune: one run, logged as in the article ---
-
-def new_model(family, config):
-    """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
-    the same architecture with every weight random (what pre-training buys, measured)."""
-    if config.init == "random":
-        return family.model_class(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
-    return load_pretrained(family.model_class, config.model, **family.model_kwargs)
-
-
-def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False):
-    """Train one model from the pre-trained weights; returns the results of the run (on the team's rank 0).
-
-    team: the processes that share this run, each taking its part of every batch (data parallel)."""
-    name = run_name(config, job)
-    report = Report(name, config.results_dir, quiet=quiet or not team.main)
-    seed_everything(job.seed)
-    model = new_model(family, config).to(device)        # BertForSequenceClassification.from_pretrained(model, num_labels)
-    model.train()
-    train = data["train"]
-    steps = job.epochs * math.ceil(len(train["input_ids"]) / job.batch_size)   # epochs x batches of one epoch
-    opt, sched, warm = make_optimizer(model, job.lr, config.weight_decay, config.warmup, steps, device)
-    batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
-        len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
-        start=1) for idx in in_epoch]
-    eval_every = max(1, steps // config.evals_of(job))
-    run = Run(team, device, os.path.join(config.results_dir, name + ".checkpoint"),
-              run_settings(config, job, family, len(train["input_ids"]), dtype, team))
-    fit = Fit(model, opt, sched, family, data, device, dtype, run, report)
-    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps)
-    ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
-    loss_fn = LOSSES[family.kind]
-    with run, tqdm(total=steps, initial=step, desc=name, unit="step", file=sys.stderr, leave=False,
-                   disable=report.quiet) as bar:
-        for epoch, idx in batches[step:]:                              # every weight is trained
-            rows, weight = run.share(idx)                              # all of the batch when alone
-            loss = train_step(ddp_model, collate(train, rows, device), opt, sched, config.clip, dtype,
-                              run.weighted(loss_fn, weight))
-            run.add_loss(loss)
-            step += 1
-            bar.update()
-            if step % eval_every == 0 or step == steps:
-                state["curve"].append(evaluation(fit, step, epoch, steps, job.lr, t0))
-            run.after_step(step, steps, eval_every, model, opt, sched, {"curve": state["curve"], "before": state["before"],
-                                                                        "lines": report.lines, "elapsed": time.time() - t0})
-    return finish(fit, job, config, state, steps, warm, time.time() - t0) if team.main else None
 
 
 def begin(fit, job, config, warm, steps):

@@ -379,3 +379,17 @@ def test_the_shared_glue_folder_runs_six_tasks():
     absent = {t: glue.missing_data(t, data) for t in tasks.TASKS}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
+
+
+def test_glue_under_torchrun_gives_one_process_numbers(tiny_bert_dir, glue_data, tmp_path):
+    """Two processes (gloo): the grid's runs spread over them, each run once, the same table as one process."""
+    from test_processes import alone, torchrun
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    one = alone("finetune", argv + ["--results-dir", str(tmp_path / "one")])
+    assert one.returncode == 0, one.stderr
+    two = torchrun("finetune", argv + ["--results-dir", str(tmp_path / "two")])
+    assert two.returncode == 0, two.stderr
+    a, b = (json.loads((tmp_path / d / "part4_glue_table_bs8_ep1.json").read_text())["tasks"] for d in ("one", "two"))
+    for t in ("rte", "wnli"):
+        assert (a[t]["lr"], a[t]["dev"], a[t]["runs"]) == (b[t]["lr"], b[t]["dev"], b[t]["runs"])
+    assert two.stdout.count("FINAL rte") == 2 and "whole runs" in two.stdout       # rank 0 prints its own two runs
