@@ -9,12 +9,14 @@
     python bert_part4_finetune.py glue            # every GLUE task, the best lr on dev, beside Table 1
 
 One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
-learning rate rising linearly over the first 10% of steps then falling linearly to zero (Google's
-run_classifier.py and run_squad.py), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches
-padded to their own longest input. A task brings only what differs: how it reads its data, how it
-encodes an example, its output layer and its metric. Batch size, epochs and learning rate default to
-the paper's values for each task (GLUE 32 / 3 / 2e-5; SQuAD v1.1 32 / 3 / 5e-5; SQuAD v2.0 48 / 2 / 5e-5;
-SWAG 16 / 3 / 2e-5). Each run writes results/part4_<task>_lr<lr>.{log,json}.
+learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
+lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
+ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input.
+A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
+its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
+SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
+the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). Each run
+writes results/part4_<task>_lr<lr>.{log,json}.
 """
 
 import math
@@ -57,6 +59,7 @@ from bert_part4_runs import (
     config_of,
     epoch_batches,
     lr_tag,
+    model_folders,
     refuse_ignored,
     run_command,
     run_name,
@@ -76,14 +79,12 @@ class Recipe:
     epochs: int
     max_len: int
     evals: int             # dev evaluations per run; 0 = once per epoch
-    source: str            # where the numbers come from
 
 
-RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30, "paper §4.1 and A.3; article: lr 2e-5, about 30 evaluations")
-              for name in GLUE_TASKS},
-           "squad": Recipe(5e-5, 32, 3, 384, 0, "paper §4.2; run_squad.py: 384-token windows"),
-           "squad_v2": Recipe(5e-5, 48, 2, 384, 0, "paper §4.3"),
-           "swag": Recipe(2e-5, 16, 3, 128, 0, "paper §4.4")}
+RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30) for name in GLUE_TASKS},   # §4.1; lr and ~30 evaluations: the article's
+           "squad": Recipe(5e-5, 32, 3, 384, 0),                            # §4.2; run_squad.py's 384-token windows
+           "squad_v2": Recipe(5e-5, 48, 2, 384, 0),                         # §4.3
+           "swag": Recipe(2e-5, 16, 3, 128, 0)}                             # §4.4
 
 # What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt); the paper's
 # numbers live with each task (bert_part4_tasks.py).
@@ -93,7 +94,7 @@ ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): 
 ARTICLE_REPEAT = {("mrpc", 2e-5): "0.8186 (334/408), F1 0.8741"}     # the same job run once more: the article's spread
 ARTICLE_BEFORE = {"sst2": "dev accuracy 0.4908", "mrpc": "dev accuracy 0.3162"}
 ARTICLE_SETTING = "bert-base-uncased, batch 32, 3 epochs, seed 0"
-ARTICLE_RUN = (32, 3)                  # the article's batch size and epochs: its numbers are for these only
+ARTICLE_RUN = (32, 3, 0)               # the article's batch size, epochs and seed: its numbers are for these only
 ARTICLE_MODEL = "bert-base-uncased"
 GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
@@ -118,7 +119,7 @@ def article_final(task, lr):
     return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
 
 
-# --- Our own fine-tune: AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
+# --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
 def decay_groups(model, weight_decay):
     """Two parameter groups: everything else decays, the biases and LayerNorm weights do not."""
@@ -160,7 +161,7 @@ def span_loss(model, batch):
 LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span": span_loss}
 
 
-# --- Our own fine-tune: the article's lines in its order, every weight trained (paper §3.2), logged as in the article ---
+# --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
 def new_model(family, config):
     """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
@@ -176,7 +177,7 @@ def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False)
     name = run_name(config, job)
     report = Report(name, config.results_dir, quiet=quiet or not team.main)
     seed_everything(job.seed)
-    model = new_model(family, config).to(device)    # BertForSequenceClassification.from_pretrained(model, num_labels=K)
+    model = new_model(family, config).to(device)    # e.g. BertForSequenceClassification.from_pretrained(model, num_labels=2)
     model.train()
     n, wd, cuda = len(data["train"]["input_ids"]), config.weight_decay, device.type == "cuda"
     groups = decay_groups(model, wd)
@@ -219,7 +220,7 @@ def train_loop(fit, job, config, state, steps):
     return time.time() - t0
 
 
-def train_step(model, batch, opt, sched, clip, dtype, loss_fn=library_loss):
+def train_step(model, batch, opt, sched, clip, dtype, loss_fn):
     """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule.
     Returns the loss."""
     with autocast(batch["input_ids"].device, dtype):
@@ -238,9 +239,11 @@ def begin(fit, job, config, warm, steps):
         fit.report.say(line)
     main = fit.run.team.main
     before = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
-    fit.report.say(f"before fine-tuning ({fit.family.fresh}): {fit.family.format(before) if main else ''}"
+    fresh = fit.family.fresh if config.init == "pretrained" else "every weight random, --init random"
+    fit.report.say(f"before fine-tuning ({fresh}): {fit.family.format(before) if main else ''}"
                    + fit.family.baseline(fit.data["train"], fit.data["devs"])
-                   + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE else ""))
+                   + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE and
+                      config.init == "pretrained" else ""))
     return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
 
 
@@ -258,7 +261,7 @@ def evaluation(fit, step, epoch, steps, lr, t0):
 def finish(fit, job, config, state, steps, warm, seconds):
     """The FINAL line, the results JSON and log, the model kept when asked, and the learning curve."""
     family, report, curve, final = fit.family, fit.report, state["curve"], state["curve"][-1]["dev"]
-    report.say(final_line(config.task, family, job, final, seconds))
+    report.say(final_line(config.task, family, job, final, seconds, config.init))
     best = max(curve, key=lambda c: family.headline(c["dev"]))
     if family.headline(best["dev"]) > family.headline(final):
         report.say(f"(best dev {family.headline_name} seen during training: {family.headline(best['dev']):.4f} at step "
@@ -271,7 +274,7 @@ def finish(fit, job, config, state, steps, warm, seconds):
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **family.summary(fit.data["train"]), "settings": fit.run.settings}
     if config.save_model:
-        folder = os.path.join(config.save_model, report.name) if config.reuse else config.save_model   # several runs
+        folder = model_folders(config, [job])[0]
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], folder))
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     if config.test_dir:                   # --glue-submission: this run's test-set predictions, for the chosen one
@@ -302,11 +305,12 @@ def preamble(config, fit, job, steps, warm):
     return lines
 
 
-def final_line(task, family, job, final, seconds):
-    """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the
-    article's number (for the article's batch size and epochs only) and the published ones, labelled."""
+def final_line(task, family, job, final, seconds, init="pretrained"):
+    """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
+    number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
+    ours) and the published ones, labelled."""
     line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
-    article_run = (job.batch_size, job.epochs) == ARTICLE_RUN
+    article_run = (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
     line += article_final(task, job.lr) if article_run else ""
     if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
         line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
@@ -353,20 +357,20 @@ def grid(name, task, seeds, family, results, report):
     ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
     report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
     for r in ranked:
-        article_run = (r["batch_size"], r["epochs"]) == ARTICLE_RUN
+        article_run = (r["batch_size"], r["epochs"], r["seed"]) == ARTICLE_RUN
         report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
                    f"({r['seconds']:.0f} s)" + (article_final(task, r["lr"]) if article_run else ""))
     return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
                                    for r in ranked]}
 
 
-def task_runs(args, argv, device, dtype, procs, summarise=True):
-    """Every run the flags ask for on one task (with --grid, --seeds or glue, those already done are skipped), then
-    the summary of --seeds or --grid. Returns the runs' results (on rank 0), the task's family and the Config."""
+def task_runs(args, argv, device, dtype, procs, summarise=True, report=None):
+    """Every run the flags ask for on one task (with --grid, --seeds or glue, those done are skipped), then the summary
+    of --seeds or --grid (glue: its report). Returns the runs' results (on rank 0), the task's family, the Config."""
     config = config_of(args, RECIPES[args.task], FAMILIES[args.task], glue.runs_folder(args.glue_submission))
     family = FAMILIES[args.task](args.task, args.max_len, args.stride, args.eval_batch_size)
     jobs = planned_runs(args.grid, args.seeds, args.seed, args.lr, args.batch_size, args.epochs)
-    report = Report(summary_name(config, args.grid, args.seeds, jobs[0]), config.results_dir, quiet=not procs.main)
+    report = report or Report(summary_name(config, args.grid, args.seeds, jobs[0]), config.results_dir, quiet=not procs.main)
     header = [grid_size(args.grid) + (f", x {args.seeds} seeds = {len(jobs)} runs" if args.seeds else "")] if args.grid else []
     results = run_command(config, family, jobs, Sources.of(args), argv, fine_tune, (device, dtype, procs), args.parallel,
                           report, header, summarise and config.many)
@@ -393,8 +397,7 @@ def build_parser():
                     "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with "
                     "the paper's choice of learning rate, in a table beside its Table 1. Defaults are the paper's.",
         epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
-               "table results/part4_glue_table.{log,json,md}. SQuAD and SWAG are evaluated once per epoch by default "
-               "(a SQuAD evaluation costs a pass over every dev window); GLUE about 30 times per run, as in the article.")
+               "table results/part4_glue_table.{log,json,md}.")
     p.add_argument("task", help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate "
                                 "of the paper's grid on each dev set, and Table 1 beside it (§4.1)")
     p.add_argument("lr", nargs="?", help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of "
@@ -417,7 +420,7 @@ def build_parser():
     p.add_argument("--epochs", type=int, help=f"default: the paper's ({paper_defaults('epochs')})")
     p.add_argument("--max-len", type=int, help=f"longest input in tokens (default: {paper_defaults('max_len')}: "
                                                "run_classifier.py's inputs, run_squad.py's windows)")
-    p.add_argument("--stride", type=int, default=128, help="SQuAD: tokens two windows share (default 128, as squad.py)")
+    p.add_argument("--stride", type=int, help="SQuAD: tokens two windows share (default 128, as bert_part4_squad.py)")
     p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (default 0.1, run_classifier.py)")
     p.add_argument("--weight-decay", type=float, default=0.01,
                    help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2)")
@@ -454,7 +457,7 @@ def parse_args(argv):
     args.glue = args.task == "glue"
     if args.task not in RECIPES and not args.glue:
         raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(RECIPES)}, or glue")
-    refuse_ignored(args)
+    refuse_ignored(args, FAMILIES["cola" if args.glue else args.task].takes)
     args.tasks = glue.task_list(args.tasks) if args.glue else None
     args.grid = args.grid or ("glue" if args.glue and args.lr is None else None)   # glue: the paper's selection
     recipe, family = (RECIPES["cola"], FAMILIES["cola"]) if args.glue else (RECIPES[args.task], FAMILIES[args.task])
@@ -467,6 +470,7 @@ def parse_args(argv):
     check_positive({f"--{name.replace('_', '-')}": getattr(args, name) for name in (
         "batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples", "max_dev_examples")})
     check_positive({"--stride": args.stride or None})
+    args.stride = 128 if args.stride is None else args.stride
     args.seed = args.seed or 0
     args.batch_size = args.batch_size or recipe.batch_size
     args.epochs = args.epochs or recipe.epochs

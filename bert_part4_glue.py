@@ -20,6 +20,7 @@ is 36 runs); the cost is one forward pass over the test sets per run.
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import zipfile
@@ -66,7 +67,8 @@ def missing_data(name, data_dir):
     if data_dir is None:
         return None
     task = TASKS[name]
-    wanted = [("train", (".tsv",)), (task.dev_files[0], (".tsv", ".jsonl") if name == "mnli" else (".tsv",))]
+    ext = (".tsv", ".jsonl") if name == "mnli" else (".tsv",)             # MNLI also as JSON lines (../shared/data)
+    wanted = [("train", ext), (task.dev_files[0], ext)]
     absent = [split + ext[0] for split, ext in wanted
               if not any(os.path.isfile(os.path.join(data_dir, task.folder, split + e)) for e in ext)]
     return f"no {', '.join(f'{task.folder}/{f}' for f in absent)} in --data-dir" if absent else None
@@ -92,7 +94,9 @@ def table_name(args):
 
 def glue_table(args, argv, run_task, procs, device):
     """Every task's runs (run_task(args of one task) -> results, family, config), the best setting of each on
-    dev, the table beside Table 1, and with --glue-submission the server's files. Every input is checked first."""
+    dev, the table beside Table 1, and with --glue-submission the server's files. Before any training: which tasks
+    have data, the submission folder and the test files in --data-dir, a table of other settings in the way; each
+    task's own inputs (its data, results of other settings) are checked before its first run."""
     absent = {t: why for t in args.tasks if (why := missing_data(t, args.data_dir))}
     run = [t for t in args.tasks if t not in absent]
     if args.data_dir is not None and not os.path.isdir(args.data_dir):
@@ -104,6 +108,8 @@ def glue_table(args, argv, run_task, procs, device):
         for t in run if args.data_dir else []:           # the test files' columns, before any training
             read_tests(Sources(t, args.data_dir))
     report = Report(table_name(args), args.results_dir, quiet=not procs.main)
+    settings = table_settings(args, run)
+    check_table(os.path.join(args.results_dir, report.name + ".json"), settings)
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(args.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
     report.say(selection_line(args))
@@ -111,16 +117,35 @@ def glue_table(args, argv, run_task, procs, device):
     for t in run:
         task_args = argparse.Namespace(**{**vars(args), "task": t, "evals_flag": args.evals_flag if args.evals_flag
                                           is not None else (0 if t in ONCE_PER_EPOCH else None)})
-        results, family, config = run_task(task_args, summarise=False)
+        results, family, config = run_task(task_args, summarise=False, report=report)
         rows[t] = choose(results, family, config) if procs.main else None
     if not procs.main:
         return 0
-    payload = table(rows, absent, args, report)
+    payload = {**table(rows, absent, args, report), "settings": settings}
     if args.glue_submission:
         payload["submission"] = write_submission(args.glue_submission, rows, report)
     report.save(payload, args=args, argv=argv, device=device)
     write_atomic(os.path.join(args.results_dir, report.name + ".md"), markdown(payload, args))
     return 0
+
+
+def table_settings(args, run):
+    """What the table's numbers depend on beyond its name: a table of other settings is never replaced."""
+    keys = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay", "clip",
+            "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
+    return {"tasks": run, "model": portable(args.model), "data_dir": portable(args.data_dir),
+            **{k: getattr(args, k) for k in keys}}
+
+
+def check_table(path, settings):
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f).get("settings")
+    if saved != settings:
+        diff = "; ".join(f"{k} {(saved or {}).get(k)!r} -> {v!r}" for k, v in settings.items() if (saved or {}).get(k) != v)
+        raise Fatal(f"{portable(path)}: a table of other settings ({diff}); refusing to overwrite it: pass --run-tag or "
+                    f"--results-dir, or delete it")
 
 
 def selection_line(args):
@@ -196,6 +221,11 @@ def paper_columns():
     return out
 
 
+def setting(row, args):
+    """The chosen learning rate ('2e-5'); under --grid a3 with its batch size and epochs ('2e-5/16/4')."""
+    return lr_tag(row["lr"]) + (f"/{row['batch_size']}/{row['epochs']}" if args.grid == "a3" else "")
+
+
 def fmt(values):
     return "/".join(f"{v:.2f}" for v in values) if values else "-"
 
@@ -206,7 +236,7 @@ def table(rows, absent, args, report):
     other_label = "pre-trained" if args.init == "random" else "random init"
     report.say("")
     report.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
-               f"{'paper Table 1 (test)':<21} {'paper dev':<11} HF bert-base-cased (dev)")
+               f"{'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
     out = {}
     for t, task in TASKS.items():
         row = rows.get(t)
@@ -216,9 +246,9 @@ def table(rows, absent, args, report):
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {lr_tag(row['lr']):<6} {fmt(row['dev']):<17} "
+        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, args):<6} {fmt(row['dev']):<17} "
                    f"{fmt(other):<17} {'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
-                   f"{task.paper_dev or '-':<11} {task.hf_dev}")
+                   f"{task.paper_dev or '-':<13} {task.hf_dev}")
         out[t] = {"run": True, **{k: v for k, v in row.items() if k != "submitted"},
                   "submitted_run": row["submitted"]["name"], "paper_test": paper_test_text(t),
                   "paper_dev": task.paper_dev, "hf_dev": task.hf_dev}
@@ -234,7 +264,8 @@ def average_row(rows, ours_label, report):
     """Our average of Table 1's nine columns beside the paper's 79.6; where a task was not run, not computed, but the
     average over the columns run beside Table 1's over the same columns."""
     ours, paper = columns(rows), paper_columns()
-    missing = [t for t in AVERAGED if not rows.get(t) or (t == "mnli" and len(rows[t]["dev"]) < 2)]
+    missing = [t + (" (no mismatched dev set)" if rows.get(t) else "") for t in AVERAGED
+               if not rows.get(t) or (t == "mnli" and len(rows[t]["dev"]) < 2)]
     result = {"ours": average(list(ours.values())) if not missing else None, "paper": PAPER_AVERAGE,
               "paper_from_its_columns": average(list(paper.values())), "missing": missing}
     if not missing:
@@ -270,7 +301,7 @@ def markdown(payload, args):
                          f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {lr_tag(row['lr'])} | {fmt(row['dev'])} | "
+        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, args)} | {fmt(row['dev'])} | "
                      f"{fmt(other)} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | {row['hf_dev']} |")
     a = payload["average"]
     lines += ["", "Average of Table 1's nine columns (WNLI left out): " + (

@@ -480,8 +480,14 @@ def run_command(config, family, jobs, sources, argv, fine_tune, where, parallel,
     return results
 
 
-def refuse_ignored(args):
-    """A flag this command would not use is refused in one line, never ignored."""
+def refuse_ignored(args, takes):
+    """A flag this command would not use is refused in one line, never ignored. takes: the data flags of the task's
+    family (GLUE and SWAG --data-dir; SQuAD --train-data, --dev-data, --stride)."""
+    for name in ("data_dir", "train_data", "dev_data", "stride"):
+        if getattr(args, name) is not None and name not in takes:
+            flag = "--" + name.replace("_", "-")
+            raise Fatal(f"{flag}: {args.task} does not take it ({', '.join('--' + t.replace('_', '-') for t in takes)} "
+                        f"{'does' if len(takes) == 1 else 'do'})")
     if args.grid and args.lr is not None:
         raise Fatal(f"--grid {args.grid} tries its own learning rates: drop the learning rate {args.lr}, or drop --grid")
     if args.grid == "a3" and (args.batch_size or args.epochs):
@@ -497,13 +503,20 @@ def run_jobs(jobs, config, family, data, procs, mode, dtype, train_one):
     """train_one(job, team) for every job; where config.reuse, a job whose results exist for the same settings (and
     its test-set predictions, with --glue-submission) is not run again: its results are returned, marked skipped."""
     def done(job):
-        settings = run_settings(config, job, family, len(data["train"]["input_ids"]), dtype, ALONE)
-        earlier = existing_result(results_path(config, job), settings) if config.reuse else None
-        if earlier and config.test_dir and not all(os.path.isfile(os.path.join(config.test_dir, f))
-                                                   for f in earlier.get("test_predictions", [None])):
-            return None
+        earlier = reusable(config, job, run_settings(config, job, family, len(data["train"]["input_ids"]), dtype, ALONE))
+        files = (earlier or {}).get("test_predictions")
+        if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                              for f in files)):
+            return None                                # its test predictions are missing: the run is run again
         return earlier
     return run_many(jobs, train_one, done, procs, mode)
+
+
+def reusable(config, job, settings):
+    """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
+    The number of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
+    uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
+    return existing_result(results_path(config, job), settings, ignore=("processes", "evals")) if config.reuse else None
 
 
 def results_path(config, job):
@@ -520,6 +533,8 @@ def check_not_overwritten(config, jobs, family, train_rows, dtype):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f).get("settings")
         ours = run_settings(config, job, family, train_rows, dtype, ALONE)
+        if reusable(config, job, ours):
+            continue                                   # it will be reused, not overwritten
         if saved is None:
             raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                         f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
@@ -533,8 +548,8 @@ def prepare(config, family, sources, argv, jobs, dtype):
     """Check every input (the folders we write, the model, the data, the window length, results of other settings
     in the way), then read the data and tokenise it once, for every run of this invocation."""
     check_writable_dir(config.results_dir, "--results-dir")
-    if config.save_model:
-        check_model_target(config.save_model, "--save-model")
+    for folder in model_folders(config, jobs):
+        check_model_target(folder, "--save-model")
     preflight([model_problem(config.model, "--model"), *family.data_problems(sources)])
     check_positions(family.max_len, load_pretrained(AutoConfig, config.model))
     train, devs = family.read(sources)
@@ -548,6 +563,13 @@ def prepare(config, family, sources, argv, jobs, dtype):
     check_not_overwritten(config, jobs, family, len(enc_train["input_ids"]), dtype)
     return {"train": enc_train, "devs": enc_devs, "tok": tok, "argv": argv, "n_train": len(train),
             "n_dev": {name: len(d) for name, d in devs.items()}, "tests": family.encode_tests(tok, tests) if tests else {}}
+
+
+def model_folders(config, jobs):
+    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
+    if not config.save_model:
+        return []
+    return [os.path.join(config.save_model, run_name(config, job)) for job in jobs] if config.reuse else [config.save_model]
 
 
 def save_model(model, tok, path):

@@ -434,6 +434,7 @@ class Classification:
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
+    takes = ("data_dir",)              # the data flags of the command line it reads
 
     def __init__(self, name, max_len, stride=None, eval_batch_size=None):
         self.name, self.max_len, self.stride = name, max_len, None
@@ -550,6 +551,7 @@ class SpanExtraction:
     fresh = "random start and end vectors S, E"
     eval_batch_size = 64               # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from 100 to 384 tokens
+    takes = ("train_data", "dev_data", "stride")
     metrics = ("em", "f1")
     headline_name = selection_name = "F1"
 

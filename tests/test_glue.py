@@ -312,6 +312,10 @@ def test_summaries_are_named_by_everything_that_sets_them_apart(tiny_bert_dir, g
     (["rte", "--glue-submission", "x"], "--glue-submission: only with the glue command"),
     (["glue", "--tasks", "cola,mnlii"], "unknown GLUE task(s) mnlii"),
     (["glue", "--init", "pre"], "argument --init: invalid choice: 'pre'"),
+    (["squad", "--data-dir", "x"], "--data-dir: squad does not take it (--train-data, --dev-data, --stride do)"),
+    (["cola", "--train-data", "x.json"], "--train-data: cola does not take it (--data-dir does)"),
+    (["cola", "--stride", "7"], "--stride: cola does not take it"),
+    (["glue", "--dev-data", "x.json"], "--dev-data: glue does not take it"),
 ])
 def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
     assert run_cli(ft.main, argv) == 2
@@ -343,6 +347,8 @@ def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     assert article in ft.final_line("mrpc", family, Job(2e-5, 32, 3, 0), final, 60)
     other = ft.final_line("mrpc", family, Job(2e-5, 16, 3, 0), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
+    for job, init in ((Job(2e-5, 32, 3, 7), "pretrained"), (Job(2e-5, 32, 3, 0), "random")):
+        assert "0.8333" not in ft.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
     rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(2e-5, 32, 3, 0),
                         {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
@@ -393,3 +399,36 @@ def test_glue_under_torchrun_gives_one_process_numbers(tiny_bert_dir, glue_data,
     for t in ("rte", "wnli"):
         assert (a[t]["lr"], a[t]["dev"], a[t]["runs"]) == (b[t]["lr"], b[t]["dev"], b[t]["runs"])
     assert two.stdout.count("FINAL rte") == 2 and "whole runs" in two.stdout       # rank 0 prints its own two runs
+
+
+def test_what_a_second_glue_command_meets(tiny_bert_dir, glue_data, tmp_path, capsys):
+    """Runs done before are reused (a single run's 30 evaluations serve glue's once per epoch); a run without test
+    predictions is run again for --glue-submission; --save-model keeps one folder per run, again and again; a table
+    of other settings is refused before any training."""
+    common = ["--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path), "--device", "cpu",
+              "--batch-size", "8", "--epochs", "1"]
+    assert ft.main(["qqp", "1e-3", *common]) == 0                           # 30 evaluations, as a single run does
+    qqp = tmp_path / "part4_qqp_lr1e-3_bs8_ep1.json"
+    stamp = qqp.stat().st_mtime_ns
+    glue_argv = ["glue", "1e-3", "--tasks", "qqp,rte", *common, "--save-model", str(tmp_path / "models")]
+    assert ft.main(glue_argv) == 0
+    assert qqp.stat().st_mtime_ns == stamp                                  # reused, not run again
+    assert "run part4_qqp_lr1e-3_bs8_ep1: its results already exist" in (
+        tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text()
+    assert (tmp_path / "models" / "part4_rte_lr1e-3_bs8_ep1" / "config.json").exists()
+    assert ft.main(glue_argv) == 0                                          # the model folders do not stop a rerun
+    sub = tmp_path / "sub"
+    assert ft.main(glue_argv + ["--glue-submission", str(sub)]) == 0        # no test predictions yet: run again
+    assert qqp.stat().st_mtime_ns != stamp and (sub / "QQP.tsv").exists() and (sub / "RTE.tsv").exists()
+    capsys.readouterr()
+    assert run_cli(ft.main, ["glue", "1e-3", "--tasks", "rte", *common]) == 2
+    err = capsys.readouterr().err
+    assert "part4_glue_table_lr1e-3_bs8_ep1.json: a table of other settings (tasks ['qqp', 'rte'] -> ['rte'])" in err
+
+
+def test_a_random_init_run_says_every_weight_is_random(tiny_bert_dir, glue_data, tmp_path):
+    assert ft.main(["mrpc", "1e-3", "--init", "random", "--model", tiny_bert_dir, "--data-dir", glue_data,
+                    "--results-dir", str(tmp_path), "--device", "cpu", "--evals", "1"]) == 0
+    log = (tmp_path / "part4_mrpc_lr1e-3_random-init.log").read_text()
+    assert "before fine-tuning (every weight random, --init random):" in log and "[article: dev accuracy 0.3162" not in log
+    assert "[article (bert-base-uncased" not in log and "[article: no run with these settings" in log
