@@ -14,6 +14,7 @@ squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_sq
 
 import collections
 import json
+import math
 import os
 import re
 import string
@@ -68,6 +69,7 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
+PUNCTUATION = set(string.punctuation)
 HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
 
 # What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers on every
@@ -99,7 +101,8 @@ def build_parser():
     p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
     p.add_argument("--max-len", type=int, default=384, help="window length in tokens (default 384, as paper/run_squad.py)")
-    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128, as run_squad.py)")
+    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128: run_squad.py's "
+                                                           "doc_stride, which there is the step; see below)")
     p.add_argument("--n-best", type=int, default=N_BEST,
                    help="best starts and best ends tried per window (default 20, as run_squad.py)")
     p.add_argument("--max-answer", type=int, default=MAX_ANSWER, help="longest answer in tokens (default 30, as run_squad.py)")
@@ -130,7 +133,7 @@ def parse_args(argv):
 
 def normalize_answer(s):
     """Lower case, drop punctuation, the articles a/an/the, and extra white space."""
-    s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+    s = "".join(ch for ch in s.lower() if ch not in PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())
 
@@ -186,7 +189,7 @@ def read_squad_json(path, version, flag):
                      "golds": [a["text"] for a in qa["answers"]], "starts": [a["answer_start"] for a in qa["answers"]],
                      "impossible": bool(qa.get("is_impossible", False)),
                      "v2": "is_impossible" in qa}
-                    for article in data for par in article["paragraphs"] for qa in par["qas"]]
+                    for doc in data for par in doc["paragraphs"] for qa in par["qas"]]
     except (ValueError, KeyError, TypeError) as e:
         raise Fatal(f"{flag} {path}: not an official SQuAD JSON file ({type(e).__name__}: {e})")
     if not examples:
@@ -232,8 +235,9 @@ def uncovered_questions(tok, examples, windows):
     """The questions whose windows stop before the end of their passage: no window holds the passage's last token.
 
     The windows of a question must, together, cover its passage. tokenizers 0.23.1 and 0.23.2 cut the overflow
-    short: on SQuAD v1.1 dev, 161 questions keep a second window that ends early and lose their third (10,753
-    windows instead of 10,784). Checked from the offsets: each passage, tokenized alone, ends at the end offset of
+    short: on SQuAD v1.1 dev the 183 questions that need several windows get at most two, the 31 that need three
+    lose their third, and the windows of 161 of them stop before the end of the passage (10,753 windows instead of
+    10,784). Checked from the offsets: each passage, tokenized alone, ends at the end offset of
     its last token, and some window of the question must reach it."""
     contexts = list(dict.fromkeys(ex["context"] for ex in examples))
     alone = tok(contexts, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
@@ -310,7 +314,7 @@ def encode_squad(tok, examples, max_len, stride):
 
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
 
-def best_span(start, end, passage_tokens, max_len=30):
+def best_span(start, end, passage_tokens, max_len=30):   # max_len: the longest answer (max_answer), not --max-len
     """max over i <= j of S.T_i + E.T_j, inside the passage, at most 30 tokens long"""
     best = None
     for i in passage_tokens:
@@ -385,8 +389,8 @@ def pad_batch(windows, idx, device):
 def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, procs=ALONE):
     """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
     Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
-    W = len(windows)
-    best, i_best, j_best, s_null = np.zeros(W), np.zeros(W, int), np.zeros(W, int), np.zeros(W)
+    n = len(windows)
+    best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
     batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[procs.rank::procs.world]
     with torch.inference_mode():
@@ -414,7 +418,8 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
 
 
 def best_per_question(examples, windows, scored):
-    """The best span over all windows of a question, its text, and s_null = the minimum over windows."""
+    """The best span over all windows of a question, its text, and s_null = the minimum over its windows (as
+    run_squad.py: the smallest null score of the question's features; its max-context check is not applied)."""
     out = [{"score": float("-inf"), "text": "", "s_null": float("inf")} for _ in examples]
     for w, win in enumerate(windows):
         q = out[win["example"]]
@@ -577,10 +582,12 @@ def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus):
 
 
 def exact_best_threshold(diff, score_ans, has_ans, nonempty):
-    """The best score over every distinct threshold, searched as evaluate-v2.0.py's find_best_thresh does:
-    start by answering nothing, then answer questions in order of decreasing s_hat - s_null. A question
-    with an answer gains its score; one without loses 1 if the prediction is not empty.
-    Returns the official threshold on s_null - s_hat and tau = -threshold."""
+    """The best score over every distinct threshold, searched as evaluate-v2.0.py's find_best_thresh does on
+    squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json: start by answering nothing, then answer
+    questions in order of decreasing s_hat - s_null. A question with an answer gains its score; one without loses
+    1 if the prediction is not empty. Returns the official threshold on s_null - s_hat and tau = -threshold. The
+    official rule answers iff s_null - s_hat <= threshold, that is s_hat - s_null >= tau: the question at the
+    threshold itself is answered, where the sweep's strict s_hat > s_null + tau would not answer it."""
     order = np.argsort(-diff, kind="stable")
     gains = np.where(has_ans, score_ans, np.where(nonempty, -1.0, 0.0))[order]
     totals = (~has_ans).sum() + np.concatenate([[0.0], np.cumsum(gains)])   # after answering the first k
@@ -591,8 +598,8 @@ def exact_best_threshold(diff, score_ans, has_ans, nonempty):
 
 
 def tau_grid(tau_min, tau_max, tau_step):
-    """The thresholds of the sweep: tau_min, tau_min + tau_step, ..., tau_max."""
-    n_steps = int(round((tau_max - tau_min) / tau_step))
+    """The thresholds of the sweep: tau_min, tau_min + tau_step, ..., up to tau_max (never past it)."""
+    n_steps = math.floor((tau_max - tau_min) / tau_step + 1e-9)
     return tau_min + tau_step * np.arange(n_steps + 1)
 
 

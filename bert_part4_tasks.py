@@ -558,7 +558,7 @@ class SpanExtraction:
     def __init__(self, name, max_len, stride, eval_batch_size=None):
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.hub = "rajpurkar/squad" if self.version == "1.1" else "rajpurkar/squad_v2"
+        self.hub = squad.HUB_DATASETS[self.version]
 
     @staticmethod
     def check(max_len, stride):

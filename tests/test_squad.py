@@ -350,3 +350,9 @@ def test_hub_rows_are_read_like_the_official_files(monkeypatch):
     monkeypatch.setattr(sq, "load_hub_dataset", lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
     ex = sq.read_squad(None, "2.0", "--v2-data")
     assert [(e["id"], e["golds"], e["impossible"]) for e in ex] == [("a", ["x", "y"], False), ("b", [], True)]
+
+
+def test_the_tau_grid_never_passes_tau_max():
+    assert sq.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
+    assert sq.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
+    assert sq.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(sq.tau_grid(0.1, 1.0, 0.3)) == 4
