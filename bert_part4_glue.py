@@ -188,7 +188,8 @@ def other_init(config, family, runs):
     for r in runs:
         settings = {k: v for k, v in r["settings"].items() if k != "init"}
         settings |= {"init": "random"} if other.init == "random" else {}
-        done = existing_result(results_path(other, Job(r["lr"], r["batch_size"], r["epochs"], r["seed"])), settings)
+        done = existing_result(results_path(other, Job(r["lr"], r["batch_size"], r["epochs"], r["seed"])), settings,
+                               ignore=("processes", "evals"))           # evaluations change no final number
         if done is None:
             return None
         found.append(scores(family, done["final"]))
