@@ -28,7 +28,7 @@ import zipfile
 import numpy as np
 
 from bert_part4_common import Fatal, Report, check_writable_dir, portable, write_atomic
-from bert_part4_runs import Job, existing_result, lr_tag, results_path
+from bert_part4_runs import Job, existing_result, lr_tag, results_path, settings_diff
 from bert_part4_tasks import (
     HF_DEV,
     METRIC_NAMES,
@@ -143,7 +143,7 @@ def check_table(path, settings):
     with open(path, encoding="utf-8") as f:
         saved = json.load(f).get("settings")
     if saved != settings:
-        diff = "; ".join(f"{k} {(saved or {}).get(k)!r} -> {v!r}" for k, v in settings.items() if (saved or {}).get(k) != v)
+        diff = settings_diff(saved, settings)
         raise Fatal(f"{portable(path)}: a table of other settings ({diff}); refusing to overwrite it: pass --run-tag or "
                     f"--results-dir, or delete it")
 
@@ -215,11 +215,7 @@ def average(values):
 
 def paper_columns():
     """Table 1's BERT-base row as {column: test score}: the nine columns its average is taken over."""
-    out = {}
-    for t in AVERAGED:
-        names = ["mnli-m", "mnli-mm"] if t == "mnli" else [t]
-        out |= dict(zip(names, TASKS[t].paper_test))
-    return out
+    return columns({t: {"dev": TASKS[t].paper_test} for t in AVERAGED})
 
 
 def setting(row, args):

@@ -259,9 +259,8 @@ class Run:
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
         if saved != self.settings:
-            diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in self.settings.items() if saved.get(k) != v]
-            raise Fatal(f"{path}: a checkpoint from other settings ({'; '.join(diff)}): refusing to resume from it; "
-                        f"delete it to start this run over")
+            raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
+                        f"resume from it; delete it to start this run over")
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["opt"])
         sched.load_state_dict(ckpt["sched"])
@@ -286,6 +285,12 @@ def shard(idx, team):
 
 
 # --- many runs: grids, seeds, and whole runs spread over processes ---
+
+def settings_diff(saved, ours, ignore=()):
+    """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
+    saved = saved or {}
+    return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)
+
 
 def existing_result(path, settings, ignore=("processes",)):
     """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
@@ -538,9 +543,9 @@ def check_not_overwritten(config, jobs, family, train_rows, dtype):
         if saved is None:
             raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                         f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
-        diff = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k != "processes" and saved.get(k) != v]
+        diff = settings_diff(saved, ours, ignore=("processes",))
         if diff:
-            raise Fatal(f"{portable(path)}: holds a result of other settings ({'; '.join(diff)}); refusing to overwrite "
+            raise Fatal(f"{portable(path)}: holds a result of other settings ({diff}); refusing to overwrite "
                         f"it: pass --run-tag or --results-dir, or delete it")
 
 
