@@ -172,7 +172,7 @@ def end_processes():
         dist.destroy_process_group()
 
 
-def all_agree(procs, work):
+def all_agree(team, work):
     """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
     one line (no process is left waiting for the others)."""
     error = None
@@ -182,8 +182,8 @@ def all_agree(procs, work):
         error, result = (str(e), e.code), None
     except OSError as e:                              # an unreadable file: as clear as any other bad input
         error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
-    if procs.world > 1:
-        errors = [None] * procs.world
+    if team.world > 1:
+        errors = [None] * team.world
         dist.all_gather_object(errors, error)
         error = next((e for e in errors if e), None)
     if error:
@@ -191,18 +191,18 @@ def all_agree(procs, work):
     return result
 
 
-def gather(procs, obj):
+def gather(team, obj):
     """Every process's obj, in rank order, on every process."""
-    if procs.world == 1:
+    if team.world == 1:
         return [obj]
-    out = [None] * procs.world
+    out = [None] * team.world
     dist.all_gather_object(out, obj)
     return out
 
 
-def summed(procs, t):
+def summed(team, t):
     """The sum of a tensor over the processes (the tensor itself when alone)."""
-    if procs.world > 1:
+    if team.world > 1:
         t = t.clone()
         dist.all_reduce(t)
     return t
@@ -415,21 +415,52 @@ class Report:
             print(line, flush=True)
         self.lines.append(line)
 
-    def save(self, payload, args=None, argv=None, device=None):
-        """Write results/<name>.log and results/<name>.json, each atomically."""
+    def say_again(self, lines):
+        """The lines of an interrupted run, printed and kept again (a resumed run's log continues them)."""
+        for line in lines:
+            self.say(line)
+
+    def save(self, payload, cli=None, device=None):
+        """Write results/<name>.log and results/<name>.json, each atomically. cli: the command line as recorded by
+        command_line."""
         payload = dict(payload)
-        payload["run"] = {
-            "argv": [portable(a) for a in list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:])],
-            "config": {k: portable(v) for k, v in vars(args).items()} if args is not None else None,
-            "device": str(device) if device is not None else None,
-            "seconds": round(time.time() - self.started, 3),
-            "versions": library_versions(),
-        }
+        payload["run"] = {**(cli or command_line(None, None)), "device": str(device) if device is not None else None,
+                          "seconds": round(time.time() - self.started, 3), "versions": library_versions()}
         os.makedirs(self.results_dir, exist_ok=True)
         base = os.path.join(self.results_dir, self.name)
         write_atomic(base + ".log", "\n".join(self.lines) + "\n")
         write_atomic(base + ".json", json.dumps(payload, indent=2, default=_jsonable) + "\n")
         return base + ".json"
+
+
+def command_line(argv, flags):
+    """What a results file records of the command that made it: its argv and its parsed flags (a dict), each with
+    local paths made portable."""
+    return {"argv": [portable(a) for a in list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:])],
+            "config": {k: portable(v) for k, v in flags.items()} if flags is not None else None}
+
+
+def read_results(path):
+    """The results JSON at path, or None when there is none. A file there that is not one (e.g. left with
+    merge-conflict markers) stops the command with one line naming it; it is left as it is."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise Fatal(f"{portable(path)}: not a results file (not JSON: {getattr(e, 'msg', e)}); left as it is: move "
+                    f"it away or delete it, then run again")
+    if not isinstance(saved, dict):
+        raise Fatal(f"{portable(path)}: not a results file (JSON, but not an object); left as it is: move it away or "
+                    f"delete it, then run again")
+    return saved
+
+
+def not_a_script(name, run):
+    """What a module of the suite says when it is run as a script: which script to run instead (exit 2)."""
+    say_error(f"{name} is a module, not a script: run {run}")
+    return 2
 
 
 def check_model_target(path, flag):
@@ -577,3 +608,8 @@ def line_plot(path, x, series, xlabel, ylabel=None, right=None):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("bert_part4_common.py", "bert_part4_finetune.py, bert_part4_squad.py, bert_part4_heads.py or "
+                                                  "bert_part4_math.py (each with --help)"))

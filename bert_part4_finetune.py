@@ -24,8 +24,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -44,6 +43,7 @@ from bert_part4_common import (
     autocast,
     autocast_dtype,
     check_positive,
+    command_line,
     line_plot,
     load_pretrained,
     portable,
@@ -52,15 +52,14 @@ from bert_part4_common import (
     start_processes,
 )
 from bert_part4_runs import (
+    Config,
     Fit,
     Job,
     Run,
     collate,
-    config_of,
     epoch_batches,
     lr_tag,
     model_folders,
-    refuse_ignored,
     run_command,
     run_name,
     run_settings,
@@ -96,6 +95,7 @@ ARTICLE_BEFORE = {"sst2": "dev accuracy 0.4908", "mrpc": "dev accuracy 0.3162"}
 ARTICLE_SETTING = "bert-base-uncased, batch 32, 3 epochs, seed 0"
 ARTICLE_RUN = (32, 3, 0)               # the article's batch size, epochs and seed: its numbers are for these only
 ARTICLE_MODEL = "bert-base-uncased"
+PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"
 GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
 
@@ -109,6 +109,11 @@ def grid_size(name):
     product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
     return (f"grid {name} ({'paper A.3' if name == 'a3' else 'paper §4.1'}): "
             + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named) + f"{product} = {len(runs)} runs")
+
+
+def article_setting(job, init):
+    """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
+    return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
 
 
 def article_final(task, lr):
@@ -179,30 +184,32 @@ def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False)
     seed_everything(job.seed)
     model = new_model(family, config).to(device)    # e.g. BertForSequenceClassification.from_pretrained(model, num_labels=2)
     model.train()
-    n, wd, cuda = len(data["train"]["input_ids"]), config.weight_decay, device.type == "cuda"
+    train, wd, cuda = data["train"]["input_ids"], config.weight_decay, device.type == "cuda"
     groups = decay_groups(model, wd)
     opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=cuda)    # no decay on biases and LayerNorm
-    steps = job.epochs * math.ceil(n / job.batch_size)                          # epochs x batches of one epoch
+    steps = job.epochs * math.ceil(len(train) / job.batch_size)    # the article's 3 * math.ceil(len(train) / 32)
     warm = int(config.warmup * steps)                                           # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     run = Run(team, device, os.path.join(config.results_dir, name + ".checkpoint"),
-              run_settings(config, job, family, n, dtype, team))
+              run_settings(config, job, family, len(train), dtype, team))
     fit = Fit(model, opt, sched, family, data, device, dtype, run, report)
     state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps)
-    seconds = train_loop(fit, job, config, state, steps)
-    return finish(fit, job, config, state, steps, warm, seconds) if team.main else None
+    curve, seconds = train_loop(fit, job, config, state, steps)
+    return finish(fit, job, config, state["before"], curve, steps, warm, seconds) if team.main else None
 
 
 def train_loop(fit, job, config, state, steps):
-    """The article's loop over the batches of every epoch, from the step the run stands at: a training step, the dev
-    scores at each evaluation, a checkpoint. Returns its seconds (those of an interrupted run included)."""
+    """The article's loop over the batches of every epoch, from the step the run stands at (state): a training step,
+    the dev scores at each evaluation, a checkpoint. Returns the learning curve and the seconds (those of an
+    interrupted run included)."""
     train, run, model, report = fit.data["train"], fit.run, fit.model, fit.report
     batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
         len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
         start=1) for idx in in_epoch]
     eval_every = max(1, steps // config.evals_of(job))
     ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
+    curve = list(state["curve"])
     loss_fn = LOSSES[fit.family.kind]
     with run, tqdm(total=steps, initial=step, desc=report.name, unit="step", file=sys.stderr, leave=False,
                    disable=report.quiet) as bar:
@@ -214,10 +221,10 @@ def train_loop(fit, job, config, state, steps):
             step += 1
             bar.update()
             if step % eval_every == 0 or step == steps:
-                state["curve"].append(evaluation(fit, step, epoch, steps, job.lr, t0))
+                curve.append(evaluation(fit, step, epoch, steps, job.lr, t0))
             run.after_step(step, steps, eval_every, model, fit.opt, fit.sched, {
-                "curve": state["curve"], "before": state["before"], "lines": report.lines, "elapsed": time.time() - t0})
-    return time.time() - t0
+                "curve": curve, "before": state["before"], "lines": list(report.lines), "elapsed": time.time() - t0})
+    return curve, time.time() - t0
 
 
 def train_step(model, batch, opt, sched, clip, dtype, loss_fn):
@@ -241,7 +248,7 @@ def begin(fit, job, config, warm, steps):
     before = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
     fresh = fit.family.fresh if config.init == "pretrained" else "every weight random, --init random"
     fit.report.say(f"before fine-tuning ({fresh}): {fit.family.format(before) if main else ''}"
-                   + fit.family.baseline(fit.data["train"], fit.data["devs"])
+                   + fit.family.baseline(fit.data["majority"], fit.data["devs"])
                    + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE and
                       config.init == "pretrained" else ""))
     return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
@@ -258,18 +265,18 @@ def evaluation(fit, step, epoch, steps, lr, t0):
     return point
 
 
-def finish(fit, job, config, state, steps, warm, seconds):
+def finish(fit, job, config, before, curve, steps, warm, seconds):
     """The FINAL line, the results JSON and log, the model kept when asked, and the learning curve."""
-    family, report, curve, final = fit.family, fit.report, state["curve"], state["curve"][-1]["dev"]
+    family, report, final = fit.family, fit.report, curve[-1]["dev"]
     report.say(final_line(config.task, family, job, final, seconds, config.init))
-    best = max(curve, key=lambda c: family.headline(c["dev"]))
-    if family.headline(best["dev"]) > family.headline(final):
-        report.say(f"(best dev {family.headline_name} seen during training: {family.headline(best['dev']):.4f} at step "
+    best = best_seen(curve, family)
+    if family.selection(best["dev"]) > family.selection(final):
+        report.say(f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} at step "
                    f"{best['step']}; not the result: the result is the model at the end of training, since picking the "
                    f"best checkpoint by its dev score would flatter the dev score)")
     result = {"name": report.name, "task": config.task, "model": portable(config.model), "lr": job.lr,
               "batch_size": job.batch_size, "epochs": job.epochs, "steps": steps, "warmup_steps": warm, "seed": job.seed,
-              "device": str(fit.device), "before": state["before"], "final": final, "curve": curve,
+              "device": str(fit.device), "before": before, "final": final, "curve": curve,
               "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **family.summary(fit.data["train"]), "settings": fit.run.settings}
@@ -279,12 +286,18 @@ def finish(fit, job, config, state, steps, warm, seconds):
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     if config.test_dir:                   # --glue-submission: this run's test-set predictions, for the chosen one
         result["test_predictions"] = glue.predict_tests(fit, config.test_dir, report)
-    report.save(result, args=config.cli, argv=fit.data["argv"], device=fit.device)
-    fit.run.finish()
+    report.save(result, cli=config.cli, device=fit.device)
+    fit.run.remove_checkpoint()
     line_plot(os.path.join(config.results_dir, report.name + "_curve.png"), [c["step"] for c in curve],
               {"train loss": [c["train_loss"] for c in curve]}, "step",
               right=("dev score", [family.headline(c["dev"]) for c in curve]))
     return result
+
+
+def best_seen(curve, family):
+    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
+    the first of any ties: reported beside the result, never taken for it."""
+    return max(curve, key=lambda c: family.selection(c["dev"]))
 
 
 def preamble(config, fit, job, steps, warm):
@@ -302,6 +315,7 @@ def preamble(config, fit, job, steps, warm):
                  f"padding" + (", batches grouped by length (paper: random batches)" if config.grouped else "")
                  + f"; model {portable(config.model)}" + (", random weights (--init random)" if config.init == "random"
                                                           else "") + f", article: {ARTICLE_MODEL})")
+    lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
     return lines
 
 
@@ -310,7 +324,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
     ours) and the published ones, labelled."""
     line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
-    article_run = (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
+    article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
         line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
@@ -343,11 +357,12 @@ def restarts(task, lr, seeds, family, results, report):
             "summary": summary}
 
 
-def grid(name, task, seeds, family, results, report):
+def grid(name, task, seeds, family, results, report, init="pretrained"):
     """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
     CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first."""
     if seeds:
-        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name}:")
+        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
+                   f"(paper, BERT-large: the best of several restarts on dev):")
         points = {}
         for r in results:
             points.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(family.selection(r["final"]))
@@ -357,33 +372,76 @@ def grid(name, task, seeds, family, results, report):
     ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
     report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
     for r in ranked:
-        article_run = (r["batch_size"], r["epochs"], r["seed"]) == ARTICLE_RUN
+        article_run = article_setting(Job(r["lr"], r["batch_size"], r["epochs"], r["seed"]), init)
         report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
                    f"({r['seconds']:.0f} s)" + (article_final(task, r["lr"]) if article_run else ""))
     return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
                                    for r in ranked]}
 
 
-def task_runs(args, argv, device, dtype, procs, summarise=True, report=None):
-    """Every run the flags ask for on one task (with --grid, --seeds or glue, those done are skipped), then the summary
-    of --seeds or --grid (glue: its report). Returns the runs' results (on rank 0), the task's family, the Config."""
-    config = config_of(args, RECIPES[args.task], FAMILIES[args.task], glue.runs_folder(args.glue_submission))
-    family = FAMILIES[args.task](args.task, args.max_len, args.stride, args.eval_batch_size)
-    jobs = planned_runs(args.grid, args.seeds, args.seed, args.lr, args.batch_size, args.epochs)
-    report = report or Report(summary_name(config, args.grid, args.seeds, jobs[0]), config.results_dir, quiet=not procs.main)
-    header = [grid_size(args.grid) + (f", x {args.seeds} seeds = {len(jobs)} runs" if args.seeds else "")] if args.grid else []
-    results = run_command(config, family, jobs, Sources.of(args), argv, fine_tune, (device, dtype, procs), args.parallel,
-                          report, header, summarise and config.many)
-    if summarise and config.many and procs.main:
-        payload = (grid(args.grid, config.task, args.seeds, family, results, report) if args.grid else
-                   restarts(config.task, jobs[0].lr, args.seeds, family, results, report))
-        report.save({"task": config.task, "model": portable(config.model), **payload}, args=args, argv=argv, device=device)
-    return results, family, config
+def for_task(command, task):
+    """One task's share of a command: what its runs share (the recipe's evaluations and grouping for the task; the
+    glue command evaluates MNLI and QQP once per epoch), its head family, and where its data comes from."""
+    family, recipe = FAMILIES[task](task, *command.shape), RECIPES[task]
+    evals = command.evals_flag if command.evals_flag is not None else (
+        0 if command.table and task in glue.ONCE_PER_EPOCH else recipe.evals)
+    grouped = {"on": True, "off": False}.get(command.group_by_length, family.grouped)
+    config = replace(command.config, task=task, evals=evals, grouped=grouped, defaults=(recipe.batch_size, recipe.epochs))
+    return config, family, replace(command.sources, task=task)
+
+
+def task_runs(command, task, where, report=None, summarise=True):
+    """Every run the command asks for on one task (with --grid, --seeds or glue, those done are skipped), then the
+    summary of --seeds or --grid (glue: its table's report). where: (device, dtype, processes). Returns the runs'
+    results (on rank 0), the task's family and Config, and the data (its sizes and majority class)."""
+    config, family, sources = for_task(command, task)
+    jobs, team = command.jobs, where[2]
+    report = report or Report(summary_name(config, command.grid, command.seeds, jobs[0]), config.results_dir,
+                              quiet=not team.main)
+    header = [(f"{task}: " if command.table else "") + grid_size(command.grid)
+              + (f", x {command.seeds} seeds = {len(jobs)} runs" if command.seeds else "")] if command.grid else []
+    results, data = run_command(config, family, jobs, sources, fine_tune, where, command.parallel, report, header,
+                                summarise and config.many)
+    if summarise and config.many and team.main:
+        payload = (grid(command.grid, task, command.seeds, family, results, report, config.init) if command.grid else
+                   restarts(task, jobs[0].lr, command.seeds, family, results, report))
+        report.save({"task": task, "model": portable(config.model), **payload}, cli=config.cli, device=where[0])
+    return results, family, config, data
 
 
 # --- The command line: the article's commands, every input checked before any work ---
 
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
+
+
+@dataclass(frozen=True)
+class Command:
+    """What one command line asks, its flags checked and turned into settings once (parse_args): every function
+    below main takes what it reads from here, never the flags."""
+    tasks: tuple            # the task; the glue command's tasks
+    config: Config          # what every run shares (each task's evaluations and grouping: for_task)
+    jobs: tuple             # every run of each task: the grid's settings (or the one given), with each seed
+    sources: object         # where the data comes from (Sources; the task set by for_task)
+    grid: str
+    seeds: int
+    parallel: str
+    evals_flag: int         # --evals as given; None: the recipe's
+    group_by_length: str
+    shape: tuple            # (max_len, stride, eval_batch_size) of the head family
+    lr: float               # the learning rate, batch size and epochs given (or the paper's): the one run's
+    batch_size: int
+    epochs: int
+    table: object = None    # the glue command: its GlueTable (bert_part4_glue.py)
+    where: tuple = ("auto", "auto", "auto")   # --device, --backend, --dtype
+
+    @property
+    def max_len(self):
+        return self.shape[0]
+
+    @property
+    def evals(self):
+        """Dev evaluations of the first task's runs: --evals, else the recipe's (0 in the recipe: once per epoch)."""
+        return for_task(self, self.tasks[0])[0].evals_of(self.jobs[0])
 
 
 def paper_defaults(field, text=str):
@@ -423,10 +481,13 @@ def build_parser():
     p.add_argument("--stride", type=int, help="SQuAD: tokens two windows share (default 128, as bert_part4_squad.py)")
     p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (default 0.1, run_classifier.py)")
     p.add_argument("--weight-decay", type=float, default=0.01,
-                   help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2)")
+                   help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2); AdamW is torch's, eps "
+                        "1e-8 with bias correction (paper: " + PAPER_OPTIMISER + ")")
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0, run_classifier.py)")
     p.add_argument("--seed", type=int, help="the one fixed seed (default 0; restarts: --seeds)")
-    p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts)")
+    p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); "
+                                             "with --grid or glue, each setting is chosen by its mean over the seeds "
+                                             "(paper, BERT-large: the best restart on dev)")
     p.add_argument("--grid", choices=sorted(GRIDS), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3); "
                                                          "with --seeds, every setting with every seed")
     p.add_argument("--evals", type=int, help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as the "
@@ -450,49 +511,106 @@ def build_parser():
     return p
 
 
-def parse_args(argv):
-    args = build_parser().parse_intermixed_args(argv)
-    args.task = args.task.lower().replace("-", "")
-    args.task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(args.task, args.task)
-    args.glue = args.task == "glue"
-    if args.task not in RECIPES and not args.glue:
-        raise Fatal(f"unknown task '{args.task}': choose one of {', '.join(RECIPES)}, or glue")
-    refuse_ignored(args, FAMILIES["cola" if args.glue else args.task].takes)
-    args.tasks = glue.task_list(args.tasks) if args.glue else None
-    args.grid = args.grid or ("glue" if args.glue and args.lr is None else None)   # glue: the paper's selection
-    recipe, family = (RECIPES["cola"], FAMILIES["cola"]) if args.glue else (RECIPES[args.task], FAMILIES[args.task])
+def refuse_ignored(task, takes, given):
+    """A flag this command would not use is refused in one line, never ignored. takes: the data flags of the task's
+    family (GLUE and SWAG --data-dir; SQuAD --train-data, --dev-data, --stride); given: the flags' values."""
+    for name in ("data_dir", "train_data", "dev_data", "stride"):
+        if given[name] is not None and name not in takes:
+            flag = "--" + name.replace("_", "-")
+            raise Fatal(f"{flag}: {task} does not take it ({', '.join('--' + t.replace('_', '-') for t in takes)} "
+                        f"{'does' if len(takes) == 1 else 'do'})")
+    if given["grid"] and given["lr"] is not None:
+        raise Fatal(f"--grid {given['grid']} tries its own learning rates: drop the learning rate {given['lr']}, or drop "
+                    f"--grid")
+    if given["grid"] == "a3" and (given["batch_size"] or given["epochs"]):
+        raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
+    if given["seeds"] and given["seed"] is not None:
+        raise Fatal(f"--seeds {given['seeds']} runs the seeds 0..{given['seeds'] - 1}: drop --seed {given['seed']}")
+    for flag, value in (("--tasks", given["tasks"]), ("--glue-submission", given["glue_submission"])):
+        if value is not None and task != "glue":
+            raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
+
+
+def learning_rate(text, default):
+    """The positional learning rate: a positive number (the recipe's when not given)."""
     try:
-        args.lr = float(args.lr) if args.lr is not None else recipe.lr
+        lr = float(text) if text is not None else default
     except ValueError:
-        raise Fatal(f"learning rate '{args.lr}' is not a number (e.g. 2e-5)")
-    if not (math.isfinite(args.lr) and args.lr > 0):
-        raise Fatal(f"learning rate {args.lr}: must be a positive number (e.g. 2e-5)")
-    check_positive({f"--{name.replace('_', '-')}": getattr(args, name) for name in (
-        "batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples", "max_dev_examples")})
-    check_positive({"--stride": args.stride or None})
-    args.stride = 128 if args.stride is None else args.stride
-    args.seed = args.seed or 0
-    args.batch_size = args.batch_size or recipe.batch_size
-    args.epochs = args.epochs or recipe.epochs
-    args.max_len = args.max_len or recipe.max_len
-    args.evals_flag, args.evals = args.evals, args.evals or recipe.evals or args.epochs   # the flag: None = the recipe's
-    args.eval_batch_size = args.eval_batch_size or family.eval_batch_size
-    family.check(args.max_len, args.stride)
-    if args.dtype == "fp16":
+        raise Fatal(f"learning rate '{text}' is not a number (e.g. 2e-5)")
+    if not (math.isfinite(lr) and lr > 0):
+        raise Fatal(f"learning rate {lr}: must be a positive number (e.g. 2e-5)")
+    return lr
+
+
+def check_training(dtype, warmup, weight_decay, clip):
+    if dtype == "fp16":
         raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
-    if not 0 <= args.warmup < 1 or args.weight_decay < 0 or args.clip <= 0:
+    if not 0 <= warmup < 1 or weight_decay < 0 or clip <= 0:
         raise Fatal("--warmup must be in [0, 1), --weight-decay >= 0 and --clip > 0")
-    return args
+
+
+def parse_args(argv):
+    """The command line, checked, as the Command every function below takes its settings from."""
+    a = build_parser().parse_intermixed_args(argv)
+    task = a.task.lower().replace("-", "")
+    task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(task, task)
+    if task not in RECIPES and task != "glue":
+        raise Fatal(f"unknown task '{task}': choose one of {', '.join(RECIPES)}, or glue")
+    recipe, family = RECIPES.get(task, RECIPES["cola"]), FAMILIES.get(task, FAMILIES["cola"])
+    refuse_ignored(task, family.takes, vars(a))
+    check_positive({f"--{name.replace('_', '-')}": getattr(a, name) for name in (
+        "batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples", "max_dev_examples")})
+    check_positive({"--stride": a.stride or None})
+    check_training(a.dtype, a.warmup, a.weight_decay, a.clip)
+    tasks = glue.task_list(a.tasks) if task == "glue" else [task]
+    resolved = {"task": task, "lr": learning_rate(a.lr, recipe.lr), "grid": a.grid or ("glue" if task == "glue" and a.lr
+            is None else None), "seed": a.seed or 0, "batch_size": a.batch_size or recipe.batch_size,
+            "epochs": a.epochs or recipe.epochs, "max_len": a.max_len or recipe.max_len,
+                "stride": 128 if a.stride is None else a.stride,
+            "eval_batch_size": a.eval_batch_size or family.eval_batch_size}      # the paper's where not given
+    family.check(resolved["max_len"], resolved["stride"])
+    v = {**vars(a), **resolved}
+    many = bool(v["seeds"] or v["grid"])
+    config = Config(task, v["model"], v["warmup"], v["weight_decay"], v["clip"], recipe.evals, family.grouped,
+                    v["results_dir"], v["run_tag"], v["save_model"], many, bool(v["seeds"]), v["max_train_examples"],
+                    v["max_dev_examples"], command_line(argv, v), (recipe.batch_size, recipe.epochs), v["init"],
+                    many or task == "glue", glue.runs_folder(v["glue_submission"]))
+    return Command(tasks, config, planned_runs(v["grid"], v["seeds"], v["seed"], v["lr"], v["batch_size"], v["epochs"]),
+                   Sources(task, v["data_dir"], v["train_data"], v["dev_data"]), v["grid"], v["seeds"], v["parallel"],
+                   a.evals, v["group_by_length"], (v["max_len"], v["stride"], v["eval_batch_size"]), v["lr"],
+                   v["batch_size"], v["epochs"], glue_table(tasks, v, a.evals) if task == "glue" else None,
+                   (v["device"], v["backend"], v["dtype"]))
+
+
+def glue_table(tasks, flags, evals):
+    """The glue command's settings from its checked flags (parse_args'): what its table is of and depends on."""
+    recorded = {"model": portable(flags["model"]), "data_dir": portable(flags["data_dir"]),
+                **{k: flags[k] for k in glue.TABLE_KEYS}}
+    if flags["grid"]:                                  # no rate was given: each task's is chosen from the grid
+        recorded["lr"] = f"chosen per task on dev from grid {flags['grid']}"
+    cuts = {"--max-train-examples": flags["max_train_examples"], "--max-dev-examples": flags["max_dev_examples"],
+            "--evals": evals}
+    return glue.GlueTable(tasks, flags["lr"], flags["grid"], flags["batch_size"], flags["epochs"], flags["seeds"],
+                          flags["init"], flags["model"], flags["data_dir"], flags["results_dir"], flags["run_tag"],
+                          flags["glue_submission"], cuts, recorded)
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    device, procs = start_processes(args.device, args.backend)
-    dtype = autocast_dtype(device, args.dtype)
-    if args.glue:               # every GLUE task, the learning rate chosen on dev, beside the paper's Table 1 (§4.1)
-        return glue.glue_table(args, argv, partial(task_runs, argv=argv, device=device, dtype=dtype, procs=procs),
-                               procs, device)
-    task_runs(args, argv, device, dtype, procs)
+    command = parse_args(argv)
+    device, team = start_processes(*command.where[:2])
+    where = (device, autocast_dtype(device, command.where[2]), team)
+    if command.table is None:
+        task_runs(command, command.tasks[0], where)
+        return 0
+    table = command.table       # every GLUE task, the learning rate chosen on dev, beside the paper's Table 1 (§4.1)
+    run, absent = glue.runnable(table)
+    report = glue.start(table, run, absent, team)
+    rows = {}
+    for t in run:
+        results, family, config, data = task_runs(command, t, where, report, summarise=False)
+        rows[t] = glue.choose(results, family, config, data) if team.main else None
+    if team.main:
+        glue.finish(table, rows, absent, report, command.config.cli, device)
     return 0
 
 

@@ -18,17 +18,25 @@ ends, so no model has to be kept to reach the test set after the choice (a BERT-
 is 36 runs); the cost is one forward pass over the test sets per run.
 """
 
-import argparse
 import dataclasses
-import json
 import os
 import statistics
+import sys
 import zipfile
+from dataclasses import dataclass
 
 import numpy as np
 
-from bert_part4_common import Fatal, Report, check_writable_dir, portable, write_atomic
-from bert_part4_runs import Job, existing_result, lr_tag, results_path, settings_diff
+from bert_part4_common import Fatal, Report, check_writable_dir, not_a_script, portable, preflight, write_atomic
+from bert_part4_runs import (
+    Job,
+    check_not_replaced,
+    existing_result,
+    file_name,
+    lr_tag,
+    results_path,
+    unless_paper,
+)
 from bert_part4_tasks import (
     HF_DEV,
     METRIC_NAMES,
@@ -38,9 +46,10 @@ from bert_part4_tasks import (
     QNLI_VERSION,
     TASKS,
     Sources,
+    label_name,
     paper_test_text,
     predict_logits,
-    read_tests,
+    test_problems,
 )
 
 ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%
@@ -79,83 +88,112 @@ def runs_folder(submission):
     return os.path.join(submission, "runs") if submission else None
 
 
-def table_name(args):
+@dataclass(frozen=True)
+class GlueTable:
+    """The glue command's settings (bert_part4_finetune.parse_args makes it once): what its table is of."""
+    tasks: list             # --tasks, in GLUE's order
+    lr: float               # the learning rate given, or the recipe's (under a grid: not in the table's name)
+    grid: str               # "glue" (the paper's choice of lr), "a3", or None (the lr given, no choice)
+    batch_size: int
+    epochs: int
+    seeds: int
+    init: str
+    model: str
+    data_dir: str
+    results_dir: str
+    run_tag: str
+    submission: str         # --glue-submission: where the GLUE server's files go
+    cuts: dict              # the flags that cut its runs ({"--max-train-examples": 200, ...}, None where not given)
+    settings: dict          # what its numbers depend on beyond its name (TABLE_KEYS): a table of others is not replaced
+
+
+TABLE_KEYS = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay", "clip",
+              "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
+
+
+def table_name(table):
     """part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
-    apart."""
-    name = "part4_glue_table" + ("" if args.grid else f"_lr{lr_tag(args.lr)}")
-    if args.grid != "a3":
-        name += (f"_bs{args.batch_size}" if args.batch_size != 32 else "") + (f"_ep{args.epochs}" if args.epochs != 3
-                                                                              else "")
-    name += ("_grid_a3" if args.grid == "a3" else "") + (f"_seeds{args.seeds}" if args.seeds else "")
-    return name + ("_random-init" if args.init == "random" else "") + (f"_{args.run_tag}" if args.run_tag else "")
+    apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
+    a3 = table.grid == "a3"
+    return file_name("glue_table", None if table.grid else table.lr,
+                     None if a3 else unless_paper(table.batch_size, 32), None if a3 else unless_paper(table.epochs, 3),
+                     grid="a3" if a3 else None, seeds=table.seeds, init=table.init, tag=table.run_tag)
 
 
-# --- The command: every task's runs, the choice on dev, the table, the test-server files ---
+# --- The command: which tasks can run, every input checked up front, then each task's runs and their choice ---
 
-def glue_table(args, argv, run_task, procs, device):
-    """Every task's runs (run_task(args of one task) -> results, family, config), the best setting of each on
-    dev, the table beside Table 1, and with --glue-submission the server's files. Before any training: which tasks
-    have data, the submission folder and the test files in --data-dir, a table of other settings in the way; each
-    task's own inputs (its data, results of other settings) are checked before its first run."""
-    absent = {t: why for t in args.tasks if (why := missing_data(t, args.data_dir))}
-    run = [t for t in args.tasks if t not in absent]
-    if args.data_dir is not None and not os.path.isdir(args.data_dir):
-        raise Fatal(f"--data-dir {args.data_dir}: no such directory")
+def runnable(table):
+    """The tasks that can run (those whose files are in --data-dir, every one from the Hub) and why the others
+    cannot; none at all stops the command."""
+    if table.data_dir is not None and not os.path.isdir(table.data_dir):
+        raise Fatal(f"--data-dir {table.data_dir}: no such directory")
+    absent = {t: why for t in table.tasks if (why := missing_data(t, table.data_dir))}
+    run = [t for t in table.tasks if t not in absent]
     if not run:
         raise Fatal(f"no GLUE task can run: {'; '.join(f'{t}: {why}' for t, why in absent.items())}")
-    if args.glue_submission:
-        check_writable_dir(args.glue_submission, "--glue-submission")
-        for t in run if args.data_dir else []:           # the test files' columns, before any training
-            read_tests(Sources(t, args.data_dir))
-    report = Report(table_name(args), args.results_dir, quiet=not procs.main)
-    settings = table_settings(args, run)
-    check_table(os.path.join(args.results_dir, report.name + ".json"), settings)
-    report.say(f"GLUE (paper §4.1): {len(run)} of {len(args.tasks)} tasks run ({', '.join(run)})"
+    return run, absent
+
+
+def start(table, run, absent, team):
+    """Before any training: the submission folder and every test file in --data-dir (each problem in one message),
+    a table of other settings in the way; then the table's first lines. Each task's own inputs (its data, results of
+    other settings) are checked before its first run. Returns the table's report."""
+    if table.submission:
+        check_writable_dir(table.submission, "--glue-submission")
+        preflight([p for t in run for p in test_problems(Sources(t, table.data_dir))])
+    report = Report(table_name(table), table.results_dir, quiet=not team.main)
+    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table.settings},
+                       "a table of other settings")
+    report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
-    report.say(selection_line(args))
-    rows = {}
-    for t in run:
-        task_args = argparse.Namespace(**{**vars(args), "task": t, "evals_flag": args.evals_flag if args.evals_flag
-                                          is not None else (0 if t in ONCE_PER_EPOCH else None)})
-        results, family, config = run_task(task_args, summarise=False, report=report)
-        rows[t] = choose(results, family, config) if procs.main else None
-    if not procs.main:
-        return 0
-    payload = {**table(rows, absent, args, report), "settings": settings}
-    if args.glue_submission:
-        payload["submission"] = write_submission(args.glue_submission, rows, report)
-    report.save(payload, args=args, argv=argv, device=device)
-    write_atomic(os.path.join(args.results_dir, report.name + ".md"), markdown(payload, args))
-    return 0
+    report.say(selection_line(table))
+    return report
 
 
-def table_settings(args, run):
-    """What the table's numbers depend on beyond its name: a table of other settings is never replaced."""
-    keys = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay", "clip",
-            "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
-    return {"tasks": run, "model": portable(args.model), "data_dir": portable(args.data_dir),
-            **{k: getattr(args, k) for k in keys}}
+def finish(table, rows, absent, report, cli, device):
+    """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
+    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table.settings}}
+    if table.submission:
+        payload["submission"] = write_submission(table.submission, rows, report)
+    base = os.path.join(table.results_dir, report.name)
+    report.say(f"written: {os.path.join(portable(table.results_dir), report.name)}.log, .json, .md" + (
+        f"; the GLUE server's files: {portable(table.submission)}/ ({len(payload['submission']['files'])} files) and "
+        f"{payload['submission']['zip']}" if table.submission else ""))
+    report.save(payload, cli=cli, device=device)
+    write_atomic(base + ".md", markdown(payload, table))
 
 
-def check_table(path, settings):
-    if not os.path.isfile(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f).get("settings")
-    if saved != settings:
-        diff = settings_diff(saved, settings)
-        raise Fatal(f"{portable(path)}: a table of other settings ({diff}); refusing to overwrite it: pass --run-tag or "
-                    f"--results-dir, or delete it")
-
-
-def selection_line(args):
-    if args.grid is None:
-        return (f"learning rate {lr_tag(args.lr)} for every task, as given: no selection (paper: the best of 5e-5, "
-                f"4e-5, 3e-5, 2e-5 on dev); batch {args.batch_size}, {args.epochs} epochs")
-    what = "learning rate (5e-5, 4e-5, 3e-5, 2e-5)" if args.grid == "glue" else "setting of grid a3 (paper A.3)"
+def selection_line(table):
+    if table.grid is None:
+        return (f"learning rate {lr_tag(table.lr)} for every task, as given: no selection (paper: the best of 5e-5, "
+                f"4e-5, 3e-5, 2e-5 on dev); batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}")
+    what = "learning rate (5e-5, 4e-5, 3e-5, 2e-5)" if table.grid == "glue" else "setting of grid a3 (paper A.3)"
     return (f"the best {what} of each task, chosen on dev in Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, "
-            f"Spearman for STS-B, accuracy otherwise)" + (f", the mean over {args.seeds} seeds" if args.seeds else "")
-            + (f"; batch {args.batch_size}, {args.epochs} epochs" if args.grid == "glue" else ""))
+            f"Spearman for STS-B, accuracy otherwise)" + (
+                f", the mean over {table.seeds} seeds (paper: for BERT-large, the best of several random restarts on "
+                f"dev)" if table.seeds else "")
+            + (f"; batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}" if table.grid == "glue" else ""))
+
+
+def plural(n):
+    return "" if n == 1 else "s"
+
+
+def cut_line(rows, table):
+    """'cut runs, not the paper's: RTE 200 of 2,490 training examples, 50 of 277 dev examples; ...; 3 dev evaluations
+    per run (--evals)': what a table of cut runs leaves out, or None."""
+    if not any(table.cuts.values()):
+        return None
+    parts = []
+    for t, row in rows.items():
+        (n, total), devs = row["train_examples"], row["dev_examples"]
+        cut = ([f"{n:,} of {total:,} training examples"] if n < total else []) + [
+            f"{m:,} of {every:,} {name.replace('_', ' ')} examples" for name, (m, every) in devs.items() if m < every]
+        parts += [f"{TASKS[t].folder} " + ", ".join(cut)] if cut else []
+    evals = table.cuts.get("--evals")
+    return ("cut runs, not the paper's (" + " ".join(f"{k} {v}" for k, v in table.cuts.items() if v) + "): "
+            + ("; ".join(parts) or "no example left out") + (f"; {evals} dev evaluation{plural(evals)} per run" if evals
+                                                             else ""))
 
 
 def scores(family, final):
@@ -163,21 +201,26 @@ def scores(family, final):
     return [100 * s[family.selection_metric] for s in final.values()]
 
 
-def choose(results, family, config):
+def choose(results, family, config, data=None):
     """The setting with the best mean dev score in Table 1's metric (the first of any ties, in the grid's order),
-    its runs (one per seed), the best of them on dev (whose test predictions are submitted), and every setting's
-    score."""
+    its runs (one per seed), the best of them on dev (whose test predictions are submitted), every setting's
+    score (mean and std over its seeds), and from data, how many examples the runs saw of how many."""
     settings = {}
     for r in results:
         settings.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(r)
-    mean = {key: statistics.mean(family.selection(r["final"]) for r in runs) for key, runs in settings.items()}
+    values = {key: [family.selection(r["final"]) for r in runs] for key, runs in settings.items()}
+    mean = {key: statistics.mean(v) for key, v in values.items()}
     (batch, lr, epochs), runs = max(settings.items(), key=lambda kv: mean[kv[0]])
     dev = np.mean([scores(family, r["final"]) for r in runs], axis=0).tolist()
+    sizes = {"train_examples": (data["n_train"], data["n_train_all"]),
+             "dev_examples": {k: (n, data["n_dev_all"][k]) for k, n in data["n_dev"].items()}} if data else {}
     return {"lr": lr, "batch_size": batch, "epochs": epochs, "metric": family.selection_metric, "dev": dev,
             "runs": [r["name"] for r in runs], "submitted": max(runs, key=lambda r: family.selection(r["final"])),
-            "settings": [{"lr": lr_, "batch_size": b, "epochs": e, "dev": 100 * mean[(b, lr_, e)]}
+            "settings": [{"lr": lr_, "batch_size": b, "epochs": e, "dev": 100 * mean[(b, lr_, e)],
+                          "std": 100 * statistics.stdev(values[(b, lr_, e)]) if len(values[(b, lr_, e)]) > 1 else 0.0,
+                          "seeds": len(values[(b, lr_, e)]), "chosen": (b, lr_, e) == (batch, lr, epochs)}
                          for (b, lr_, e) in settings],
-            "other_init": other_init(config, family, runs)}
+            "other_init": other_init(config, family, runs), **sizes}
 
 
 def other_init(config, family, runs):
@@ -218,20 +261,26 @@ def paper_columns():
     return columns({t: {"dev": TASKS[t].paper_test} for t in AVERAGED})
 
 
-def setting(row, args):
+def setting(row, grid):
     """The chosen learning rate ('2e-5'); under --grid a3 with its batch size and epochs ('2e-5/16/4')."""
-    return lr_tag(row["lr"]) + (f"/{row['batch_size']}/{row['epochs']}" if args.grid == "a3" else "")
+    return lr_tag(row["lr"]) + (f"/{row['batch_size']}/{row['epochs']}" if grid == "a3" else "")
 
 
 def fmt(values):
     return "/".join(f"{v:.2f}" for v in values) if values else "-"
 
 
-def table(rows, absent, args, report):
+def labels(init):
+    """The columns of ours and of the other initialisation's runs."""
+    return ("random init", "pre-trained") if init == "random" else ("ours", "random init")
+
+
+def table_payload(rows, absent, table, report):
     """The table in the log, and its numbers for the JSON."""
-    ours_label = "random init" if args.init == "random" else "ours"
-    other_label = "pre-trained" if args.init == "random" else "random init"
+    ours_label, other_label = labels(table.init)
     report.say("")
+    if (cut := cut_line(rows, table)) is not None:
+        report.say(cut)
     report.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
                f"{'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
     out = {}
@@ -243,23 +292,38 @@ def table(rows, absent, args, report):
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, args):<6} {fmt(row['dev']):<17} "
+        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, table.grid):<6} {fmt(row['dev']):<17} "
                    f"{fmt(other):<17} {'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
         out[t] = {"run": True, **{k: v for k, v in row.items() if k != "submitted"},
                   "submitted_run": row["submitted"]["name"], "paper_test": paper_test_text(t),
                   "paper_dev": task.paper_dev, "hf_dev": task.hf_dev}
     result = average_row(rows, ours_label, report)
-    for line in notes(args):
+    heading, *grid = every_setting(rows, table) or [None]
+    for line in ([heading] if heading else []) + [f"  {task:<6} {metric:<9} " + "   ".join(cells)
+                                                   for task, metric, cells in grid] + notes(table):
         report.say(line)
-    return {"tasks": out, "not_run": absent, "average": result, "selection": selection_line(args),
-            "model": portable(args.model), "init": args.init, "references": {"paper_test": PAPER_TEST,
-                                                                             "paper_dev": PAPER_DEV, "hf_dev": HF_DEV}}
+    return {"tasks": out, "not_run": absent, "average": result, "selection": selection_line(table), "cut": cut,
+            "model": portable(table.model), "init": table.init, "references": {"paper_test": PAPER_TEST,
+                                                                               "paper_dev": PAPER_DEV, "hf_dev": HF_DEV}}
+
+
+def every_setting(rows, table):
+    """Under a grid, every setting's dev score of each task in Table 1's metric (mean +- std over the seeds), the
+    chosen one marked: the choice can be checked here, without opening each run's file. Returns the heading and
+    (task, metric, cells) of each task run ([] without a grid)."""
+    if table.grid is None:
+        return []
+    heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {table.seeds} seeds)" if table.seeds
+                                                                 else "") + ", * = chosen:")
+    return [heading] + [(TASKS[t].folder, METRIC_NAMES[row["metric"]], [
+        f"{setting(s, table.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if table.seeds else "")
+        + ("*" if s["chosen"] else "") for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
 
 
 def average_row(rows, ours_label, report):
     """Our average of Table 1's nine columns beside the paper's 79.6; where a task was not run, not computed, but the
-    average over the columns run beside Table 1's over the same columns."""
+    average over the columns run beside Table 1's over the same columns (and its 79.6 over all nine)."""
     ours, paper = columns(rows), paper_columns()
     missing = [t + (" (no mismatched dev set)" if rows.get(t) else "") for t in AVERAGED
                if not rows.get(t) or (t == "mnli" and len(rows[t]["dev"]) < 2)]
@@ -273,23 +337,25 @@ def average_row(rows, ours_label, report):
     result |= {"ours_on_columns_run": average(list(ours.values())) if ours else None, "columns_run": list(ours),
                "paper_on_columns_run": average(list(same.values())) if same else None}
     report.say(f"average of Table 1's columns (WNLI left out): not computed, {', '.join(missing)} not run"
-               + (f"; over the {len(ours)} columns run ({', '.join(ours)}): {ours_label} {result['ours_on_columns_run']:.2f}"
-                  f" (dev)   [paper Table 1 on the same columns: {result['paper_on_columns_run']:.2f} (test)]" if ours else ""))
+               + (f"; over the {len(ours)} column{plural(len(ours))} run ({', '.join(ours)}): {ours_label} "
+                  f"{result['ours_on_columns_run']:.2f} (dev)   [paper Table 1 on the same columns: "
+                  f"{result['paper_on_columns_run']:.2f} (test); over all nine: {PAPER_AVERAGE}]" if ours else ""))
     return result
 
 
-def notes(args):
+def notes(table):
     return ["notes: ours are dev scores; Table 1's are test scores from the GLUE server (hidden labels, one submission "
             "per model): not the same quantity, and a learning rate chosen on dev flatters the dev score a little",
             f"  QNLI: {QNLI_VERSION}; paper dev: Table 5's BERT-base dev accuracies (MNLI: matched); HF: {HF_DEV}",
-            f"  model {portable(args.model)} (the paper's row: BERT-base, bert-base-uncased), init {args.init}"]
+            f"  model {portable(table.model)} (the paper's row: BERT-base, bert-base-uncased), init {table.init}"]
 
 
-def markdown(payload, args):
+def markdown(payload, table):
     """The table as Markdown, which a code host renders."""
-    ours = "random init" if args.init == "random" else "ours"
-    lines = [f"# GLUE (paper §4.1): {payload['selection']}", "",
-             f"| task | metric | lr | {ours} (dev) | {'pre-trained' if args.init == 'random' else 'random init'} (dev) "
+    ours, other_label = labels(table.init)
+    lines = [f"# GLUE (paper §4.1): {payload['selection']}", ""] + ([f"**{payload['cut']}**", ""] if payload["cut"]
+                                                                    else []) + [
+             f"| task | metric | lr | {ours} (dev) | {other_label} (dev) "
              f"| paper Table 1, BERT-base (test) | paper, BERT-base (dev accuracy) | HF, bert-base-cased (dev) |",
              "|---|---|---|---|---|---|---|---|"]
     for t, row in payload["tasks"].items():
@@ -298,15 +364,24 @@ def markdown(payload, args):
                          f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, args)} | {fmt(row['dev'])} | "
-                     f"{fmt(other)} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | {row['hf_dev']} |")
+        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, table.grid)} | "
+                     f"{fmt(row['dev'])} | {fmt(other)} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | "
+                     f"{row['hf_dev']} |")
     a = payload["average"]
     lines += ["", "Average of Table 1's nine columns (WNLI left out): " + (
         f"{ours} {a['ours']:.2f} (dev); paper {a['paper']} (test)." if a["ours"] is not None else
         f"not computed ({', '.join(a['missing'])} not run)" + (
             f"; over the columns run ({', '.join(a['columns_run'])}): {ours} {a['ours_on_columns_run']:.2f} (dev), "
-            f"paper Table 1 on the same columns {a['paper_on_columns_run']:.2f} (test)." if a.get("columns_run") else "."))]
-    return "\n".join(lines + [""] + notes(args)) + "\n"
+            f"paper Table 1 on the same columns {a['paper_on_columns_run']:.2f} (test), over all nine {a['paper']} "
+            f"(test)." if a.get("columns_run") else "."))]
+    heading, *grid = every_setting({t: r for t, r in payload["tasks"].items() if r["run"]}, table) or [None]
+    lines += ["", heading, ""] + [f"- {task} ({metric}): {', '.join(cells)}" for task, metric, cells in grid] if heading \
+        else []
+    if "submission" in payload:
+        sub = payload["submission"]
+        lines += ["", f"The GLUE server's files: `{portable(table.submission)}/` ({len(sub['files'])} files), to upload: "
+                      f"`{sub['zip']}`" + (f"; missing {', '.join(sub['missing'])}." if sub["missing"] else ".")]
+    return "\n".join(lines + [""] + notes(table)) + "\n"
 
 
 # --- The test-server files: each run's predictions, then the chosen run's of every task (--glue-submission) ---
@@ -316,7 +391,7 @@ def predict_tests(fit, test_dir, report):
     test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
     as the paper's submission. Returns the files, relative to test_dir."""
     task, family = TASKS[fit.family.name], fit.family
-    majority = int(np.bincount(fit.data["train"]["labels"]).argmax()) if family.name in MAJORITY_CLASS else None
+    majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
     for server_file, enc in fit.data["tests"].items():
         out = predict_logits(fit.model, enc, fit.device, fit.dtype, family.eval_batch_size)
@@ -326,8 +401,8 @@ def predict_tests(fit, test_dir, report):
         write_atomic(path, submission_text(enc["index"], labels))
         files.append(os.path.relpath(path, test_dir))
         report.say(f"test predictions: {server_file}, {len(labels)} rows -> {portable(path)}"
-                   + (f" (the majority class {task.labels[majority]} of the training set, as the paper's WNLI "
-                      f"submission; not the model)" if majority is not None else ""))
+                   + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
+                      f"paper's WNLI submission; not the model)" if majority is not None else ""))
     return files
 
 
@@ -358,6 +433,8 @@ def write_submission(folder, rows, report):
             n = text.count("\n") - 1
             written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
             report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
+                       + (" (the training set's majority class, not the model: the paper's WNLI submission)"
+                          if t in MAJORITY_CLASS else "")
                        + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
                                                          f"rows: it will not take this file"))
     every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
@@ -372,3 +449,7 @@ def write_submission(folder, rows, report):
     report.say(f"submission.zip: {len(written)} of {len(every)} files -> {portable(zip_path)}"
                + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
     return {"files": written, "missing": missing, "zip": portable(zip_path)}
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("bert_part4_glue.py", "python bert_part4_finetune.py glue (--help says more)"))

@@ -22,6 +22,7 @@ from bert_part4_common import (
     add_common_flags,
     article,
     check_writable_dir,
+    command_line,
     fresh_head,
     load_pretrained,
     model_problem,
@@ -258,7 +259,7 @@ def main(argv=None):
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
     report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
     report.save({"model": portable(args.model), "tolerance": TOLERANCE, "glue": glue, "swag": swag, "span": span},
-                args=args, argv=argv, device=device)
+                cli=command_line(argv, vars(args)), device=device)
     return 0
 
 

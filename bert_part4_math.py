@@ -12,7 +12,6 @@ Every hand computation of the article, in the order of reference_logs/part4_math
 `--only toys` runs 1a, 3a, 5, 6 and 8, which need no model, in well under a second.
 """
 
-import json
 import math
 import os
 import sys
@@ -30,6 +29,7 @@ from bert_part4_common import (
     add_common_flags,
     article,
     check_writable_dir,
+    command_line,
     file_problem,
     fresh_head,
     load_pretrained,
@@ -38,6 +38,7 @@ from bert_part4_common import (
     portable,
     preflight,
     pyplot,
+    read_results,
     rounded,
     run_cli,
     seed_everything,
@@ -356,17 +357,17 @@ def span_real(model, tok, name, device, report):
 
 # --- 4. SQuAD v2.0: answer iff s_hat > s_null + tau ---
 
-def chosen_tau(args):
+def chosen_tau(tau, results_dir, squad2_model):
     """The tau of section 4: --tau, else bert_part4_squad.py's best tau for the same model chosen on its full
-    dev set, else the article's. A tau chosen on a part of the dev set (--limit) is not used: the source says so."""
-    if args.tau is not None:
-        return args.tau, "from --tau"
-    path = os.path.join(args.results_dir, "part4_squad.json")
-    if os.path.isfile(path):
-        with open(path) as f:
-            r = json.load(f)
+    dev set (in results_dir), else the article's. A tau chosen on a part of the dev set (--limit) is not used: the
+    source says so."""
+    if tau is not None:
+        return tau, "from --tau"
+    path = os.path.join(results_dir, "part4_squad.json")
+    r = read_results(path)
+    if r is not None:
         config = (r.get("run", {}).get("config") or {})
-        if "v2_dev" in r and config.get("v2_model") == portable(args.squad2_model):
+        if "v2_dev" in r and config.get("v2_model") == portable(squad2_model):
             n, tau = r["v2_dev"]["n"], r["v2_dev"]["best"]["tau"]
             if config.get("limit") is None:
                 return tau, f"from bert_part4_squad.py, chosen on all {n} dev questions"
@@ -492,7 +493,7 @@ def main(argv=None):
         seed_everything(0)
         flow_examples = (squad.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
-        tau, tau_source = chosen_tau(args)
+        tau, tau_source = chosen_tau(args.tau, args.results_dir, args.squad2_model)
     payload = {"glue_toy": glue_toy(report)}
     if models:
         sst2, info = load_pretrained(BertForSequenceClassification, args.sst2_model, flag="--sst2-model",
@@ -516,7 +517,7 @@ def main(argv=None):
     payload["tables"] = table_arithmetic(report)
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
-    report.save(payload, args=args, argv=argv, device=device if models else None)
+    report.save(payload, cli=command_line(argv, vars(args)), device=device if models else None)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The machinery of training runs, and nothing of any experiment.
+"""The machinery of training runs: what the paper does not say.
 
 What a training loop needs around it, each piece one call away: batches padded to their own longest row
 and batches grouped by length; a Run that shares each batch among the processes torchrun started, sums the
@@ -6,13 +6,14 @@ loss over them, stops on a non-finite loss, checkpoints and resumes bitwise, and
 Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done. Below them, what a
 fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
 and the settings recorded with it, a results file of other settings never overwritten, preparing the data
-once for every run of a command, and saving a model folder.
+once for every run of a command, and saving a model folder. The paper's settings and grids, and the checks
+of the command line that cite them, are the recipe's (bert_part4_finetune.py).
 """
 
-import json
 import os
 import random
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -33,8 +34,10 @@ from bert_part4_common import (
     gather,
     load_pretrained,
     model_problem,
+    not_a_script,
     portable,
     preflight,
+    read_results,
     replace_atomically,
     replace_folder_atomically,
     summed,
@@ -241,7 +244,7 @@ class Run:
         """The saved state when a checkpoint was loaded (its log lines restored, and a line saying so), else None."""
         state = self.resume(model, opt, sched)
         if state:
-            report.lines = state["lines"]
+            report.say_again(state["lines"])
             report.say(f"(resumed from {portable(self.checkpoint)} at step {state['step']}/{steps}: the lines above "
                        f"come from the interrupted run)")
         return state
@@ -266,10 +269,10 @@ class Run:
         sched.load_state_dict(ckpt["sched"])
         mine = ckpt["processes"][self.team.rank]
         set_rng_states(mine["rng"])
-        self.losses = [torch.tensor(x) for x in mine["losses"]]
+        self.losses = [torch.tensor(x, device=self.device) for x in mine["losses"]]   # beside the losses to come
         return ckpt["state"]
 
-    def finish(self):
+    def remove_checkpoint(self):
         if os.path.exists(self.checkpoint):
             os.remove(self.checkpoint)                 # the results are written: the checkpoint is spent
 
@@ -294,37 +297,59 @@ def settings_diff(saved, ours, ignore=()):
 
 def existing_result(path, settings, ignore=("processes",)):
     """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
-    if not os.path.isfile(path):
+    done = read_results(path)
+    if done is None:
         return None
-    with open(path, encoding="utf-8") as f:
-        done = json.load(f)
 
     def same(s):
         return {k: v for k, v in s.items() if k not in ignore}
 
-    return done if same(done.get("settings", {})) == same(settings) else None
+    return done if same(done.get("settings") or {}) == same(settings) else None
 
 
-def run_many(items, run_one, done, procs, mode):
-    """run_one(item, team) for every item, or done(item) where that returns an earlier result (marked skipped).
-    mode "runs": item k is run by process k % N alone; mode "data": each by all the processes together. Returns
-    the results in order on rank 0 (None elsewhere)."""
+def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
+    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    saved = read_results(path)
+    if saved is None:
+        return
+    theirs = saved.get("settings") if recorded is None else recorded(saved)
+    if theirs is None:
+        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+    diff = settings_diff(theirs, ours, ignore)
+    if diff:
+        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
+                    f"delete it")
+
+
+def run_many(items, run_one, done, team, mode, skipped):
+    """run_one(item, team) for every item, or done(item) where that returns an earlier result (marked skipped, and
+    said by skipped(result) on rank 0 in its turn; another process's after all are done). mode "runs": item k is run
+    by process k % N alone; mode "data": each by all the processes together. Returns the results in order on rank 0
+    (None elsewhere)."""
     mine = {}
     for k, item in enumerate(items):
-        if mode == "runs" and k % procs.world != procs.rank:
+        if mode == "runs" and k % team.world != team.rank:
             continue
         earlier = done(item)
-        result = {**earlier, "skipped": True} if earlier else run_one(item, procs if mode == "data" else ALONE)
+        if earlier and team.main:
+            skipped(earlier)
+        result = {**earlier, "skipped": True} if earlier else run_one(item, team if mode == "data" else ALONE)
         if result is not None:                       # data mode: only rank 0 holds the results
-            mine[k] = {**result, "process": procs.rank}
+            mine[k] = {**result, "process": team.rank}
     if mode == "runs":
-        mine = {k: r for part in gather(procs, mine) for k, r in part.items()}
-    return [mine[k] for k in range(len(items))] if procs.main else None
+        mine = {k: r for part in gather(team, mine) for k, r in part.items()}
+        for k in sorted(mine) if team.main else []:
+            if mine[k].get("skipped") and mine[k]["process"] != team.rank:
+                skipped(mine[k])
+    return [mine[k] for k in range(len(items))] if team.main else None
 
 
-def work_split(parallel, many, procs, batch_sizes):
+def work_split(parallel, many, team, batch_sizes):
     """How the processes share the work: "data" (every batch split over them) or "runs" (whole runs each)."""
-    if parallel and not procs.launched:
+    if parallel and not team.launched:
         raise Fatal(f"--parallel {parallel}: needs several processes started by torchrun "
                     f"(torchrun --nproc-per-node N bert_part4_finetune.py ...)")
     if parallel == "runs" and not many:
@@ -333,18 +358,18 @@ def work_split(parallel, many, procs, batch_sizes):
     mode = parallel or ("runs" if many else "data")
     if mode == "data":
         for batch in sorted(set(batch_sizes)):
-            if batch % procs.world:
-                raise Fatal(f"batch {batch} cannot be split over {procs.world} processes: choose a batch size divisible "
-                            f"by {procs.world} (the global batch stays the paper's; each process takes batch / N)")
+            if batch % team.world:
+                raise Fatal(f"batch {batch} cannot be split over {team.world} processes: choose a batch size divisible "
+                            f"by {team.world} (the global batch stays the paper's; each process takes batch / N)")
     return mode
 
 
-def split_line(mode, procs, n_runs):
+def split_line(mode, team, n_runs):
     if mode == "data":
-        return (f"work split: {procs.world} processes ({procs.backend}), data parallel: each of the {n_runs} run(s) "
-                f"uses every process, each taking 1/{procs.world} of every batch")
-    return (f"work split: {procs.world} processes ({procs.backend}), whole runs: process r trains runs r, r + "
-            f"{procs.world}, ... of the {n_runs}, each alone on its own device")
+        return (f"work split: {team.world} processes ({team.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{team.world} of every batch")
+    return (f"work split: {team.world} processes ({team.backend}), whole runs: process r trains runs r, r + "
+            f"{team.world}, ... of the {n_runs}, each alone on its own device")
 
 
 # --- one fine-tuning run's settings, its name and files, and the data prepared once for all runs of a command ---
@@ -375,7 +400,7 @@ class Config:
     many_seeds: bool                   # --seeds: the seed in every file name
     max_train_examples: int
     max_dev_examples: int
-    cli: object                        # the parsed command line, recorded in the results
+    cli: dict                          # the command line as the results record it (command_line)
     defaults: tuple = (None, None)     # the paper's batch size and epochs for the task: left out of file names
     init: str = "pretrained"           # or "random": the same architecture from random weights
     reuse: bool = False                # several runs (grids, seeds, glue): done ones skipped, a model folder each
@@ -400,33 +425,33 @@ class Fit:
     report: Report
 
 
-def config_of(args, recipe, family, test_dir):
-    """What every run of a command shares, for one task (glue: for each of its tasks), from its flags and the
-    paper's recipe for the task."""
-    grouped = {"on": True, "off": False}.get(args.group_by_length, family.grouped)
-    return Config(args.task, args.model, args.warmup, args.weight_decay, args.clip,
-                  recipe.evals if args.evals_flag is None else args.evals_flag, grouped, args.results_dir, args.run_tag,
-                  args.save_model, bool(args.seeds or args.grid), bool(args.seeds), args.max_train_examples,
-                  args.max_dev_examples, args, (recipe.batch_size, recipe.epochs), args.init,
-                  bool(args.seeds or args.grid or args.glue), test_dir)
-
-
 def lr_tag(lr):
     """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
     mantissa, exponent = f"{lr:e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
+def file_name(head, lr=None, batch=None, epochs=None, seed=None, grid=None, seeds=None, init="pretrained", tag=None):
+    """The one builder of result names, for runs, summaries and tables alike:
+    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>], a part left out
+    where it is None (each caller leaves out what is the paper's and what its name need not tell apart)."""
+    parts = [f"part4_{head}", lr is not None and f"lr{lr_tag(lr)}", batch is not None and f"bs{batch}",
+             epochs is not None and f"ep{epochs}", seed is not None and f"seed{seed}", grid and f"grid_{grid}",
+             seeds and f"seeds{seeds}", init == "random" and "random-init", tag]
+    return "_".join(p for p in parts if p)
+
+
+def unless_paper(value, paper):
+    """A setting for a file name: None (left out) where it is the paper's."""
+    return None if value == paper else value
+
+
 def run_name(config, job):
     """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
-    paper's for the task."""
+    paper's for the task, the seed with --seeds or when it is not 0."""
     batch, epochs = config.defaults
-    name = f"part4_{config.task}_lr{lr_tag(job.lr)}"
-    name += f"_bs{job.batch_size}" if job.batch_size != batch else ""
-    name += f"_ep{job.epochs}" if job.epochs != epochs else ""
-    name += f"_seed{job.seed}" if (config.many_seeds or job.seed != 0) else ""
-    name += "_random-init" if config.init == "random" else ""
-    return name + (f"_{config.run_tag}" if config.run_tag else "")
+    return file_name(config.task, job.lr, unless_paper(job.batch_size, batch), unless_paper(job.epochs, epochs),
+                     job.seed if (config.many_seeds or job.seed != 0) else None, init=config.init, tag=config.run_tag)
 
 
 def run_settings(config, job, family, train_rows, dtype, team):
@@ -442,69 +467,44 @@ def run_settings(config, job, family, train_rows, dtype, team):
 
 def summary_name(config, grid, seeds, job):
     """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
-    the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (check_summary)."""
+    the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
     batch, epochs = config.defaults
-    name = f"part4_{config.task}_" + (f"grid_{grid}" if grid else f"lr{lr_tag(job.lr)}")
-    if not grid:
-        name += (f"_bs{job.batch_size}" if job.batch_size != batch else "") + (f"_ep{job.epochs}" if job.epochs != epochs
-                                                                               else "")
-    name += (f"_seeds{seeds}" if seeds else "") + ("_random-init" if config.init == "random" else "")
-    return name + (f"_{config.run_tag}" if config.run_tag else "")
+    if grid:
+        return file_name(config.task, grid=grid, seeds=seeds, init=config.init, tag=config.run_tag)
+    return file_name(config.task, job.lr, unless_paper(job.batch_size, batch), unless_paper(job.epochs, epochs),
+                     seeds=seeds, init=config.init, tag=config.run_tag)
 
 
-def check_summary(path, names):
-    """A summary is never replaced by the summary of other runs (a grid of other batch sizes or epochs): stop before
-    any training. Its runs' own results are guarded by check_not_overwritten."""
-    if not os.path.isfile(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f).get("runs", [])
-    saved = sorted(r["name"] if isinstance(r, dict) else r for r in saved)
-    if saved != sorted(names):
-        raise Fatal(f"{portable(path)}: summarises other runs ({', '.join(saved[:2])}, ...); refusing to overwrite it: "
-                    f"pass --run-tag or --results-dir, or delete it")
+def summarised_runs(saved):
+    """What a summary's results depend on: the runs it summarises (a grid's of other batch sizes differ)."""
+    return {"runs": sorted(r["name"] if isinstance(r, dict) else r for r in saved.get("runs", []))}
 
 
-def run_command(config, family, jobs, sources, argv, fine_tune, where, parallel, report, header, summary):
+def run_command(config, family, jobs, sources, fine_tune, where, parallel, report, header, summary):
     """Every run of one task's command: the inputs checked and the data read and tokenised once, then every job
     trained by fine_tune(job, config, family, data, device, dtype, team, quiet), those done before skipped where
-    config.reuse (each said in report, after the header lines). where: (device, dtype, processes); summary: report
-    is a summary to be written, never one of other runs. Returns the results (on rank 0)."""
-    device, dtype, procs = where
-    mode = work_split(parallel, config.many, procs, [job.batch_size for job in jobs])
-    data = all_agree(procs, partial(prepare, config, family, sources, argv, jobs, dtype))
+    config.reuse (each said in report in its turn, after the header lines). where: (device, dtype, processes);
+    summary: report is a summary to be written, never one of other runs. Returns the results (on rank 0) and the
+    data."""
+    device, dtype, team = where
+    mode = work_split(parallel, config.many, team, [job.batch_size for job in jobs])
+    data = all_agree(team, partial(prepare, config, family, sources, jobs, dtype))
     if summary:
-        check_summary(os.path.join(config.results_dir, report.name + ".json"), [run_name(config, job) for job in jobs])
-    for line in header + ([split_line(mode, procs, len(jobs))] if procs.launched else []):
+        check_not_replaced(os.path.join(config.results_dir, report.name + ".json"),
+                           {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
+                           recorded=summarised_runs)
+    for line in header + ([split_line(mode, team, len(jobs))] if team.launched else []):
         report.say(line)
-    results = run_jobs(jobs, config, family, data, procs, mode, dtype,
-                       lambda job, team: fine_tune(job, config, family, data, device, dtype, team, quiet=not procs.main))
-    for r in results or []:
-        if r.get("skipped"):
-            report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
-    return results
+
+    def skipped(r):
+        report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
+    results = run_jobs(jobs, config, family, data, team, mode, dtype, skipped,
+                       lambda job, run_team: fine_tune(job, config, family, data, device, dtype, run_team,
+                                                       quiet=not team.main))
+    return results, data
 
 
-def refuse_ignored(args, takes):
-    """A flag this command would not use is refused in one line, never ignored. takes: the data flags of the task's
-    family (GLUE and SWAG --data-dir; SQuAD --train-data, --dev-data, --stride)."""
-    for name in ("data_dir", "train_data", "dev_data", "stride"):
-        if getattr(args, name) is not None and name not in takes:
-            flag = "--" + name.replace("_", "-")
-            raise Fatal(f"{flag}: {args.task} does not take it ({', '.join('--' + t.replace('_', '-') for t in takes)} "
-                        f"{'does' if len(takes) == 1 else 'do'})")
-    if args.grid and args.lr is not None:
-        raise Fatal(f"--grid {args.grid} tries its own learning rates: drop the learning rate {args.lr}, or drop --grid")
-    if args.grid == "a3" and (args.batch_size or args.epochs):
-        raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
-    if args.seeds and args.seed is not None:
-        raise Fatal(f"--seeds {args.seeds} runs the seeds 0..{args.seeds - 1}: drop --seed {args.seed}")
-    for flag, value in (("--tasks", args.tasks), ("--glue-submission", args.glue_submission)):
-        if value is not None and not args.glue:
-            raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
-
-
-def run_jobs(jobs, config, family, data, procs, mode, dtype, train_one):
+def run_jobs(jobs, config, family, data, team, mode, dtype, skipped, train_one):
     """train_one(job, team) for every job; where config.reuse, a job whose results exist for the same settings (and
     its test-set predictions, with --glue-submission) is not run again: its results are returned, marked skipped."""
     def done(job):
@@ -514,7 +514,7 @@ def run_jobs(jobs, config, family, data, procs, mode, dtype, train_one):
                                                               for f in files)):
             return None                                # its test predictions are missing: the run is run again
         return earlier
-    return run_many(jobs, train_one, done, procs, mode)
+    return run_many(jobs, train_one, done, team, mode, skipped)
 
 
 def reusable(config, job, settings):
@@ -529,45 +529,37 @@ def results_path(config, job):
 
 
 def check_not_overwritten(config, jobs, family, train_rows, dtype):
-    """A run never replaces the results of a run with other settings (a quick check with --max-train-examples
-    must not overwrite hours of a full run): stop before any training, naming what differs."""
+    """No run replaces the results of a run with other settings: stop before any training, naming what differs."""
     for job in jobs:
-        path = results_path(config, job)
-        if not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f).get("settings")
         ours = run_settings(config, job, family, train_rows, dtype, ALONE)
-        if reusable(config, job, ours):
-            continue                                   # it will be reused, not overwritten
-        if saved is None:
-            raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
-                        f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
-        diff = settings_diff(saved, ours, ignore=("processes",))
-        if diff:
-            raise Fatal(f"{portable(path)}: holds a result of other settings ({diff}); refusing to overwrite "
-                        f"it: pass --run-tag or --results-dir, or delete it")
+        if not reusable(config, job, ours):            # a reused result is not overwritten
+            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
 
 
-def prepare(config, family, sources, argv, jobs, dtype):
+def prepare(config, family, sources, jobs, dtype):
     """Check every input (the folders we write, the model, the data, the window length, results of other settings
-    in the way), then read the data and tokenise it once, for every run of this invocation."""
+    in the way), then read the data, cut it (--max-train-examples, --max-dev-examples) and tokenise it once, for
+    every run of this invocation. What a cut run leaves out is kept as counts (n_train_all, n_dev_all), and the
+    majority class is the whole training set's."""
     check_writable_dir(config.results_dir, "--results-dir")
     for folder in model_folders(config, jobs):
         check_model_target(folder, "--save-model")
     preflight([model_problem(config.model, "--model"), *family.data_problems(sources)])
     check_positions(family.max_len, load_pretrained(AutoConfig, config.model))
-    train, devs = family.read(sources)
-    if not train:
-        raise Fatal(f"no training examples for {config.task}")
+    train_all, devs_all = family.read(sources)
+    train = train_all[:config.max_train_examples]
+    devs = {name: d[:config.max_dev_examples] for name, d in devs_all.items()}
+    if not train or not all(devs.values()):
+        raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
     tok = load_pretrained(AutoTokenizer, config.model)
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
     check_not_overwritten(config, jobs, family, len(enc_train["input_ids"]), dtype)
-    return {"train": enc_train, "devs": enc_devs, "tok": tok, "argv": argv, "n_train": len(train),
-            "n_dev": {name: len(d) for name, d in devs.items()}, "tests": family.encode_tests(tok, tests) if tests else {}}
+    return {"train": enc_train, "devs": enc_devs, "tok": tok, "n_train": len(train), "n_train_all": len(train_all),
+            "n_dev": {name: len(d) for name, d in devs.items()}, "n_dev_all": {k: len(d) for k, d in devs_all.items()},
+            "majority": family.majority(train_all), "tests": family.encode_tests(tok, tests) if tests else {}}
 
 
 def model_folders(config, jobs):
@@ -583,3 +575,7 @@ def save_model(model, tok, path):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return replace_folder_atomically(path, write)
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("bert_part4_runs.py", "bert_part4_finetune.py (python bert_part4_finetune.py --help)"))

@@ -43,6 +43,7 @@ from bert_part4_common import (
     check_positions,
     check_positive,
     check_writable_dir,
+    command_line,
     file_problem,
     fresh_head,
     gather,
@@ -386,16 +387,16 @@ def pad_batch(windows, idx, device):
     return {k: v.to(device) for k, v in inputs.items()}, passage.to(device)
 
 
-def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, procs=ALONE):
+def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, team=ALONE):
     """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
     Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
     n = len(windows)
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
-    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[procs.rank::procs.world]
+    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[team.rank::team.world]
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
-                   disable=not procs.main)
+                   disable=not team.main)
         for idx in batches:
             inputs, passage = pad_batch(windows, idx, device)
             t0 = time.perf_counter()
@@ -410,9 +411,9 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
             bar.update(len(idx))
         bar.close()
-    if procs.world > 1:                                  # every process's windows, into the same arrays
+    if team.world > 1:                                  # every process's windows, into the same arrays
         mine = [i for idx in batches for i in idx]
-        for rows, parts in gather(procs, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
+        for rows, parts in gather(team, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
             best[rows], i_best[rows], j_best[rows], s_null[rows] = parts
     return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
 
@@ -430,13 +431,13 @@ def best_per_question(examples, windows, scored):
     return out
 
 
-def predict(model, tok, examples, search, device, dtype, procs=ALONE):
+def predict(model, tok, examples, search, device, dtype, team=ALONE):
     """Windows -> model -> span search -> the best answer of every question, with timings. search: a SpanSearch."""
     t0 = time.perf_counter()
     windows = make_windows(tok, examples, search.max_len, search.stride)
     tokenize_seconds = time.perf_counter() - t0
     uncovered = len(uncovered_questions(tok, examples, windows))
-    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, search.max_answer, procs)
+    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, search.max_answer, team)
     answers = best_per_question(examples, windows, scored)
     per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
@@ -523,9 +524,9 @@ def score_v1(examples, answers):
     return 100 * np.mean(em), 100 * np.mean(f1), np.array(f1)
 
 
-def dev_v1(model, tok, examples, search, device, dtype, report, label, procs):
+def dev_v1(model, tok, examples, search, device, dtype, report, label, team):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, procs)
+    answers, timing = predict(model, tok, examples, search, device, dtype, team)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
@@ -627,9 +628,9 @@ def score_v2(examples, answers, taus):
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
 
 
-def dev_v2(model, tok, examples, search, device, dtype, report, label, procs, taus):
+def dev_v2(model, tok, examples, search, device, dtype, report, label, team, taus):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, procs)
+    answers, timing = predict(model, tok, examples, search, device, dtype, team)
     r, diff, chosen = score_v2(examples, answers, taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
@@ -692,13 +693,13 @@ def check_inputs(results_dir, only, models, data, limit):
 
 def main(argv=None):
     args = parse_args(argv)
-    device, procs = start_processes(args.device)
+    device, team = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples = all_agree(procs, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
-    report = Report("part4_squad", args.results_dir, quiet=not procs.main)
-    if procs.world > 1:
-        report.say(f"work split: {procs.world} processes ({procs.backend}), each scores every {procs.world}th batch of "
+    examples = all_agree(team, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
+    report = Report("part4_squad", args.results_dir, quiet=not team.main)
+    if team.world > 1:
+        report.say(f"work split: {team.world} processes ({team.backend}), each scores every {team.world}th batch of "
                    f"windows; the scores are gathered before the span search")
     label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
     search = SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
@@ -712,14 +713,14 @@ def main(argv=None):
         if "demo" in args.only:
             payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report, label, procs)
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report, label, team)
             files.update(dev_files)
-    if procs.main:
+    if team.main:
         if "v2" in args.only:
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():
             write_json(args.results_dir, name, obj)
-        report.save(payload, args=args, argv=argv, device=device)
+        report.save(payload, cli=command_line(argv, vars(args)), device=device)
     return 0
 
 

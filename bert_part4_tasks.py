@@ -8,39 +8,37 @@ head families (§4.1-4.4):
   MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
   SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of 384-token windows
 
-Each family owns everything that differs between the tasks (data checks, evaluation batch size, batches
-grouped by length or not, the headline metric and its name), so that no code outside this file branches
-on a task's name. SQuAD's windows and span targets live in bert_part4_squad.py.
+Each family owns everything that differs between its tasks (data checks, evaluation batch size, batches
+grouped by length or not, the headline metric and its name): the training loop branches on no task. Outside
+this file only two rooms name tasks, each for what the paper or the article treats apart: the GLUE row
+(bert_part4_glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch) and the recipe
+(bert_part4_finetune.py: each task's paper settings, and the runs the article printed). SQuAD's windows and
+span targets live in bert_part4_squad.py.
 """
 
 import csv
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_squad as squad
-from bert_part4_common import Fatal, autocast, file_problem, load_hub_dataset
+from bert_part4_common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script
 from bert_part4_runs import batches_by_length, collate
 
 
 @dataclass(frozen=True)
 class Sources:
-    """Where a task's data comes from: local files or folders, else the Hub; and how much of it is used."""
+    """Where a task's data comes from: local files or folders, else the Hub (read whole: prepare cuts it)."""
     task: str
     data_dir: str = None               # GLUE's or SWAG's folder
     train_data: str = None             # SQuAD's training JSON
     dev_data: str = None               # SQuAD's dev JSON
-    max_train_examples: int = None
-    max_dev_examples: int = None
-
-    @classmethod
-    def of(cls, args):
-        return cls(*(getattr(args, f.name) for f in fields(cls)))
 
 
 # --- The nine GLUE tasks (paper §4.1, B.1) ---
@@ -101,6 +99,12 @@ def paper_test_text(name):
                                                                                   else "")
 
 
+def label_name(name, k):
+    """'1 (equivalent)', 'entailment': label k of a task, with the Hub's name where GLUE's file writes a number."""
+    raw, named = TASKS[name].labels[k], HUB_LABELS[name][k]
+    return raw if raw == named else f"{raw} ({named})"
+
+
 def glue_references(name):
     """The published numbers printed beside ours for one GLUE task, each labelled with what it is."""
     task = TASKS[name]
@@ -108,6 +112,7 @@ def glue_references(name):
                                                      (HF_DEV, task.hf_dev)) if value]
 
 
+TEST_INDEX = {"qqp": "id"}              # the column GLUE's test files are indexed by: `index`, but QQP's `id`
 LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
                 "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
 # The Hub's name of each of our labels (TASKS[name].labels, GLUE's TSV strings), in our order: the Hub dataset's
@@ -127,6 +132,8 @@ def read_tsv(path, task_name, task, label_col):
                     + ", ".join(f"{name}.tsv" for name in task.dev_files) + ")")
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if len(rows) < (1 if task_name == "cola" else 2):
+        raise Fatal(f"{path}: no examples ({'an empty file' if not rows else 'a header and no rows'})")
     header = None if task_name == "cola" else rows.pop(0)
     cols = [c if header is None else _column(header, c, path) for c in (*task.columns, label_col)]
     width = len(header) if header else 4
@@ -201,13 +208,13 @@ def hub_label_order(rows, task_name):
 
 
 def read_glue(sources):
-    train = read_split(sources.data_dir, sources.task, "train")[:sources.max_train_examples]
+    train = read_split(sources.data_dir, sources.task, "train")
     devs = {}
     for name in TASKS[sources.task].dev_files:
         if name == "dev_mismatched" and sources.data_dir and not any(
                 os.path.isfile(os.path.join(sources.data_dir, "MNLI", name + ext)) for ext in (".tsv", ".jsonl")):
             continue                                     # mismatched is optional locally
-        devs[name] = read_split(sources.data_dir, sources.task, name)[:sources.max_dev_examples]
+        devs[name] = read_split(sources.data_dir, sources.task, name)
     return train, devs
 
 
@@ -218,22 +225,41 @@ def test_columns(task):
     return tuple(c for c in task.columns if isinstance(c, str)) or task.hub_columns
 
 
-def read_test_tsv(path, task):
-    """(index, texts) of every row of a GLUE test file; the index is the column the server matches on."""
+def read_test_tsv(path, task, task_name):
+    """(index, texts) of every row of a GLUE test file; the index is the column the server matches on (QQP's is
+    `id`, every other task's `index`). A file in another layout (another index column, or a label column: a dev or
+    training file) is refused."""
     if not os.path.isfile(path):
         raise Fatal(f"{path}: no such file (--glue-submission reads GLUE's test files: DIR/{task.folder}/"
                     + ", ".join(f"{split}.tsv" for split, _, _ in task.tests) + ")")
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows:
-        raise Fatal(f"{path}: empty file (expected a header: index, then the text columns)")
+    if len(rows) < 2:
+        raise Fatal(f"{path}: no test examples ({'an empty file' if not rows else 'a header and no rows'})")
     header = rows.pop(0)
-    index = _column(header, "id" if "id" in header and "index" not in header else "index", path)
+    labels = [c for c in (LABEL_COLUMN[task_name], "label") if isinstance(c, str) and c in header]
+    if labels:
+        raise Fatal(f"{path}: has a label column '{labels[0]}', which GLUE's test files do not (a dev or training file?)")
+    index = _column(header, TEST_INDEX.get(task_name, "index"), path)
     cols = [_column(header, c, path) for c in test_columns(task)]
     for n, row in enumerate(rows, start=2):
         if len(row) <= max(index, *cols):
             raise Fatal(f"{path}, line {n}: malformed row ({len(row)} fields, expected {len(header)})")
     return [(row[index], [row[c] for c in cols]) for row in rows]
+
+
+def test_problems(sources):
+    """Every reason the test files of a task in sources.data_dir cannot be read (none, from the Hub)."""
+    if sources.data_dir is None:
+        return []
+    problems = []
+    for split, _, _ in TASKS[sources.task].tests:
+        folder = "diagnostic" if split == "diagnostic" else TASKS[sources.task].folder
+        try:
+            read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), TASKS[sources.task], sources.task)
+        except Fatal as e:
+            problems.append(str(e))
+    return problems
 
 
 def read_tests(sources):
@@ -247,7 +273,7 @@ def read_tests(sources):
             out[server_file] = [(str(r["idx"]), [r[c] for c in task.hub_columns]) for r in rows]
         else:
             folder = "diagnostic" if split == "diagnostic" else task.folder
-            out[server_file] = read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), task)
+            out[server_file] = read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), task, sources.task)
     return out
 
 
@@ -286,7 +312,7 @@ def read_swag(sources):
         if not os.path.isdir(sources.data_dir):
             raise Fatal(f"--data-dir {sources.data_dir}: no such directory")
         train, dev = (read_swag_csv(os.path.join(sources.data_dir, f)) for f in ("train.csv", "val.csv"))
-    return train[:sources.max_train_examples], {"dev": dev[:sources.max_dev_examples]}
+    return train, {"dev": dev}
 
 
 # --- Reading SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
@@ -298,8 +324,8 @@ PAPER_SQUAD = {"1.1": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
 
 def read_squad_task(sources):
     version = SQUAD_VERSION[sources.task]
-    train = squad.read_squad(sources.train_data, version, "--train-data", split="train")[:sources.max_train_examples]
-    dev = squad.read_squad(sources.dev_data, version, "--dev-data")[:sources.max_dev_examples]
+    train = squad.read_squad(sources.train_data, version, "--train-data", split="train")
+    dev = squad.read_squad(sources.dev_data, version, "--dev-data")
     return train, {"dev": dev}
 
 
@@ -484,14 +510,23 @@ class Classification:
         """The dev score runs are ranked and selected by: Table 1's metric, on the first dev set (MNLI: matched)."""
         return next(iter(scores.values()))[self.selection_metric]
 
-    def baseline(self, train, devs):
-        """'   (always the majority class 1: dev accuracy 0.6838)': what a model that learns nothing scores."""
-        if "accuracy" not in self.metrics:
+    def majority(self, train):
+        """The majority class of the whole training set (examples (texts, label)): the paper's WNLI submission, and
+        what a model that learns nothing predicts (the first of any ties; None for STS-B's scores)."""
+        if not TASKS[self.name].labels:
+            return None
+        return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
+
+    def baseline(self, majority, devs):
+        """'   (always the majority class 1: dev accuracy 0.6838) [1 = equivalent]': what a model that learns nothing
+        scores, the class as GLUE's file writes it and as the Hub names it."""
+        if "accuracy" not in self.metrics or majority is None:
             return ""
-        labels = np.asarray(train["labels"])
-        majority = int(np.bincount(labels).argmax())
         gold = next(iter(devs.values()))["labels"]
-        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+        raw, named = TASKS[self.name].labels[majority], HUB_LABELS[self.name][majority]
+        return (f"   (always the majority class {raw}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+                + (f" [{raw} = {named}, the majority of the whole training set]" if raw != named else
+                   " [the majority of the whole training set]"))
 
     def format(self, scores):
         return "  ".join(score_parts(scores, self.metrics))
@@ -536,6 +571,9 @@ class MultipleChoice(Classification):
 
     def references(self):
         return ["paper, BERT-base dev (Table 4): accuracy 81.6"]
+
+    def majority(self, train):
+        return None                        # four endings, none of them a class
 
     def describe(self, train):
         cut = sum(n > self.max_len for n in train["full_lengths"])
@@ -585,7 +623,9 @@ class SpanExtraction:
         lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
                  f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
                  f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
-                 f"questions skipped because answer_start does not match the context: {train['skipped']}"]
+                 f"questions skipped because answer_start does not match the context: {train['skipped']}",
+                 "steps are counted in windows, every window once an epoch (paper's run_squad.py: "
+                 "int(questions / batch x epochs) steps, fewer than its windows need)"]
         lines += [f"training set: {squad.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
         lines += [f"{name} set: {squad.coverage_line(n, size)}" for name, (n, size) in train["dev_uncovered"].items() if n]
         return lines
@@ -613,7 +653,10 @@ class SpanExtraction:
 
     selection = headline
 
-    def baseline(self, train, devs):
+    def majority(self, train):
+        return None
+
+    def baseline(self, majority, devs):
         return ""
 
     def format(self, scores):
@@ -643,3 +686,7 @@ class SpanExtraction:
 
 FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
             "squad_v2": SpanExtraction}
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("bert_part4_tasks.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

@@ -55,13 +55,13 @@ def tokenizer_and_models(args):
             lambda model_class, **kw: load_pretrained(model_class, args.model, **kw))
 
 
-def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, procs=ALONE):
+def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, team=ALONE):
     """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width: the
     recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and train_step, and the Run that shares each batch under torchrun,
     as bert_part4_finetune.py uses them."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
-    run = Run(procs, device, None, None)
+    run = Run(team, device, None, None)
     trainer, widths = run.wrap(model), []
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock

@@ -89,7 +89,7 @@ def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkey
     report = common.Report("x", str(inside / "results"))
     args = type("A", (), {})()
     args.model, args.n = model, 3
-    report.save({}, args=args, argv=["--model", model])
+    report.save({}, cli=common.command_line(["--model", model], vars(args)))
     saved = (inside / "results" / "x.json").read_text()
     assert str(tmp_path) not in saved and json.loads(saved)["run"]["config"]["model"].startswith("my-model@")
 

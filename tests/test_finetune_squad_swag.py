@@ -394,10 +394,10 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(sq, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(ft.parse_args(["swag"]))
+    train, devs = tasks.read_swag(ft.parse_args(["swag"]).sources)
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]))
+    train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]).sources)
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and sq.answer_chars(train[0]) == (4, 5)

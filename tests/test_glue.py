@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_glue as glue
 import bert_part4_tasks as tasks
 from bert_part4_common import Fatal, run_cli
-from bert_part4_runs import Job, config_of
+from bert_part4_runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
 
@@ -78,8 +78,8 @@ def glue_data(tmp_path_factory):
 
 
 def config_for(argv):
-    args = ft.parse_args(argv)
-    return config_of(args, ft.RECIPES[args.task], tasks.FAMILIES[args.task], None)
+    command = ft.parse_args(argv)
+    return ft.for_task(command, command.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, *extra):

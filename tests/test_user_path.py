@@ -1,0 +1,217 @@
+"""What a new user met with the glue command and with bad inputs: the table shows every setting tried and what a
+cut run left out, the majority class is the whole training set's and named, every bad input is one line (exit 2,
+nothing written, nothing overwritten), a resumed run's log is whole, and the modules say which script to run."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT
+from test_glue import read_tsv, write_glue
+
+import bert_part4_finetune as ft
+import bert_part4_runs as runs
+import bert_part4_tasks as tasks
+from bert_part4_common import ALONE, Report, portable, run_cli
+from bert_part4_runs import Job
+
+
+@pytest.fixture(scope="module")
+def two_tasks(tmp_path_factory):
+    """RTE and WNLI in GLUE's layout; WNLI's first 10 training rows are all label 1, the 14 after them label 0: the
+    whole training set's majority is 0, the first 10 rows' is 1."""
+    folder = write_glue(str(tmp_path_factory.mktemp("two")), n_train=24, n_dev=12, n_test=6)
+    path = os.path.join(folder, "WNLI", "train.tsv")
+    rows = read_tsv(path)
+    with open(path, "w") as f:
+        f.write("\t".join(rows[0]) + "\n" + "".join("\t".join(r[:-1] + ["1" if k < 10 else "0"]) + "\n"
+                                                    for k, r in enumerate(rows[1:])))
+    return folder
+
+
+def glue_argv(model, data, out, *extra):
+    return ["glue", "--tasks", "rte,wnli", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device",
+            "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
+
+
+def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir, two_tasks, tmp_path, capsys):
+    out, sub = tmp_path / "r", tmp_path / "sub"
+    assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, "--max-train-examples", "10", "--glue-submission",
+                             str(sub))) == 0
+    name = "part4_glue_table_bs8_ep1"
+    log = (out / f"{name}.log").read_text().splitlines()
+    md = (out / f"{name}.md").read_text()
+    table = json.loads((out / f"{name}.json").read_text())
+    assert table["settings"]["lr"] == "chosen per task on dev from grid glue"          # not a rate no one gave
+    assert sum(x.startswith("rte: grid glue (paper §4.1)") for x in log) == 1
+    assert sum(x.startswith("wnli: grid glue (paper §4.1)") for x in log) == 1
+    cut = "cut runs, not the paper's (--max-train-examples 10 --evals 1): RTE 10 of 24 training examples; WNLI 10 of 24 " \
+          "training examples; 1 dev evaluation per run"
+    assert cut in log and f"**{cut}**" in md
+    # every learning rate of each task, in Table 1's metric, read back from each run's own results file
+    for task, folder in (("rte", "RTE"), ("wnli", "WNLI")):
+        row = table["tasks"][task]
+        line = next(x for x in log if x.startswith(f"  {folder} "))
+        cells = line.split("accuracy", 1)[1].split()
+        assert len(cells) == 8 and sum(c.endswith("*") for c in cells) == 1
+        for lr_text, value in zip(cells[::2], cells[1::2]):
+            run = json.loads((out / f"part4_{task}_lr{lr_text}_bs8_ep1.json").read_text())
+            assert value.rstrip("*") == f"{100 * run['final']['dev']['accuracy']:.2f}"
+            assert value.endswith("*") == (run["lr"] == row["lr"])
+        assert f"- {folder} (accuracy): " + ", ".join(cells[k] + " " + cells[k + 1] for k in (0, 2, 4, 6)) in md
+    average = next(x for x in log if x.startswith("average of Table 1's columns"))
+    assert "over the 1 column run (rte)" in average and "over all nine: 79.6]" in average
+    assert log[-1].startswith(f"written: {os.path.join(portable(str(out)), name)}.log, .json, .md; the GLUE server's "
+                              f"files: {portable(str(sub))}/ (2 files) and ")
+    assert log[-1].endswith("submission.zip") and "submission.zip" in md
+    # WNLI: the majority class of the whole training file (0), not of the 10 rows trained on (1), and said so
+    assert {r[1] for r in read_tsv(sub / "WNLI.tsv")[1:]} == {"0"}
+    assert any(x.startswith("submission WNLI.tsv: 6 rows from part4_wnli_") and "majority class, not the model" in x
+               for x in log)
+    wnli_log = (out / "part4_wnli_lr2e-5_bs8_ep1.log").read_text()
+    assert "(always the majority class 0: dev accuracy" in wnli_log
+    assert "[0 = not_entailment, the majority of the whole training set]" in wnli_log
+
+
+def copy_glue(src, dst):
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def refused(argv, capsys):
+    code = run_cli(ft.main, argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_empty_files_and_bad_test_layouts_are_one_line_before_any_training(tiny_bert_dir, two_tasks, tmp_path, capsys):
+    def header_only(data, rel):
+        with open(os.path.join(data, rel)) as f:
+            head = f.readline()
+        with open(os.path.join(data, rel), "w") as f:
+            f.write(head)
+
+    for rel in ("RTE/dev.tsv", "RTE/train.tsv"):
+        data = copy_glue(two_tasks, tmp_path / rel.replace("/", "_"))
+        header_only(data, rel)
+        out = tmp_path / ("out_" + rel.replace("/", "_"))
+        err = refused(["rte", "--model", tiny_bert_dir, "--data-dir", data, "--results-dir", str(out)], capsys)
+        assert f"{rel}: no examples (a header and no rows)" in err
+        assert not out.exists() or not list(out.glob("*.json"))
+
+    out = tmp_path / "sub_runs"
+    data = copy_glue(two_tasks, tmp_path / "empty_test")
+    header_only(data, "WNLI/test.tsv")                      # WNLI runs after RTE: caught before RTE trains
+    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s1")), capsys)
+    assert "WNLI/test.tsv: no test examples (a header and no rows)" in err and not list(out.glob("*.json"))
+
+    data = copy_glue(two_tasks, tmp_path / "no_tests")
+    os.remove(os.path.join(data, "RTE", "test.tsv"))
+    os.remove(os.path.join(data, "WNLI", "test.tsv"))
+    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s2")), capsys)
+    assert "2 inputs cannot be used" in err and "RTE/test.tsv: no such file" in err and "WNLI/test.tsv: no such file" in err
+
+    for bad, expected in ((lambda h: h + ["label"], "has a label column 'label'"),
+                          (lambda h: ["id"] + h[1:], "no column 'index'")):
+        data = copy_glue(two_tasks, tmp_path / f"layout_{len(expected)}")
+        rows = read_tsv(os.path.join(data, "RTE", "test.tsv"))
+        with open(os.path.join(data, "RTE", "test.tsv"), "w") as f:
+            f.write("\t".join(bad(rows[0])) + "\n" + "".join("\t".join(r + ["x"]) + "\n" for r in rows[1:]))
+        err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s3")), capsys)
+        assert "RTE/test.tsv" in err and expected in err and not list(out.glob("*.json"))
+
+
+def test_a_results_file_that_is_not_json_is_named_and_left_as_it_is(tiny_bert_dir, two_tasks, tmp_path, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    conflicted = "<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> other\n"
+    one_run = ["rte", "--model", tiny_bert_dir, "--data-dir", two_tasks, "--results-dir", str(out), "--batch-size", "8",
+               "--epochs", "1"]
+    for name, argv in (("part4_rte_lr2e-5_bs8_ep1.json", one_run),
+                       ("part4_glue_table_lr2e-5_bs8_ep1.json", glue_argv(tiny_bert_dir, two_tasks, out, "2e-5"))):
+        (out / name).write_text(conflicted)
+        err = refused(argv, capsys)
+        assert name in err and "not a results file (not JSON" in err and "left as it is" in err
+        assert (out / name).read_text() == conflicted
+        (out / name).unlink()
+
+
+def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
+    """The restored losses sit beside the ones to come (torch.stack of a meta and a cpu tensor raises, as cuda and
+    cpu would): the meta device stands in for a GPU."""
+    from transformers import BertForSequenceClassification
+    model = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    path = str(tmp_path / "x.checkpoint")
+    saving = runs.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
+    saving.add_loss(torch.tensor(0.5))
+    saving.add_loss(torch.tensor(0.25))
+    saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
+    meta = torch.device("meta")
+    run = runs.Run(ALONE, meta, path, {"task": "t"})
+    state = run.resume(model, opt, sched)
+    assert state["step"] == 2 and [x.device for x in run.losses] == [meta, meta]
+    run.add_loss(torch.tensor(0.125, device=meta))
+    assert torch.stack(run.losses).shape == (3,)                    # raised before: cpu beside meta
+    report = Report("x", str(tmp_path), quiet=True)
+    assert run.resumed(model, opt, sched, report, 10)["step"] == 2
+    assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
+
+
+def test_the_articles_numbers_only_beside_the_articles_setting():
+    """grid() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
+    family = tasks.FAMILIES["sst2"]("sst2", 128)
+    result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
+              "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
+    for init, shown in (("pretrained", True), ("random", False)):
+        report = Report("x", "unused", quiet=True)
+        ft.grid("glue", "sst2", None, family, [result], report, init)
+        assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
+        final = ft.final_line("sst2", family, Job(2e-5, 32, 3, 0), result["final"], 60.0, init)
+        assert ("[article (bert-base-uncased" in final) == shown
+    assert not ft.article_setting(Job(2e-5, 32, 3, 1), "pretrained") and ft.article_setting(Job(5e-5, 32, 3, 0),
+                                                                                           "pretrained")
+
+
+def test_the_best_seen_during_training_is_in_table_1s_metric():
+    """CoLA: accuracy peaks at step 1, MCC at step 2: the line names step 2 (MCC), as Table 1 would rank them."""
+    curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
+             {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
+             {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
+    assert ft.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
+    stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
+            {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
+    assert ft.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+
+
+@pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
+                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py")])
+def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, f"bert_part4_{module}.py"), "--help"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and f"bert_part4_{module}.py is a module" in p.stderr and script in p.stderr
+
+
+def test_runs_found_done_are_reported_in_their_turn(tiny_bert_dir, two_tasks, tmp_path, capsys):
+    """A grid run again after one of its runs was lost: the runs found done are said in the grid's order, around
+    the one that trains again, not after it."""
+    out = tmp_path / "r"
+    argv = ["rte", "--grid", "glue", "--model", tiny_bert_dir, "--data-dir", two_tasks, "--results-dir", str(out),
+            "--batch-size", "8", "--epochs", "1", "--evals", "1"]
+    assert ft.main(argv) == 0
+    (out / "part4_rte_lr3e-5_bs8_ep1.json").unlink()
+    capsys.readouterr()
+    assert ft.main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    said = [k for k, x in enumerate(printed) if x.startswith("run part4_rte_lr") and x.endswith(": skipped")]
+    trained = next(k for k, x in enumerate(printed) if x.startswith("task rte:"))
+    assert [printed[k].split()[1] for k in said] == ["part4_rte_lr5e-5_bs8_ep1", "part4_rte_lr4e-5_bs8_ep1",
+                                                    "part4_rte_lr2e-5_bs8_ep1"]
+    assert said[1] < trained < said[2]
