@@ -79,7 +79,7 @@ def glue_data(tmp_path_factory):
 
 def config_for(argv):
     command = ft.parse_args(argv)
-    return ft.for_task(command, command.tasks[0])[0]
+    return command.for_task(command.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, *extra):
