@@ -28,12 +28,11 @@ FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0",
 class Command:
     """What one command line asks, its flags checked and turned into settings once (parse): every function
     below main takes what it reads from here, never the flags."""
-    tasks: tuple            # the task; the glue command's tasks
-    config: Config          # what every run shares (each task's evaluations and grouping: for_task)
+    tasks: list             # the task; the glue command's tasks
+    config: Config          # what every run shares; its task's part (task, evaluations, grouping) is for_task's
     sources: object         # where the data comes from (Sources; the task set by for_task)
     grid: str
     seeds: int
-    parallel: str
     evals_flag: int         # --evals as given; None: the recipe's
     group_by_length: str
     shape: tuple            # (max_len, stride, eval_batch_size) of the head family
@@ -43,7 +42,7 @@ class Command:
     seed: int
     recipes: dict           # the paper's settings of each task (bert_part4_finetune.RECIPES)
     table: object = None    # the glue command: its GlueTable (bert_part4_glue.py)
-    where: tuple = ("auto", "auto", "auto")   # --device, --backend, --dtype
+    device_flags: tuple = ("auto", "auto", "auto")   # --device, --backend, --dtype
 
     @property
     def max_len(self):
@@ -61,7 +60,8 @@ class Command:
         evals = self.evals_flag if self.evals_flag is not None else (
             0 if self.table and task in glue.ONCE_PER_EPOCH else recipe.evals)
         grouped = {"on": True, "off": False}.get(self.group_by_length, family.grouped)
-        config = replace(self.config, task=task, evals=evals, grouped=grouped,
+        cli = {**self.config.cli, "config": {**self.config.cli["config"], "task": task, "evals": evals}}  # as it ran
+        config = replace(self.config, task=task, evals=evals, grouped=grouped, cli=cli,
                          defaults=(recipe.batch_size, recipe.epochs))
         return config, family, replace(self.sources, task=task)
 
@@ -187,26 +187,26 @@ def parse(argv, recipes, grids, article_model, paper_optimiser):
     check_positive({"--stride": a.stride or None})
     check_training(a.dtype, a.warmup, a.weight_decay, a.clip)
     tasks = glue.task_list(a.tasks) if task == "glue" else [task]
-    resolved = {"task": task, "lr": learning_rate(a.lr, recipe.lr), "grid": a.grid or ("glue" if task == "glue" and a.lr
-            is None else None), "seed": a.seed or 0, "batch_size": a.batch_size or recipe.batch_size,
-            "epochs": a.epochs or recipe.epochs, "max_len": a.max_len or recipe.max_len,
-                "stride": 128 if a.stride is None else a.stride,
-            "eval_batch_size": a.eval_batch_size or family.eval_batch_size}      # the paper's where not given
+    resolved = {"task": task, "lr": learning_rate(a.lr, recipe.lr), "seed": a.seed or 0,     # the paper's where not given
+                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),   # glue: the paper's choice
+                "batch_size": a.batch_size or recipe.batch_size, "epochs": a.epochs or recipe.epochs,
+                "max_len": a.max_len or recipe.max_len, "stride": 128 if a.stride is None else a.stride,
+                "eval_batch_size": a.eval_batch_size or family.eval_batch_size}
     family.check(resolved["max_len"], resolved["stride"])
     v = {**vars(a), **resolved}
     many = bool(v["seeds"] or v["grid"])
     config = Config(task, v["model"], v["warmup"], v["weight_decay"], v["clip"], recipe.evals, family.grouped,
                     v["results_dir"], v["run_tag"], v["save_model"], many, bool(v["seeds"]), v["max_train_examples"],
                     v["max_dev_examples"], command_line(argv, v), (recipe.batch_size, recipe.epochs), v["init"],
-                    many or task == "glue", glue.runs_folder(v["glue_submission"]))
+                    many or task == "glue", glue.runs_folder(v["glue_submission"]), v["grid"], v["seeds"], v["parallel"])
     return Command(tasks, config, Sources(task, v["data_dir"], v["train_data"], v["dev_data"]), v["grid"], v["seeds"],
-                   v["parallel"], a.evals, v["group_by_length"], (v["max_len"], v["stride"], v["eval_batch_size"]),
+                   a.evals, v["group_by_length"], (v["max_len"], v["stride"], v["eval_batch_size"]),
                    v["lr"], v["batch_size"], v["epochs"], v["seed"], recipes,
                    glue_table(tasks, v, a.evals) if task == "glue" else None, (v["device"], v["backend"], v["dtype"]))
 
 
 def glue_table(tasks, flags, evals):
-    """The glue command's settings from its checked flags (parse_args'): what its table is of and depends on."""
+    """The glue command's settings from the checked flags of parse: what its table is of and depends on."""
     recorded = {"model": portable(flags["model"]), "data_dir": portable(flags["data_dir"]),
                 **{k: flags[k] for k in glue.TABLE_KEYS}}
     if flags["grid"]:                                  # no rate was given: each task's is chosen from the grid

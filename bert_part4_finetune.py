@@ -298,8 +298,9 @@ def best_seen(curve, family):
 def preamble(config, fit, job, steps, warm):
     """The derived quantities a run prints before it trains (STYLE 8): data, inputs cut, steps, warmup."""
     data, team, device = fit.data, fit.run.team, fit.device
-    lines = [f"task {config.task}: {data['n_train']} training examples, "
-             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
+    lines = [f"task {config.task}: {of(data['n_train'], data['n_train_all'])} training examples, "
+             + ", ".join(f"{of(data['n_dev'][k], data['n_dev_all'][k])} {k.replace('_', ' ')} examples"
+                         for k in data["devs"])
              + f", device {device.type}"
              + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else "")]
     lines += fit.family.describe(data["train"])
@@ -312,6 +313,11 @@ def preamble(config, fit, job, steps, warm):
                                                           else "") + f", article: {ARTICLE_MODEL})")
     lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
     return lines
+
+
+def of(n, total):
+    """'200 of 2,490 (cut)' where a run uses only the first n of the total examples; else just n."""
+    return f"{n} of {total:,} (cut)" if n < total else str(n)
 
 
 def final_line(task, family, job, final, seconds, init="pretrained"):
@@ -374,22 +380,21 @@ def grid(name, task, seeds, family, results, report, init="pretrained"):
                                    for r in ranked]}
 
 
-def task_runs(command, task, where, report=None, summarise=True):
-    """Every run the command asks for on one task (with --grid, --seeds or glue, those done are skipped), then the
-    summary of --seeds or --grid (glue: its table's report). where: (device, dtype, processes). Returns the runs'
-    results (on rank 0), the task's family and Config, and the data (its sizes and majority class)."""
-    config, family, sources = command.for_task(task)
-    jobs = planned_runs(command.grid, command.seeds, command.seed, command.lr, command.batch_size, command.epochs)
-    team = where[2]
-    report = report or Report(summary_name(config, command.grid, command.seeds, jobs[0]), config.results_dir,
-                              quiet=not team.main)
-    header = [(f"{task}: " if command.table else "") + grid_size(command.grid)
-              + (f", x {command.seeds} seeds = {len(jobs)} runs" if command.seeds else "")] if command.grid else []
-    results, data = run_command(config, family, jobs, sources, fine_tune, where, command.parallel, report, header,
-                                summarise and config.many)
-    if summarise and config.many and team.main:
-        payload = (grid(command.grid, task, command.seeds, family, results, report, config.init) if command.grid else
-                   restarts(task, jobs[0].lr, command.seeds, family, results, report))
+def task_runs(config, family, sources, jobs, where, table_report=None):
+    """Every run of one task (with --grid, --seeds or glue, those done are skipped), then the summary of --seeds or
+    --grid; under glue, its lines go to the table's report and the table summarises. where: (device, dtype,
+    processes). Returns the runs' results (on rank 0), the task's family and Config, and the data (its sizes and
+    majority class)."""
+    task, team, summarise = config.task, where[2], table_report is None and config.many
+    report = table_report or Report(summary_name(config, config.grid, config.seeds, jobs[0]), config.results_dir,
+                                    quiet=not team.main)
+    header = [(f"{task}: " if table_report else "") + grid_size(config.grid)
+              + (f", x {config.seeds} seeds = {len(jobs)} runs" if config.seeds else "")] if config.grid else []
+    results, data = run_command(config, family, jobs, sources, fine_tune, where, config.parallel, report, header,
+                                summarise)
+    if summarise and team.main:
+        payload = (grid(config.grid, task, config.seeds, family, results, report, config.init) if config.grid else
+                   restarts(task, jobs[0].lr, config.seeds, family, results, report))
         report.save({"task": task, "model": portable(config.model), **payload}, cli=config.cli, device=where[0])
     return results, family, config, data
 
@@ -403,17 +408,18 @@ def parse_args(argv):
 
 def main(argv=None):
     command = parse_args(argv)
-    device, team = start_processes(*command.where[:2])
-    where = (device, autocast_dtype(device, command.where[2]), team)
+    device, team = start_processes(*command.device_flags[:2])
+    where = (device, autocast_dtype(device, command.device_flags[2]), team)
+    jobs = planned_runs(command.grid, command.seeds, command.seed, command.lr, command.batch_size, command.epochs)
     if command.table is None:
-        task_runs(command, command.tasks[0], where)
+        task_runs(*command.for_task(command.tasks[0]), jobs, where)
         return 0
     table = command.table       # every GLUE task, the learning rate chosen on dev, beside the paper's Table 1 (§4.1)
-    run, absent = glue.runnable(table)
-    report = glue.start(table, run, absent, team)
+    to_run, absent = glue.runnable(table)
+    report = glue.start(table, to_run, absent, team)
     rows = {}
-    for t in run:
-        results, family, config, data = task_runs(command, t, where, report, summarise=False)
+    for t in to_run:
+        results, family, config, data = task_runs(*command.for_task(t), jobs, where, report)
         rows[t] = glue.choose(results, family, config, data) if team.main else None
     if team.main:
         glue.finish(table, rows, absent, report, command.config.cli, device)

@@ -90,7 +90,7 @@ def runs_folder(submission):
 
 @dataclass(frozen=True)
 class GlueTable:
-    """The glue command's settings (bert_part4_finetune.parse_args makes it once): what its table is of."""
+    """The glue command's settings (bert_part4_cli.parse makes it once): what its table is of."""
     tasks: list             # --tasks, in GLUE's order
     lr: float               # the learning rate given, or the recipe's (under a grid: not in the table's name)
     grid: str               # "glue" (the paper's choice of lr), "a3", or None (the lr given, no choice)
@@ -155,12 +155,12 @@ def finish(table, rows, absent, report, cli, device):
     payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table.settings}}
     if table.submission:
         payload["submission"] = write_submission(table.submission, rows, report)
-    base = os.path.join(table.results_dir, report.name)
+    text = markdown(payload, table)
     report.say(f"written: {os.path.join(portable(table.results_dir), report.name)}.log, .json, .md" + (
         f"; the GLUE server's files: {portable(table.submission)}/ ({len(payload['submission']['files'])} files) and "
         f"{payload['submission']['zip']}" if table.submission else ""))
     report.save(payload, cli=cli, device=device)
-    write_atomic(base + ".md", markdown(payload, table))
+    write_atomic(os.path.join(table.results_dir, report.name + ".md"), text)
 
 
 def selection_line(table):
@@ -180,20 +180,21 @@ def plural(n):
 
 
 def cut_line(rows, table):
-    """'cut runs, not the paper's: RTE 200 of 2,490 training examples, 50 of 277 dev examples; ...; 3 dev evaluations
-    per run (--evals)': what a table of cut runs leaves out, or None."""
-    if not any(table.cuts.values()):
-        return None
+    """'cut runs, not the paper's (--max-train-examples 200): RTE 200 of 2,490 training examples, ...': what a table
+    of cut runs leaves out, or None; with --evals, that the curves have other points (the final numbers do not
+    change)."""
     parts = []
     for t, row in rows.items():
-        (n, total), devs = row["train_examples"], row["dev_examples"]
+        (n, total), devs = row.get("train_examples", (0, 0)), row.get("dev_examples", {})
         cut = ([f"{n:,} of {total:,} training examples"] if n < total else []) + [
             f"{m:,} of {every:,} {name.replace('_', ' ')} examples" for name, (m, every) in devs.items() if m < every]
         parts += [f"{TASKS[t].folder} " + ", ".join(cut)] if cut else []
+    flags = " ".join(f"{k} {v}" for k, v in table.cuts.items() if v and k != "--evals")
     evals = table.cuts.get("--evals")
-    return ("cut runs, not the paper's (" + " ".join(f"{k} {v}" for k, v in table.cuts.items() if v) + "): "
-            + ("; ".join(parts) or "no example left out") + (f"; {evals} dev evaluation{plural(evals)} per run" if evals
-                                                             else ""))
+    lines = ([f"cut runs, not the paper's ({flags}): " + ("; ".join(parts) or "no example left out")] if flags else []) \
+        + ([f"--evals {evals}: {evals} dev evaluation{plural(evals)} per run of those trained here (the article: about "
+            f"30), the learning curves' points; the final numbers do not depend on them"] if evals else [])
+    return "; ".join(lines) or None
 
 
 def scores(family, final):

@@ -6,8 +6,8 @@ loss over them, stops on a non-finite loss, checkpoints and resumes bitwise, and
 Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done. Below them, what a
 fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
 and the settings recorded with it, a results file of other settings never overwritten, preparing the data
-once for every run of a command, and saving a model folder. The paper's settings and grids, and the checks
-of the command line that cite them, are the recipe's (bert_part4_finetune.py).
+once for every run of a command, and saving a model folder. The paper's settings and grids are the recipe's
+(bert_part4_finetune.py); the checks of the command line that cite them, its room's (bert_part4_cli.py).
 """
 
 import os
@@ -319,6 +319,7 @@ def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
         raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                     f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
     diff = settings_diff(theirs, ours, ignore)
+    diff = diff if len(diff) < 400 else diff[:400] + " ..."
     if diff:
         raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
                     f"delete it")
@@ -405,6 +406,9 @@ class Config:
     init: str = "pretrained"           # or "random": the same architecture from random weights
     reuse: bool = False                # several runs (grids, seeds, glue): done ones skipped, a model folder each
     test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
+    grid: str = None                   # --grid: the paper's grid its runs are of
+    seeds: int = None                  # --seeds: restarts 0..N-1
+    parallel: str = None               # --parallel under torchrun: data or runs (None: the default for the command)
 
     def evals_of(self, job):
         return self.evals or job.epochs

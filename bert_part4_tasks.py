@@ -10,9 +10,10 @@ head families (§4.1-4.4):
 
 Each family owns everything that differs between its tasks (data checks, evaluation batch size, batches
 grouped by length or not, the headline metric and its name): the training loop branches on no task. Outside
-this file only two rooms name tasks, each for what the paper or the article treats apart: the GLUE row
-(bert_part4_glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch) and the recipe
-(bert_part4_finetune.py: each task's paper settings, and the runs the article printed). SQuAD's windows and
+this file the rooms that name tasks do so for what the paper or the article treats apart: the GLUE row
+(bert_part4_glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch), the recipe
+(bert_part4_finetune.py: each task's paper settings, and the runs the article printed) and its command line
+(bert_part4_cli.py: the task names it takes, and the family each default is shown for). SQuAD's windows and
 span targets live in bert_part4_squad.py.
 """
 
@@ -518,15 +519,14 @@ class Classification:
         return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
 
     def baseline(self, majority, devs):
-        """'   (always the majority class 1: dev accuracy 0.6838) [1 = equivalent]': what a model that learns nothing
-        scores, the class as GLUE's file writes it and as the Hub names it."""
+        """'   (always the majority class 1: dev accuracy 0.6838) [class 1 (equivalent): ...]': what a model that
+        learns nothing scores, the class as GLUE's file writes it and as the Hub names it."""
         if "accuracy" not in self.metrics or majority is None:
             return ""
         gold = next(iter(devs.values()))["labels"]
-        raw, named = TASKS[self.name].labels[majority], HUB_LABELS[self.name][majority]
-        return (f"   (always the majority class {raw}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
-                + (f" [{raw} = {named}, the majority of the whole training set]" if raw != named else
-                   " [the majority of the whole training set]"))
+        raw = TASKS[self.name].labels[majority]
+        return (f"   (always the majority class {raw}: dev accuracy {accuracy([majority] * len(gold), gold):.4f}) "
+                f"[class {label_name(self.name, majority)}: the majority of the whole training set]")
 
     def format(self, scores):
         return "  ".join(score_parts(scores, self.metrics))
@@ -573,7 +573,13 @@ class MultipleChoice(Classification):
         return ["paper, BERT-base dev (Table 4): accuracy 81.6"]
 
     def majority(self, train):
-        return None                        # four endings, none of them a class
+        """The ending most often right in the whole training set (its position, 0-3)."""
+        return int(np.bincount([y for _, _, y in train], minlength=4).argmax())
+
+    def baseline(self, majority, devs):
+        """'   (always the majority class 2: dev accuracy 0.2500)': always the training set's most frequent ending."""
+        gold = next(iter(devs.values()))["labels"]
+        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
 
     def describe(self, train):
         cut = sum(n > self.max_len for n in train["full_lengths"])

@@ -49,8 +49,9 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
     assert table["settings"]["lr"] == "chosen per task on dev from grid glue"          # not a rate no one gave
     assert sum(x.startswith("rte: grid glue (paper §4.1)") for x in log) == 1
     assert sum(x.startswith("wnli: grid glue (paper §4.1)") for x in log) == 1
-    cut = "cut runs, not the paper's (--max-train-examples 10 --evals 1): RTE 10 of 24 training examples; WNLI 10 of 24 " \
-          "training examples; 1 dev evaluation per run"
+    cut = "cut runs, not the paper's (--max-train-examples 10): RTE 10 of 24 training examples; WNLI 10 of 24 " \
+          "training examples; --evals 1: 1 dev evaluation per run of those trained here (the article: about 30), the " \
+          "learning curves' points; the final numbers do not depend on them"
     assert cut in log and f"**{cut}**" in md
     # every learning rate of each task, in Table 1's metric, read back from each run's own results file
     for task, folder in (("rte", "RTE"), ("wnli", "WNLI")):
@@ -74,7 +75,8 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
                for x in log)
     wnli_log = (out / "part4_wnli_lr2e-5_bs8_ep1.log").read_text()
     assert "(always the majority class 0: dev accuracy" in wnli_log
-    assert "[0 = not_entailment, the majority of the whole training set]" in wnli_log
+    assert "[class 0 (not_entailment): the majority of the whole training set]" in wnli_log
+    assert "task wnli: 10 of 24 (cut) training examples, 12 dev examples" in wnli_log
 
 
 def copy_glue(src, dst):
