@@ -214,6 +214,6 @@ def test_runs_found_done_are_reported_in_their_turn(tiny_bert_dir, two_tasks, tm
     printed = capsys.readouterr().out.splitlines()
     said = [k for k, x in enumerate(printed) if x.startswith("run part4_rte_lr") and x.endswith(": skipped")]
     trained = next(k for k, x in enumerate(printed) if x.startswith("task rte:"))
-    assert [printed[k].split()[1] for k in said] == ["part4_rte_lr5e-5_bs8_ep1", "part4_rte_lr4e-5_bs8_ep1",
+    assert [printed[k].split()[1].rstrip(":") for k in said] == ["part4_rte_lr5e-5_bs8_ep1", "part4_rte_lr4e-5_bs8_ep1",
                                                     "part4_rte_lr2e-5_bs8_ep1"]
     assert said[1] < trained < said[2]
