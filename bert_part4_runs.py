@@ -262,7 +262,7 @@ class Run:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
                         f"resume from it; delete it to start this run over")
         model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
+        opt.load_state_dict(ckpt["opt"])          # its AdamW kernel (fused or not) comes with it: recorded as computed
         sched.load_state_dict(ckpt["sched"])
         mine = ckpt["processes"][self.team.rank]
         set_rng_states(mine["rng"])
@@ -380,6 +380,8 @@ class Config:
     init: str = "pretrained"           # or "random": the same architecture from random weights
     reuse: bool = False                # several runs (grids, seeds, glue): done ones skipped, a model folder each
     test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
+    padding_free: bool = False         # how a run is computed, not what it computes: never in run_settings
+    fused_adamw: bool = False          # the same
 
     def evals_of(self, job):
         return self.evals or job.epochs
@@ -408,7 +410,8 @@ def config_of(args, recipe, family, test_dir):
                   recipe.evals if args.evals_flag is None else args.evals_flag, grouped, args.results_dir, args.run_tag,
                   args.save_model, bool(args.seeds or args.grid), bool(args.seeds), args.max_train_examples,
                   args.max_dev_examples, args, (recipe.batch_size, recipe.epochs), args.init,
-                  bool(args.seeds or args.grid or args.glue), test_dir)
+                  bool(args.seeds or args.grid or args.glue), test_dir, args.padding_free == "on",
+                  args.fused_adamw == "on")
 
 
 def lr_tag(lr):
@@ -430,7 +433,9 @@ def run_name(config, job):
 
 
 def run_settings(config, job, family, train_rows, dtype, team):
-    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused."""
+    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. How the
+    run is computed (padding-free steps, the fused AdamW kernel) changes them by float rounding only, as any kernel
+    does: it is recorded with the results (computation), not here, so results of either way stay valid."""
     settings = {"task": config.task, "model": portable(config.model), "lr": job.lr, "batch_size": job.batch_size,
                 "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
                 "warmup": config.warmup, "weight_decay": config.weight_decay, "clip": config.clip,
