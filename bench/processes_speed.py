@@ -49,7 +49,7 @@ def worker(args):
     enc = tasks.encode(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
-    seconds, _ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, procs=procs)
+    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, procs=procs)
     if procs.main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": procs.world, "device": str(device.type),
                           "threads": torch.get_num_threads(), "backend": procs.backend or "none"}), flush=True)
