@@ -45,7 +45,7 @@ class Packing:
 
     def pack(self, t):
         """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
-        return t.flatten(0, 1)[self.index]
+        return t.flatten(0, 1).index_select(0, self.index)      # its backward: index_add, not a serial index_put
 
     def unpack(self, x):
         """(N, ...) -> (B, M, ...), zeros at padding."""

@@ -72,7 +72,7 @@ def test_packed_outputs_loss_and_gradients_equal_the_padded(kind, labels):
     assert abs(la.item() - lb.item()) < 1e-5
     la.backward(), lb.backward()
     worst = max((p.grad - q.grad).abs().max().item() for p, q in zip(padded.parameters(), packed.parameters()))
-    assert 0 < worst < 1e-5 or worst == 0
+    assert worst < 1e-5
     assert all(p.grad is not None for p in packed.parameters())        # every weight is trained, as DDP needs
 
 
