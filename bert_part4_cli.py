@@ -118,6 +118,15 @@ def build_parser(recipes, grids, article_model, paper_optimiser):
     p.add_argument("--group-by-length", choices=["auto", "on", "off"], default="auto",
                    help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on for "
                         "SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
+    p.add_argument("--padding-free", choices=["on", "off"], default="on",
+                   help="on (the default): every layer but attention runs on the real tokens of each training batch "
+                        "only, the dropout masks drawn as the padded model draws them: on the CPU the same run up to "
+                        "float rounding (CUDA and MPS: the same distribution of masks, not the same masks); off: every "
+                        "batch padded to its own longest input, today's computation. Not a setting of the results")
+    p.add_argument("--fused-adamw", choices=["on", "off"], default="on",
+                   help="on (the default): AdamW's fused kernel where torch has one (CUDA; the CPU and MPS from torch "
+                        "2.4), as Hugging Face's Trainer; off: its loop of tensor operations. The same numbers up to float "
+                        "rounding: not a setting of the results")
     p.add_argument("--max-train-examples", type=int, help="only the first N training examples (SQuAD: questions)")
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set (SQuAD: questions)")
     p.add_argument("--eval-batch-size", type=int, help=f"dev batch size (default: {FAMILIES['cola'].eval_batch_size}; SQuAD "
@@ -198,7 +207,8 @@ def parse(argv, recipes, grids, article_model, paper_optimiser):
     config = Config(task, v["model"], v["warmup"], v["weight_decay"], v["clip"], recipe.evals, family.grouped,
                     v["results_dir"], v["run_tag"], v["save_model"], many, bool(v["seeds"]), v["max_train_examples"],
                     v["max_dev_examples"], command_line(argv, v), (recipe.batch_size, recipe.epochs), v["init"],
-                    many or task == "glue", glue.runs_folder(v["glue_submission"]), v["grid"], v["seeds"], v["parallel"])
+                    many or task == "glue", glue.runs_folder(v["glue_submission"]), v["grid"], v["seeds"], v["parallel"],
+                    v["padding_free"] == "on", v["fused_adamw"] == "on")
     return Command(tasks, config, Sources(task, v["data_dir"], v["train_data"], v["dev_data"]), v["grid"], v["seeds"],
                    a.evals, v["group_by_length"], (v["max_len"], v["stride"], v["eval_batch_size"]),
                    v["lr"], v["batch_size"], v["epochs"], v["seed"], recipes,

@@ -109,6 +109,12 @@ def autocast_dtype(device, dtype="auto", inference=False):
     return table[dtype]
 
 
+def has_fused_adamw(device):
+    """Does torch have a fused AdamW kernel for this device? CUDA always; the CPU and Apple MPS from torch 2.4."""
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    return device.type == "cuda" or (device.type in ("cpu", "mps") and (major, minor) >= (2, 4))
+
+
 def autocast(device, dtype):
     """The one autocast context of every forward pass: dtype from autocast_dtype, None = plain fp32."""
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)

@@ -11,7 +11,9 @@
 One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
 learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
-ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input.
+ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input (each
+training step computed padding-free by default: every layer but attention on the real tokens only, the same run up
+to float rounding; bert_part4_packing.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
@@ -40,6 +42,7 @@ from bert_part4_common import (
     article,
     autocast,
     autocast_dtype,
+    has_fused_adamw,
     line_plot,
     load_pretrained,
     portable,
@@ -47,6 +50,7 @@ from bert_part4_common import (
     seed_everything,
     start_processes,
 )
+from bert_part4_packing import padding_free
 from bert_part4_runs import (
     Fit,
     Job,
@@ -178,10 +182,12 @@ def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False)
     report = Report(name, config.results_dir, quiet=quiet or not team.main)
     seed_everything(job.seed)
     model = new_model(family, config).to(device)    # e.g. BertForSequenceClassification.from_pretrained(model, num_labels=2)
+    model = padding_free(model) if config.padding_free else model     # trains on the real tokens only: the same run
     model.train()
-    train, wd, cuda = data["train"]["input_ids"], config.weight_decay, device.type == "cuda"
+    train, wd = data["train"]["input_ids"], config.weight_decay
+    fused = config.fused_adamw and has_fused_adamw(device)                      # the kernel, where torch has one
     groups = decay_groups(model, wd)
-    opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=cuda)    # no decay on biases and LayerNorm
+    opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=fused)    # no decay on biases and LayerNorm
     steps = job.epochs * math.ceil(len(train) / job.batch_size)    # the article's 3 * math.ceil(len(train) / 32)
     warm = int(config.warmup * steps)                                           # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
@@ -274,7 +280,8 @@ def finish(fit, job, config, before, curve, steps, warm, seconds):
               "device": str(fit.device), "before": before, "final": final, "curve": curve,
               "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
-              **family.summary(fit.data["train"]), "settings": fit.run.settings}
+              **family.summary(fit.data["train"]), "settings": fit.run.settings,
+              "computation": computation(config.padding_free, fit.opt)}
     if config.save_model:
         folder = model_folders(config, [job])[0]
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], folder))
@@ -295,6 +302,12 @@ def best_seen(curve, family):
     return max(curve, key=lambda c: family.selection(c["dev"]))
 
 
+def computation(padding_free, opt):
+    """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
+    padded ones, AdamW's fused kernel or its loop of tensor operations."""
+    return {"padding_free": padding_free, "fused_adamw": bool(opt.param_groups[0].get("fused"))}
+
+
 def preamble(config, fit, job, steps, warm):
     """The derived quantities a run prints before it trains (STYLE 8): data, inputs cut, steps, warmup."""
     data, team, device = fit.data, fit.run.team, fit.device
@@ -306,9 +319,12 @@ def preamble(config, fit, job, steps, warm):
     lines += fit.family.describe(data["train"])
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {config.weight_decay}")
-    lines.append(f"  (also: AdamW{' fused' if device.type == 'cuda' else ''}, clip {config.clip}, dropout "
-                 f"{fit.model.config.hidden_dropout_prob}, seed {job.seed}, autocast {fit.dtype or 'off (fp32)'}, dynamic "
-                 f"padding" + (", batches grouped by length (paper: random batches)" if config.grouped else "")
+    padding = "padding-free steps (every layer but attention on the real tokens only)" if config.padding_free else (
+        "dynamic padding")
+    lines.append(f"  (also: AdamW{' fused' if computation(config.padding_free, fit.opt)['fused_adamw'] else ''}, clip "
+                 f"{config.clip}, dropout {fit.model.config.hidden_dropout_prob}, seed {job.seed}, autocast "
+                 f"{fit.dtype or 'off (fp32)'}, {padding}" + (", batches grouped by length (paper: random batches)"
+                                                              if config.grouped else "")
                  + f"; model {portable(config.model)}" + (", random weights (--init random)" if config.init == "random"
                                                           else "") + f", article: {ARTICLE_MODEL})")
     lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")

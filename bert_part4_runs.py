@@ -265,7 +265,7 @@ class Run:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
                         f"resume from it; delete it to start this run over")
         model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
+        opt.load_state_dict(ckpt["opt"])          # its AdamW kernel (fused or not) comes with it: recorded as computed
         sched.load_state_dict(ckpt["sched"])
         mine = ckpt["processes"][self.team.rank]
         set_rng_states(mine["rng"])
@@ -409,6 +409,8 @@ class Config:
     grid: str = None                   # --grid: the paper's grid its runs are of
     seeds: int = None                  # --seeds: restarts 0..N-1
     parallel: str = None               # --parallel under torchrun: data or runs (None: the default for the command)
+    padding_free: bool = False         # how a run is computed, not what it computes: never in run_settings
+    fused_adamw: bool = False          # the same
 
     def evals_of(self, job):
         return self.evals or job.epochs
@@ -459,7 +461,9 @@ def run_name(config, job):
 
 
 def run_settings(config, job, family, train_rows, dtype, team):
-    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused."""
+    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. How the
+    run is computed (padding-free steps, the fused AdamW kernel) changes them by float rounding only, as any kernel
+    does: it is recorded with the results (computation), not here, so results of either way stay valid."""
     settings = {"task": config.task, "model": portable(config.model), "lr": job.lr, "batch_size": job.batch_size,
                 "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
                 "warmup": config.warmup, "weight_decay": config.weight_decay, "clip": config.clip,

@@ -1,19 +1,25 @@
-"""Benchmark: our fine-tuning loop against a plain loop, side by side in one run.
+"""Benchmark: padded steps, padding-free steps and Hugging Face's Trainer, side by side in one run.
 
-Ours (bert_part4_finetune.py): dynamic padding (each batch padded to its own longest input), plus
-bf16 autocast and fused AdamW on CUDA; for SQuAD also batches grouped by length, as the script does by
-default. The plain loop: every batch padded to --max-len (the common default: 128, SQuAD 384), fp32,
-unfused AdamW, random batches. Same model, same data; the script prints training steps/s for both
-and the ratio.
+The same model and the same rows of the paper's random batches (batch 32) for all three, each step the recipe's
+(AdamW with its fused kernel where torch has one, for both of ours and for the Trainer, whose default it is; bf16
+autocast on CUDA, fp32 elsewhere):
+  padded        bert_part4_finetune.py --padding-free off: each batch padded to its own longest input
+  padding-free  bert_part4_finetune.py's default: every layer but attention on the real tokens only
+  Trainer       transformers.Trainer with DataCollatorWithPadding (dynamic padding) on the same rows, in the same
+                order (only when accelerate, which the Trainer needs, is installed: requirements-dev.txt)
+For SQuAD (--task squad) also both of ours on batches grouped by length (--group-by-length on). Prints steps/s
+and real (non-padding) tokens/s of each, then the ratios.
 
     python bench/finetune_speed.py --model path/to/bert --task sst2 --steps 30
-    python bench/finetune_speed.py --model path/to/bert --task squad --steps 20   # SQuAD v1.1 windows
+    python bench/finetune_speed.py --model path/to/bert --task squad --steps 12   # SQuAD v1.1 windows
     python bench/finetune_speed.py --random-base --task sst2        # BERT-base with random weights
 """
 
 import argparse
+import importlib.util
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -25,12 +31,18 @@ from transformers import (  # noqa: E402
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertTokenizer,
+    DataCollatorWithPadding,
+    PrinterCallback,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
 )
 
 import bert_part4_finetune as ft  # noqa: E402
 import bert_part4_squad as sq  # noqa: E402
 import bert_part4_tasks as tasks  # noqa: E402
-from bert_part4_common import ALONE, autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from bert_part4_common import ALONE, autocast_dtype, has_fused_adamw, load_pretrained, pick_device  # noqa: E402
+from bert_part4_packing import padding_free  # noqa: E402
 from bert_part4_runs import Run, collate, epoch_batches  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
@@ -56,13 +68,13 @@ def tokenizer_and_models(args):
 
 
 def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, team=ALONE):
-    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), and the mean batch width: the
-    recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and train_step, and the Run that shares each batch under torchrun,
-    as bert_part4_finetune.py uses them."""
+    """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), the mean batch width and the real tokens
+    of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and train_step, and the Run
+    that shares each batch under torchrun, as bert_part4_finetune.py uses them."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
     run = Run(team, device, None, None)
-    trainer, widths = run.wrap(model), []
+    trainer, widths, tokens = run.wrap(model), [], 0
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock
             if device.type == "cuda":
@@ -71,10 +83,44 @@ def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e
         rows, weight = run.share(idx)
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
+        tokens += int(batch["attention_mask"].sum()) if k >= 2 else 0
         ft.train_step(trainer, batch, opt, sched, 1.0, dtype, run.weighted(loss_fn, weight))
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t0, sum(widths) / len(widths)
+    return time.perf_counter() - t0, sum(widths) / len(widths), tokens
+
+
+class StepClock(TrainerCallback):
+    """The time at the end of every Trainer step."""
+
+    def __init__(self, device):
+        self.device, self.ends = device, []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.ends.append(time.perf_counter())
+
+
+def time_trainer(model, tok, enc, batches, device, dtype, lr=2e-5):
+    """Seconds of the Trainer's steps 3.. on the same rows in the same order (sequential sampler over the rows of
+    our batches), with DataCollatorWithPadding, the same learning rate, weight decay, clipping and 10 warmup steps."""
+    keys = ["input_ids", "token_type_ids", *enc["targets"]]
+    rows = [{k: enc[k][i] for k in keys} for idx in batches for i in idx]
+    clock = StepClock(device)
+    with tempfile.TemporaryDirectory() as out:
+        targs = TrainingArguments(output_dir=out, per_device_train_batch_size=len(batches[0]), learning_rate=lr,
+                                  weight_decay=0.01, max_grad_norm=1.0, warmup_steps=10, max_steps=len(batches),
+                                  train_sampling_strategy="sequential", save_strategy="no", logging_strategy="no",
+                                  report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
+                                  bf16=dtype == torch.bfloat16, remove_unused_columns=False, dataloader_pin_memory=False,
+                                  seed=0)
+        trainer = Trainer(model=model, args=targs, train_dataset=rows, data_collator=DataCollatorWithPadding(tok),
+                          callbacks=[clock])
+        trainer.remove_callback(PrinterCallback)             # its summary line is not one of ours
+        trainer.train()
+    tokens = sum(len(enc["input_ids"][i]) for idx in batches[2:] for i in idx)
+    return clock.ends[-1] - clock.ends[1], tokens
 
 
 def training_data(args, tok):
@@ -87,37 +133,84 @@ def training_data(args, tok):
     return tasks.encode(tok, train, args.max_len or 128), ft.library_loss, None, BertForSequenceClassification, {"num_labels": 2}
 
 
+def ways(lengths, n, batch_size, steps):
+    """(label, batches, padding-free) of every way timed: the paper's random batches padded and padding-free; for
+    SQuAD also both on batches grouped by length."""
+    paper = epoch_batches(n, batch_size, 1, 0)[0][:steps + 2]
+    if len(paper) < 3:
+        sys.exit(f"{n} training rows make {len(paper)} batches of {batch_size}: at least 3 are needed (2 warm-up steps)")
+    out = [("padded", paper, False), ("padding-free", paper, True)]
+    if lengths is not None:
+        grouped = epoch_batches(n, batch_size, 1, 0, lengths)[0][:steps + 2]
+        out += [("padded, grouped by length", grouped, False), ("padding-free, grouped by length", grouped, True)]
+    return out
+
+
+def report(label, steps, seconds, tokens, width=None):
+    print(f"{label:>34}: {steps / seconds:7.3f} steps/s  {tokens / seconds:8.0f} real tokens/s"
+          + (f"  (mean batch width {width:.0f} tokens)" if width else ""))
+    return steps / seconds
+
+
+def measure(args, device, dtype, fused, tok, data, make):
+    """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer. The ways take
+    turns, round after round (--rounds), and the fastest round of each is reported."""
+    enc, loss_fn, lengths, model_class, kwargs = data
+    timed = ways(lengths, len(enc["input_ids"]), args.batch_size, args.steps)
+    trainer = not args.no_trainer and importlib.util.find_spec("accelerate") is not None
+
+    def ours(batches, free):
+        torch.manual_seed(0)
+        model = make(model_class, **kwargs).to(device).train()
+        return time_steps(padding_free(model) if free else model, enc, batches, device, dtype, fused, None, loss_fn)
+
+    def theirs():
+        torch.manual_seed(0)
+        return time_trainer(make(model_class, **kwargs).to(device), tok, enc, timed[0][1], device, dtype)
+
+    best, none = {}, (float("inf"), 0, 0)
+    for _ in range(args.rounds):            # the fastest round of each way: the least disturbed on a shared machine
+        for label, batches, free in timed:
+            best[label] = min(best.get(label, none), ours(batches, free), key=lambda r: r[0])
+        if trainer:
+            best["Trainer"] = min(best.get("Trainer", none), (*theirs(), None), key=lambda r: r[0])
+    steps = len(timed[0][1]) - 2
+    rate = {label: report(label, steps, seconds, tokens, width) for label, (seconds, width, tokens) in best.items()
+            if label != "Trainer"}
+    if trainer:
+        seconds, tokens, _ = best["Trainer"]
+        rate["Trainer"] = report("Trainer (DataCollatorWithPadding)", steps, seconds, tokens)
+    return rate, lengths is not None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_flags(p, "sst2")
     p.add_argument("--squad-data", default=os.path.join(SHARED, "squad", "offline-train-v1.1.json"),
                    help="SQuAD v1.1 JSON for --task squad")
-    p.add_argument("--steps", type=int, default=30, help="timed steps per loop")
+    p.add_argument("--steps", type=int, default=30, help="timed steps per way")
+    p.add_argument("--rounds", type=int, default=1, help="each way timed this many times, taking turns; the fastest "
+                                                         "counts (a shared machine: 2 or more)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-len", type=int, help="the plain loop pads to this (default 128; SQuAD 384)")
+    p.add_argument("--max-len", type=int, help="longest input (default 128; SQuAD windows 384)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--no-trainer", action="store_true", help="leave Hugging Face's Trainer out")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     tok, name, make = tokenizer_and_models(args)
-    enc, loss_fn, lengths, model_class, kwargs = training_data(args, tok)
-    n = len(enc["input_ids"])
-    plain = epoch_batches(n, args.batch_size, 1, 0)[0][:args.steps + 2]
-    ours = epoch_batches(n, args.batch_size, 1, 0, lengths)[0][:args.steps + 2]
-    pad_to = args.max_len or (384 if args.task == "squad" else 128)
-    dtype = autocast_dtype(device, "auto")
-    print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps; "
+    dtype, fused = autocast_dtype(device, "auto"), has_fused_adamw(device)
+    print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps, best of "
+          f"{args.rounds} round(s); {'bf16 autocast' if dtype else 'fp32'}; AdamW {'fused' if fused else 'unfused'}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    rows = []
-    for label, batches, pad, dt, fused in (
-            (f"plain (pad to {pad_to}, fp32)", plain, pad_to, None, False),
-            ("ours (dynamic padding" + (", grouped by length" if lengths else "")
-             + (", bf16, fused AdamW)" if device.type == "cuda" else ")"), ours, None, dtype, device.type == "cuda")):
-        torch.manual_seed(0)
-        seconds, width = time_steps(make(model_class, **kwargs).to(device).train(), enc, batches, device, dt, fused, pad,
-                                    loss_fn)
-        rows.append((label, (len(batches) - 2) / seconds, width))
-        print(f"{label:>45}: {rows[-1][1]:7.3f} steps/s  (mean batch width {width:.0f} tokens)")
-    print(f"speed-up (steps/s, ours / plain): {rows[1][1] / rows[0][1]:.2f}x")
+    rate, squad = measure(args, device, dtype, fused, tok, training_data(args, tok), make)
+    print(f"padding-free vs padded: {rate['padding-free'] / rate['padded']:.2f}x")
+    if "Trainer" in rate:
+        print(f"padding-free vs Trainer: {rate['padding-free'] / rate['Trainer']:.2f}x")
+    else:
+        print("Trainer: not run (" + ("--no-trainer" if args.no_trainer else "accelerate is not installed") + ")")
+    if squad:
+        print(f"padding-free on random batches vs padded grouped by length: "
+              f"{rate['padding-free'] / rate['padded, grouped by length']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """The benchmarks still run, and our fast paths agree with the slow baselines they are timed against."""
 
+import importlib.util
 import json
 import os
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -25,29 +27,42 @@ def test_squad_bench_answers_like_the_articles_loop(tiny_qa_dir, tmp_path, capsy
     assert "article's approach:" in out and "speed-up (windows/s, ours / article's):" in out
 
 
-def test_finetune_bench_pads_less_than_the_plain_loop(tiny_bert_dir, tmp_path, capsys):
+def tokens_per_step(line):
+    """'padded:   0.428 steps/s   27 real tokens/s ...' -> 27 / 0.428"""
+    words = line.split(":", 1)[1].split()
+    return float(words[words.index("real") - 1]) / float(words[words.index("steps/s") - 1])
+
+
+def test_finetune_bench_times_padded_padding_free_and_the_trainer(tiny_bert_dir, tmp_path, capsys):
     glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)
     finetune_speed.main(["--model", tiny_bert_dir, "--data-dir", glue, "--steps", "3", "--batch-size", "8",
                          "--device", "cpu"])
     out = capsys.readouterr().out.splitlines()
-    plain = next(line for line in out if line.strip().startswith("plain"))
-    ours = next(line for line in out if line.strip().startswith("ours"))
-    assert "(mean batch width 128 tokens)" in plain
-    assert int(ours.split("mean batch width ")[1].split()[0]) < 20
-    assert out[-1].startswith("speed-up (steps/s, ours / plain): ")
+    padded = next(line for line in out if line.strip().startswith("padded:"))
+    free = next(line for line in out if line.strip().startswith("padding-free:"))
+    assert int(padded.split("mean batch width ")[1].split()[0]) < 20          # the paper's random batches, dynamic padding
+    assert padded.split("(")[1] == free.split("(")[1]                          # the same rows
+    assert tokens_per_step(padded) == pytest.approx(tokens_per_step(free), rel=1e-2)
+    assert out[0].endswith("threads") and "AdamW fused" in out[0]
+    assert any(line.startswith("padding-free vs padded: ") and line.endswith("x") for line in out)
+    if importlib.util.find_spec("accelerate"):
+        trainer = next(line for line in out if line.strip().startswith("Trainer (DataCollatorWithPadding):"))
+        assert tokens_per_step(trainer) == pytest.approx(tokens_per_step(free), rel=1e-2)   # it saw the same rows
+        assert out[-1].startswith("padding-free vs Trainer: ")
+    else:
+        assert out[-1] == "Trainer: not run (accelerate is not installed)"
 
 
-def test_finetune_bench_on_squad_windows_pads_less_than_384(tiny_bert_dir, tmp_path, capsys):
+def test_finetune_bench_on_squad_windows_times_grouped_batches_too(tiny_bert_dir, tmp_path, capsys):
     from test_squad import squad_file
     data = squad_file(tmp_path / "squad.json", False)
     finetune_speed.main(["--model", tiny_bert_dir, "--task", "squad", "--squad-data", data, "--steps", "1",
-                         "--batch-size", "1", "--device", "cpu"])
+                         "--batch-size", "1", "--device", "cpu", "--no-trainer"])
     out = capsys.readouterr().out.splitlines()
-    plain = next(line for line in out if line.strip().startswith("plain"))
-    ours = next(line for line in out if line.strip().startswith("ours (dynamic padding, grouped by length)"))
-    assert "(mean batch width 384 tokens)" in plain
-    assert int(ours.split("mean batch width ")[1].split()[0]) < 384
-    assert out[-1].startswith("speed-up (steps/s, ours / plain): ")
+    grouped = next(line for line in out if line.strip().startswith("padding-free, grouped by length:"))
+    assert int(grouped.split("mean batch width ")[1].split()[0]) < 384
+    assert out[-2] == "Trainer: not run (--no-trainer)"
+    assert out[-1].startswith("padding-free on random batches vs padded grouped by length: ")
 
 
 def test_processes_bench_runs_one_and_two_processes(tiny_bert_dir, tmp_path):

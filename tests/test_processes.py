@@ -80,18 +80,23 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
 
 # --- one run, data parallel: the same as one process ---
 
-def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path):
+@pytest.mark.parametrize("padding_free", ["off", "on"])
+def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_free):
+    """Two processes, padded or padding-free, train as one padded process does (one: the padded run; padding-free
+    steps are that run up to rounding, test_packing.py)."""
     common = ["sst2", "3e-4", "--model", no_dropout_model, "--data-dir", glue, "--batch-size", "16", "--epochs", "2",
               "--evals", "4", "--device", "cpu"]
-    one = alone("finetune", common + ["--results-dir", str(tmp_path / "one"), "--save-model", str(tmp_path / "m1")])
+    one = alone("finetune", common + ["--results-dir", str(tmp_path / "one"), "--save-model", str(tmp_path / "m1"),
+                                      "--padding-free", "off"])
     assert one.returncode == 0, one.stderr
-    two = torchrun("finetune", common + ["--results-dir", str(tmp_path / "two"), "--save-model", str(tmp_path / "m2")])
+    two = torchrun("finetune", common + ["--results-dir", str(tmp_path / "two"), "--save-model", str(tmp_path / "m2"),
+                                         "--padding-free", padding_free])
     assert two.returncode == 0, two.stderr
     a, b = (json.loads((tmp_path / d / "part4_sst2_lr3e-4_bs16_ep2.json").read_text()) for d in ("one", "two"))
     assert a["steps"] == b["steps"] == 2 * 6 and a["warmup_steps"] == b["warmup_steps"]
     for x, y in zip(a["curve"], b["curve"]):
         assert x["step"] == y["step"] and y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-5)
-    assert a["final"] == b["final"]
+    assert a["final"] == b["final"] and b["computation"]["padding_free"] == (padding_free == "on")
     log = (tmp_path / "two" / "part4_sst2_lr3e-4_bs16_ep2.log").read_text()
     assert "device cpu x 2 processes (each takes 1/2 of every batch)" in log
     assert two.stdout.count("FINAL sst2") == 1                                  # only rank 0 prints

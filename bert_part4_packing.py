@@ -1,0 +1,119 @@
+"""Padding-free training steps: every layer but attention runs on the real tokens of a batch only.
+
+A batch padded to its longest input (collate, in bert_part4_runs.py) holds B sequences of M positions, of which
+N are real tokens. The embeddings, the Q/K/V projections, the attention output, the feed-forward layers and the
+LayerNorms act on each token alone: packed into one (N, H) matrix they do the same work on N rows instead of
+B * M. Attention needs each sequence's own tokens side by side: q, k, v are scattered back into (B, h, M, d),
+scaled_dot_product_attention runs with the key mask, and its output is gathered back to (N, H) (attention is
+S / (6H + S) of a layer's matmul work: a few percent). The heads read what they read today: the hidden states are
+scattered back into (B, M, H) (zeros at padding) before the pooler and the output layers, so the pooled [CLS]
+vector C, SWAG's C_k and SQuAD's S.T_i, E.T_j are those of the padded model.
+
+The same run, not another: every dropout mask is drawn as the padded model draws it, at the padded shape ((B, M, H)
+for the hidden dropouts; attention's (B, h, M, M) inside scaled_dot_product_attention), in the same order, from the
+same generator, and the rows of the real tokens are kept. On the CPU a padding-free step is therefore the padded
+step up to float rounding. CUDA and MPS draw dropout with fused kernels that no unfused draw reproduces: there the
+hidden masks are drawn at the packed shape (the same distribution, not the same masks).
+
+One call, padding_free(model), makes a BERT model of any of the three head families pack its own training batches;
+the batch, the loss and the training step do not change. Evaluation stays padded (its inputs are sorted by length,
+so it carries little padding to remove).
+"""
+
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the N real tokens of a (B, M) batch lie: their flat positions in B * M, and the key mask of attention."""
+    index: torch.Tensor        # (N,) positions of the real tokens in the flattened (B * M) batch
+    shape: tuple               # (B, M)
+    key_mask: torch.Tensor     # (B, 1, 1, M): True at each sequence's own tokens
+    exact_dropout: bool        # draw every dropout mask at the padded shape (the CPU: the padded run's masks)
+
+    @classmethod
+    def of(cls, attention_mask):
+        """The packing of a right-padded batch, from its attention mask (1 at real tokens)."""
+        keep = attention_mask.bool()
+        return cls(keep.flatten().nonzero().squeeze(1), tuple(keep.shape), keep[:, None, None, :],
+                   attention_mask.device.type == "cpu")
+
+    def pack(self, t):
+        """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
+        return t.flatten(0, 1).index_select(0, self.index)      # its backward: index_add, not a serial index_put
+
+    def unpack(self, x):
+        """(N, ...) -> (B, M, ...), zeros at padding."""
+        out = x.new_zeros((self.shape[0] * self.shape[1], *x.shape[1:]))
+        return out.index_copy(0, self.index, x).view(*self.shape, *x.shape[1:])
+
+    def dropout(self, x, p, training):
+        """Dropout of the packed (N, H) x, its mask drawn as F.dropout draws it for the padded (B, M, H) input (CPU:
+        bernoulli_(1 - p) on a tensor of that shape, scaled by 1 / (1 - p)), the real tokens' rows kept."""
+        if not training or p == 0:
+            return x
+        if not self.exact_dropout:
+            return F.dropout(x, p, True)             # CUDA, MPS: fused kernels, the same distribution
+        noise = torch.empty((*self.shape, x.shape[-1]), dtype=x.dtype, device=x.device).bernoulli_(1 - p)
+        return x * self.pack(noise.div_(1 - p))
+
+
+def packed_attention(attn, x, packing):
+    """BertSelfAttention on packed tokens: softmax(Q K^T / sqrt(d) + mask) V over each sequence's own tokens.
+    x: (N, H) -> (N, H)."""
+    B, M = packing.shape
+    h, d = attn.num_attention_heads, attn.attention_head_size
+    q, k, v = (packing.unpack(proj(x)).view(B, M, h, d).transpose(1, 2) for proj in (attn.query, attn.key, attn.value))
+    p = attn.dropout.p if attn.training else 0.0      # drawn at (B, h, M, M), as the padded model draws it
+    ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=packing.key_mask, dropout_p=p, scale=attn.scaling)
+    return packing.pack(ctx.transpose(1, 2).reshape(B, M, h * d))                           # (N, H)
+
+
+def packed_layer(layer, x, packing):
+    """One BertLayer on packed tokens, its dropouts in the padded model's order: attention, attention output, FFN."""
+    a = layer.attention
+    ctx = packed_attention(a.self, x, packing)
+    x = a.output.LayerNorm(packing.dropout(a.output.dense(ctx), a.output.dropout.p, layer.training) + x)
+    ffn = layer.intermediate(x)
+    return layer.output.LayerNorm(packing.dropout(layer.output.dense(ffn), layer.output.dropout.p, layer.training) + x)
+
+
+def packed_bert(bert, input_ids, attention_mask, token_type_ids):
+    """BertModel's forward with every layer but attention on the real tokens only. Returns what BertModel returns:
+    the hidden states T as (B, M, H) (zeros at padding) and the pooled [CLS] vector C of each sequence."""
+    packing = Packing.of(attention_mask)
+    emb = bert.embeddings
+    positions = packing.pack(torch.arange(packing.shape[1], device=input_ids.device).expand(packing.shape))
+    x = (emb.word_embeddings(packing.pack(input_ids)) + emb.token_type_embeddings(packing.pack(token_type_ids))
+         + emb.position_embeddings(positions))          # position ids restart at 0 in each sequence
+    x = packing.dropout(emb.LayerNorm(x), emb.dropout.p, emb.training)                     # (N, H)
+    for layer in bert.encoder.layer:
+        x = packed_layer(layer, x, packing)
+    T = packing.unpack(x)                                                                   # (B, M, H)
+    C = bert.pooler(T) if bert.pooler is not None else None                                 # tanh(W T_[CLS] + b)
+    return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
+
+
+def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                     inputs_embeds=None, **kwargs):
+    """The forward of a padding-free BertModel: packed while training on a batch with its attention mask; padded
+    otherwise (evaluation, or inputs the packing does not take)."""
+    plain = position_ids is None and inputs_embeds is None and not kwargs.get("output_hidden_states")
+    if bert.training and plain and attention_mask is not None and input_ids is not None:
+        return packed_bert(bert, input_ids, attention_mask,
+                           token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
+    return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                          position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+
+
+def padding_free(model):
+    """From now on the BERT inside model (any head family) trains on the real tokens of each batch only; the model's
+    weights, its state dict and its saved folder are unchanged. Returns model."""
+    bert = model.base_model
+    bert.forward = partial(packed_or_padded, bert, bert.forward)
+    return model
