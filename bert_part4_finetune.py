@@ -311,9 +311,8 @@ def computation(padding_free, opt):
 def preamble(config, fit, job, steps, warm):
     """The derived quantities a run prints before it trains (STYLE 8): data, inputs cut, steps, warmup."""
     data, team, device = fit.data, fit.run.team, fit.device
-    lines = [f"task {config.task}: {of(data['n_train'], data['n_train_all'])} training examples, "
-             + ", ".join(f"{of(data['n_dev'][k], data['n_dev_all'][k])} {k.replace('_', ' ')} examples"
-                         for k in data["devs"])
+    lines = [f"task {config.task}: {data['n_train']} training examples, "
+             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
              + f", device {device.type}"
              + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else "")]
     lines += fit.family.describe(data["train"])
@@ -328,12 +327,10 @@ def preamble(config, fit, job, steps, warm):
                  + f"; model {portable(config.model)}" + (", random weights (--init random)" if config.init == "random"
                                                           else "") + f", article: {ARTICLE_MODEL})")
     lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
-    return lines
-
-
-def of(n, total):
-    """'200 of 2,490 (cut)' where a run uses only the first n of the total examples; else just n."""
-    return f"{n} of {total:,} (cut)" if n < total else str(n)
+    cut = [f"{n} of {every:,} {what} examples" for n, every, what in [(data["n_train"], data["n_train_all"], "training")]
+           + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < every]
+    return lines + ([f"  (cut, not the paper's: the first {', the first '.join(cut)}; --max-train-examples, "
+                     f"--max-dev-examples)"] if cut else [])
 
 
 def final_line(task, family, job, final, seconds, init="pretrained"):
@@ -416,6 +413,11 @@ def task_runs(config, family, sources, jobs, where, table_report=None):
 
 
 # --- The command line: the article's commands, every input checked before any work (bert_part4_cli.py) ---
+
+def build_parser():
+    """The article's command line (bert_part4_cli.py), the paper's settings of each task (RECIPES) its defaults."""
+    return cli.build_parser(RECIPES, GRIDS, ARTICLE_MODEL, PAPER_OPTIMISER)
+
 
 def parse_args(argv):
     """The article's command line as a Command, with the paper's settings of each task (RECIPES) as its defaults."""
