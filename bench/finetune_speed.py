@@ -147,8 +147,8 @@ def ways(lengths, n, batch_size, steps):
 
 
 def report(label, steps, seconds, tokens, width=None):
-    print(f"{label:>34}: {steps / seconds:7.3f} steps/s  {tokens / seconds:8.0f} real tokens/s"
-          + (f"  (mean batch width {width:.0f} tokens)" if width else ""))
+    print(f"{label:>34}: {steps / seconds:7.3f} steps/s  {tokens / seconds:8.0f} real tokens/s  ({tokens / steps:.1f} "
+          f"real tokens a step" + (f", mean batch width {width:.0f} tokens)" if width else ")"))
     return steps / seconds
 
 
