@@ -329,8 +329,9 @@ def preamble(config, fit, job, steps, warm):
     lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
     cut = [f"{n} of {every:,} {what} examples" for n, every, what in [(data["n_train"], data["n_train_all"], "training")]
            + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < every]
-    return lines + ([f"  (cut, not the paper's: the first {', the first '.join(cut)}; --max-train-examples, "
-                     f"--max-dev-examples)"] if cut else [])
+    flags = [f for f, n in (("--max-train-examples", config.max_train_examples),
+                            ("--max-dev-examples", config.max_dev_examples)) if n]
+    return lines + ([f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else [])
 
 
 def final_line(task, family, job, final, seconds, init="pretrained"):

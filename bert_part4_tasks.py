@@ -249,15 +249,20 @@ def read_test_tsv(path, task, task_name):
     return [(row[index], [row[c] for c in cols]) for row in rows]
 
 
+def test_path(sources, split):
+    """DIR/<task folder>/<split>.tsv, and MNLI's diagnostic set AX in DIR/diagnostic/diagnostic.tsv."""
+    folder = "diagnostic" if split == "diagnostic" else TASKS[sources.task].folder
+    return os.path.join(sources.data_dir, folder, split + ".tsv")
+
+
 def test_problems(sources):
     """Every reason the test files of a task in sources.data_dir cannot be read (none, from the Hub)."""
     if sources.data_dir is None:
         return []
     problems = []
     for split, _, _ in TASKS[sources.task].tests:
-        folder = "diagnostic" if split == "diagnostic" else TASKS[sources.task].folder
         try:
-            read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), TASKS[sources.task], sources.task)
+            read_test_tsv(test_path(sources, split), TASKS[sources.task], sources.task)
         except Fatal as e:
             problems.append(str(e))
     return problems
@@ -273,8 +278,7 @@ def read_tests(sources):
             rows = load_hub_dataset("nyu-mll/glue", config, hub_split, "--data-dir")
             out[server_file] = [(str(r["idx"]), [r[c] for c in task.hub_columns]) for r in rows]
         else:
-            folder = "diagnostic" if split == "diagnostic" else task.folder
-            out[server_file] = read_test_tsv(os.path.join(sources.data_dir, folder, split + ".tsv"), task, sources.task)
+            out[server_file] = read_test_tsv(test_path(sources, split), task, sources.task)
     return out
 
 
