@@ -13,7 +13,7 @@ learning rate rising linearly over the first 10% of steps then falling linearly 
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
 ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input (each
 training step computed padding-free by default: every layer but attention on the real tokens only, the same run up
-to float rounding; bert_part4_packing.py).
+to float rounding; part4/packing.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
@@ -33,9 +33,8 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 from transformers import AutoConfig
 
-import bert_part4_cli as cli
-import bert_part4_glue as glue
-from bert_part4_common import (
+from part4 import cli, glue
+from part4.common import (
     ALONE,
     RANDOM_HEAD,
     Report,
@@ -50,8 +49,8 @@ from bert_part4_common import (
     seed_everything,
     start_processes,
 )
-from bert_part4_packing import padding_free
-from bert_part4_runs import (
+from part4.packing import padding_free
+from part4.runs import (
     Fit,
     Job,
     Run,
@@ -65,8 +64,8 @@ from bert_part4_runs import (
     save_model,
     summary_name,
 )
-from bert_part4_tasks import METRIC_NAMES
-from bert_part4_tasks import TASKS as GLUE_TASKS
+from part4.tasks import METRIC_NAMES
+from part4.tasks import TASKS as GLUE_TASKS
 
 # --- The fine-tuning settings: the paper's for each task (§4.1-4.4, A.3), and what the article printed ---
 
@@ -85,7 +84,7 @@ RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30) for name in GLUE_TASKS},   # §
            "swag": Recipe(2e-5, 16, 3, 128, 0)}                             # §4.4
 
 # What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt); the paper's
-# numbers live with each task (bert_part4_tasks.py).
+# numbers live with each task (part4/tasks.py).
 ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): "0.8333 (340/408), F1 0.8847",
                  ("mrpc", 3e-5): "0.8333 (340/408), F1 0.8863", ("mrpc", 4e-5): "0.8480 (346/408), F1 0.8953",
                  ("mrpc", 5e-5): "0.8701 (355/408), F1 0.9094"}
@@ -413,10 +412,10 @@ def task_runs(config, family, sources, jobs, where, table_report=None):
     return results, family, config, data
 
 
-# --- The command line: the article's commands, every input checked before any work (bert_part4_cli.py) ---
+# --- The command line: the article's commands, every input checked before any work (part4/cli.py) ---
 
 def build_parser():
-    """The article's command line (bert_part4_cli.py), the paper's settings of each task (RECIPES) its defaults."""
+    """The article's command line (part4/cli.py), the paper's settings of each task (RECIPES) its defaults."""
     return cli.build_parser(RECIPES, GRIDS, ARTICLE_MODEL, PAPER_OPTIMISER)
 
 

@@ -14,7 +14,7 @@ import sys
 import torch
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-from bert_part4_common import (
+from part4.common import (
     RANDOM_HEAD,
     ArgumentParser,
     Fatal,

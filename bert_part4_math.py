@@ -22,7 +22,9 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_squad as squad
-from bert_part4_common import (
+from bert_part4_heads import PASSAGE, new_head_parameters
+from part4 import spans
+from part4.common import (
     UNTRAINED_HEAD,
     ArgumentParser,
     Report,
@@ -43,7 +45,6 @@ from bert_part4_common import (
     run_cli,
     seed_everything,
 )
-from bert_part4_heads import PASSAGE, new_head_parameters
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
 
@@ -299,7 +300,7 @@ def span_toy(report):
     for i, row in enumerate(score):
         say(f"  i={i}:" + " ".join(f"{v:6.1f}{'x' if j < i else ' '}" for j, v in enumerate(row)))
     i0, j0 = np.unravel_index(np.argmax(score), score.shape)
-    val, i, j = squad.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+    val, i, j = spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
                                  n_best=4, max_answer=len(TOY_START))
     i, j, best = int(i[0, 0]), int(j[0, 0]), float(val[0, 0])
     say(f"best without the rule: i={i0}, j={j0} (score {score[i0, j0]:.1f}) -> "
@@ -405,10 +406,10 @@ def f1_examples(report):
     report.say("\n== 5. EM and F1")
     out = []
     for (pred, gold), art in zip(F1_EXAMPLES, ARTICLE["f1"]):
-        same, n_pred, n_gold = squad.shared_words(pred, gold)
+        same, n_pred, n_gold = spans.shared_words(pred, gold)
         precision, recall = (same / n_pred if n_pred else 0.0), (same / n_gold if n_gold else 0.0)
-        f1, em = squad.squad_f1(pred, gold), squad.exact_match(pred, gold)
-        report.say(f'pred "{pred}" -> "{squad.normalize_answer(pred)}" | gold "{gold}" -> "{squad.normalize_answer(gold)}"')
+        f1, em = spans.squad_f1(pred, gold), spans.exact_match(pred, gold)
+        report.say(f'pred "{pred}" -> "{spans.normalize_answer(pred)}" | gold "{gold}" -> "{spans.normalize_answer(gold)}"')
         report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
                    + article(f"F1 {art}"))
         out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,
@@ -491,7 +492,7 @@ def main(argv=None):
                    model_problem(args.squad2_model, "--squad2-model"),
                    args.flow_questions and file_problem(args.flow_data, "--flow-data", "rajpurkar/squad")])
         seed_everything(0)
-        flow_examples = (squad.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
+        flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
         tau, tau_source = chosen_tau(args.tau, args.results_dir, args.squad2_model)
     payload = {"glue_toy": glue_toy(report)}

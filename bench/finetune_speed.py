@@ -39,11 +39,11 @@ from transformers import (  # noqa: E402
 )
 
 import bert_part4_finetune as ft  # noqa: E402
-import bert_part4_squad as sq  # noqa: E402
-import bert_part4_tasks as tasks  # noqa: E402
-from bert_part4_common import ALONE, autocast_dtype, has_fused_adamw, load_pretrained, pick_device  # noqa: E402
-from bert_part4_packing import padding_free  # noqa: E402
-from bert_part4_runs import Run, collate, epoch_batches  # noqa: E402
+from part4 import spans  # noqa: E402
+from part4 import tasks as tasks  # noqa: E402
+from part4.common import ALONE, autocast_dtype, has_fused_adamw, load_pretrained, pick_device  # noqa: E402
+from part4.packing import padding_free  # noqa: E402
+from part4.runs import Run, collate, epoch_batches  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -126,8 +126,8 @@ def time_trainer(model, tok, enc, batches, device, dtype, lr=2e-5):
 def training_data(args, tok):
     """Encoded training rows, the loss, and the rows' lengths when ours groups batches by length."""
     if args.task == "squad":
-        examples = sq.read_squad_json(args.squad_data, "1.1", "--squad-data")
-        enc = sq.encode_squad(tok, examples, args.max_len or 384, 128)
+        examples = spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
+        enc = spans.encode_squad(tok, examples, args.max_len or 384, 128)
         return enc, ft.span_loss, enc["full_lengths"], BertForQuestionAnswering, {}
     train = tasks.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
     return tasks.encode(tok, train, args.max_len or 128), ft.library_loss, None, BertForSequenceClassification, {"num_labels": 2}

@@ -23,9 +23,9 @@ from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # 
 from transformers import BertForSequenceClassification  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
-import bert_part4_tasks as tasks  # noqa: E402
-from bert_part4_common import autocast_dtype, start_processes  # noqa: E402
-from bert_part4_runs import epoch_batches  # noqa: E402
+from part4 import tasks as tasks  # noqa: E402
+from part4.common import autocast_dtype, start_processes  # noqa: E402
+from part4.runs import epoch_batches  # noqa: E402
 
 
 def parse(argv):

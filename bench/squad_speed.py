@@ -22,8 +22,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
-import bert_part4_squad as sq  # noqa: E402
-from bert_part4_common import autocast, autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from part4 import spans  # noqa: E402
+from part4.common import autocast, autocast_dtype, load_pretrained, pick_device  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -88,15 +88,15 @@ def main(argv=None):
         model, tok = load_pretrained(BertForQuestionAnswering, args.model), load_pretrained(AutoTokenizer, args.model)
         name = args.model
     model = model.to(device).eval()
-    examples = sq.read_squad_json(args.data, "1.1", "--data")[:args.limit]
+    examples = spans.read_squad_json(args.data, "1.1", "--data")[:args.limit]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
-    search = sq.SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
-    sq.predict(model, tok, examples[:8], search, device, dtype)         # warm-up
-    ours, t_ours = sq.predict(model, tok, examples, search, device, dtype)
+    search = spans.SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    spans.predict(model, tok, examples[:8], search, device, dtype)         # warm-up
+    ours, t_ours = spans.predict(model, tok, examples, search, device, dtype)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
     agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
-    lengths = [len(w["input_ids"]) for w in sq.make_windows(tok, examples, args.max_len, args.stride)]
+    lengths = [len(w["input_ids"]) for w in spans.make_windows(tok, examples, args.max_len, args.stride)]
     for label, t in (("article's approach", t_theirs), ("ours", t_ours)):
         print(f"{label:>18}: {t['windows']} windows in {t['seconds']:.2f} s = {t['windows'] / t['seconds']:.1f} windows/s; "
               f"model {t['model_seconds']:.2f} s ({100 * t['model_seconds'] / t['seconds']:.1f}% of wall time)")

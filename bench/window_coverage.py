@@ -37,8 +37,9 @@ import tokenizers  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-import bert_part4_squad as sq  # noqa: E402
-from bert_part4_common import portable  # noqa: E402
+import bert_part4_squad as sq
+from part4 import spans  # noqa: E402
+from part4.common import portable  # noqa: E402
 
 SQUAD = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "squad"))
 
@@ -69,7 +70,7 @@ def parse_args(argv=None):
 def coverage(tok, examples, max_len, stride):
     """Per question: windows, covered end (largest passage-token end offset), passage end (last token's
     end offset when the passage is tokenised alone)."""
-    windows = sq.make_windows(tok, examples, max_len, stride)
+    windows = spans.make_windows(tok, examples, max_len, stride)
     covered = [0] * len(examples)
     for win in windows:
         ends = [off[1] for off, is_passage in zip(win["offsets"], win["passage"]) if is_passage]
@@ -77,7 +78,7 @@ def coverage(tok, examples, max_len, stride):
         covered[q] = max([covered[q]] + ends)
     alone = tok([ex["context"] for ex in examples], add_special_tokens=False, return_offsets_mapping=True)
     passage_end = [offs[-1][1] if offs else 0 for offs in alone["offset_mapping"]]
-    per_question = sq.windows_per_question(windows, len(examples))
+    per_question = spans.windows_per_question(windows, len(examples))
     return windows, per_question, covered, passage_end
 
 
@@ -104,7 +105,7 @@ def official(examples, predictions, subset):
     evaluate-v1.1.py."""
     if not subset:
         return {"n": 0, "em": None, "f1": None}
-    em, f1 = zip(*(sq.question_scores(predictions[examples[k]["id"]], examples[k]["golds"], "1.1")
+    em, f1 = zip(*(spans.question_scores(predictions[examples[k]["id"]], examples[k]["golds"], "1.1")
                    if examples[k]["id"] in predictions else (0, 0.0) for k in subset))
     return {"n": len(subset), "em": 100 * float(np.mean(em)), "f1": 100 * float(np.mean(f1))}
 
@@ -116,7 +117,7 @@ def fmt(score):
 def main(argv=None):
     args = parse_args(argv)
     say = print
-    examples = sq.read_squad_json(args.data, "1.1", "--data")
+    examples = spans.read_squad_json(args.data, "1.1", "--data")
     transformers.logging.set_verbosity_error()      # no "longer than 512 tokens" warning: windows are cut on purpose
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     say(f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__}, tokenizer {portable(args.tokenizer)} "
@@ -127,7 +128,7 @@ def main(argv=None):
     by_windows = sq.questions_by_windows(per_question)
     rstrip_diff = [k for k, ex in enumerate(examples) if passage_end[k] != len(ex["context"].rstrip())]
     short = [k for k in range(len(examples)) if covered[k] < passage_end[k]]
-    same = short == sq.uncovered_questions(tok, examples, windows)
+    same = short == spans.uncovered_questions(tok, examples, windows)
     say(f"the same questions as bert_part4_squad.uncovered_questions finds: {same}")
     all_beyond, some_beyond = beyond(examples, short, lambda k, start, text: start >= covered[k])
     all_cut, some_cut = beyond(examples, short, lambda k, start, text: start + len(text) > covered[k])

@@ -12,13 +12,12 @@ import pytest
 from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
 from test_finetune import write_sst2
 
-import bert_part4_common as common
 import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-import bert_part4_tasks as tasks
-from bert_part4_common import run_cli
+from part4 import common, spans, tasks
+from part4.common import run_cli
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
@@ -224,11 +223,11 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     from transformers import AutoTokenizer, BertTokenizer
     BertTokenizer(vocab=os.path.join(SHARED_DATA, "bert-base-uncased", "vocab.txt")).save_pretrained(str(tmp_path))
     tok = AutoTokenizer.from_pretrained(str(tmp_path))
-    examples = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
-    windows = sq.make_windows(tok, examples, 384, 128)
+    examples = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
+    windows = spans.make_windows(tok, examples, 384, 128)
     per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31
-    assert sq.uncovered_questions(tok, examples, windows) == []       # every passage token is in some window
+    assert spans.uncovered_questions(tok, examples, windows) == []       # every passage token is in some window
     assert sq.window_breakdown(per_question) == "windows per question: 1 -> 10387 questions, 2 -> 152 questions, " \
                                                 "3 -> 31 questions"
 

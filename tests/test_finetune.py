@@ -13,8 +13,8 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-import bert_part4_tasks as tasks
-from bert_part4_common import run_cli
+from part4 import tasks
+from part4.common import run_cli
 
 # --- the schedule and the optimiser ---
 

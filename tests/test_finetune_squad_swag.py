@@ -13,10 +13,9 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering
 
 import bert_part4_finetune as ft
-import bert_part4_runs as runs
 import bert_part4_squad as sq
-import bert_part4_tasks as tasks
-from bert_part4_common import run_cli
+from part4 import runs, spans, tasks
+from part4.common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 
@@ -60,11 +59,11 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
                                   "Analytical Engine. The machine"])
     examples = [{"question": "Where was Ada born?", "context": LONG, "golds": [t], "starts": [s], "impossible": False}
                 for t, s in answers]
-    windows = sq.make_windows(tok, examples, max_len, stride)
+    windows = spans.make_windows(tok, examples, max_len, stride)
     straddled, held = 0, 0
     for w in windows:
         t, s = answers[w["example"]]
-        got = sq.span_targets(w["offsets"], w["passage"], s, s + len(t))
+        got = spans.span_targets(w["offsets"], w["passage"], s, s + len(t))
         assert got == brute_force_targets(w["offsets"], w["passage"], s, s + len(t))
         if got != (0, 0):
             held += 1
@@ -73,7 +72,7 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
     for q in range(len(examples)):                                                     # answers cut by a window edge
         ws = [w for w in windows if w["example"] == q]
         t, s = answers[q]
-        inside = [sq.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
+        inside = [spans.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
         touching = [any(p and w["offsets"][k][0] < s + len(t) and w["offsets"][k][1] > s for k, p in enumerate(w["passage"]))
                     for w in ws]
         straddled += sum(tc and not ins for tc, ins in zip(touching, inside))
@@ -86,8 +85,8 @@ def test_targets_on_non_ascii_text(tok):
     context = "Zürich café — naïve Ångström 東京 résumé and more text about Zürich café here"
     examples = [{"question": "Where?", "context": context, "golds": [t], "starts": [s], "impossible": False}
                 for t, s in every_answer(context, ["Ångström", "naïve Ångström 東京", "résumé", "東京"])]
-    enc = sq.encode_squad(tok, examples, 64, 16)
-    windows = sq.make_windows(tok, examples, 64, 16)
+    enc = spans.encode_squad(tok, examples, 64, 16)
+    windows = spans.make_windows(tok, examples, 64, 16)
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
         ex = examples[w["example"]]
         assert (i, j) == brute_force_targets(w["offsets"], w["passage"], ex["starts"][0],
@@ -101,9 +100,9 @@ def test_unanswerable_questions_and_bad_answer_starts(tok):
                  "impossible": False},                                      # answer_start does not point at London
                 {"question": "Where was Ada born?", "context": LONG, "golds": ["London"], "starts": [LONG.find("London")],
                  "impossible": False}]
-    enc = sq.encode_squad(tok, examples, 32, 8)
+    enc = spans.encode_squad(tok, examples, 32, 8)
     assert enc["skipped"] == 1 and enc["questions"] == 2
-    windows = sq.make_windows(tok, [examples[0], examples[2]], 32, 8)
+    windows = spans.make_windows(tok, [examples[0], examples[2]], 32, 8)
     assert len(enc["start_positions"]) == len(windows)
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
         if w["example"] == 0:
@@ -117,7 +116,7 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     examples = [{"question": "Where was Ada born?", "context": LONG[:k], "golds": ["London"],
                  "starts": [LONG.find("London")], "impossible": False} for k in (60, 120, 200)]
-    enc = sq.encode_squad(tok, examples, 64, 16)
+    enc = spans.encode_squad(tok, examples, 64, 16)
     idx = list(range(len(enc["input_ids"])))
     dynamic = runs.collate(enc, idx, torch.device("cpu"))
     padded = runs.collate(enc, idx, torch.device("cpu"), pad_to=96)
@@ -368,9 +367,9 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
     folder = str(tmp_path / "tok")
     tok.save_pretrained(folder)
     fast = AutoTokenizer.from_pretrained(folder)
-    examples = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
-    enc = sq.encode_squad(fast, examples, 384, 128)
-    windows = sq.make_windows(fast, examples, 384, 128)
+    examples = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
+    enc = spans.encode_squad(fast, examples, 384, 128)
+    windows = spans.make_windows(fast, examples, 384, 128)
     assert enc["skipped"] == 0 and enc["questions"] == 400
     found, exact = set(), 0
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
@@ -378,7 +377,7 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
             ex = examples[w["example"]]
             text = ex["context"][w["offsets"][i][0]:w["offsets"][j][1]]
             assert ex["golds"][0].strip() in text              # whole tokens: "gold" inside "golden" gives "golden"
-            exact += sq.normalize_answer(text) == sq.normalize_answer(ex["golds"][0])
+            exact += spans.normalize_answer(text) == spans.normalize_answer(ex["golds"][0])
             found.add(w["example"])
     assert len(found) == 400 and exact >= 0.97 * len(found)
 
@@ -393,11 +392,11 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
-    monkeypatch.setattr(sq, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
     train, devs = tasks.read_swag(ft.parse_args(["swag"]).sources)
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
     train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]).sources)
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
-    assert train[0]["starts"] == [4] and sq.answer_chars(train[0]) == (4, 5)
+    assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)

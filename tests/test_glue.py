@@ -1,4 +1,4 @@
-"""The GLUE row in one command (bert_part4_finetune.py glue, bert_part4_glue.py): the choice of learning rate, the
+"""The GLUE row in one command (bert_part4_finetune.py glue, part4/glue.py): the choice of learning rate, the
 table and its average, the test-server files, random-weight runs, and the faults a new user met (each test here
 failed on the code before this command existed)."""
 
@@ -13,10 +13,9 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-import bert_part4_glue as glue
-import bert_part4_tasks as tasks
-from bert_part4_common import Fatal, run_cli
-from bert_part4_runs import Job
+from part4 import glue, tasks
+from part4.common import Fatal, run_cli
+from part4.runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
 

@@ -11,7 +11,7 @@ from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
 from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_heads as heads
-from bert_part4_common import run_cli
+from part4.common import run_cli
 
 
 def test_classifier_logits_and_loss_against_a_loop_and_cross_entropy():
@@ -192,7 +192,7 @@ def test_real_vocab_gives_the_articles_tokens_and_swag_shape(tmp_path):
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypatch):
-    from bert_part4_common import write_atomic
+    from part4.common import write_atomic
     path = tmp_path / "x.json"
     write_atomic(str(path), "first")
     write_atomic(str(path), "second")
@@ -207,7 +207,7 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
 
 
 def test_device_and_precision_choices():
-    from bert_part4_common import Fatal, autocast_dtype, pick_device
+    from part4.common import Fatal, autocast_dtype, pick_device
     cpu, mps = torch.device("cpu"), torch.device("mps")
     assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "auto", inference=True) is None
     assert autocast_dtype(mps, "auto") is None                       # no fp16 training without loss scaling

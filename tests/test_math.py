@@ -10,7 +10,7 @@ from conftest import ROOT, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_math as bm
-from bert_part4_common import Report
+from part4.common import Report
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
 
@@ -144,7 +144,7 @@ def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
 
 
 def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tiny_qa_dir, tmp_path, capsys):
-    from bert_part4_common import run_cli
+    from part4.common import run_cli
     folder = save_tiny(str(tmp_path / "base"))
     argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--squad2-model", tiny_qa_dir, "--flow-questions", "0",
             "--results-dir", str(tmp_path / "r"), "--device", "cpu"]
@@ -173,7 +173,7 @@ def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_
     import datasets
     from huggingface_hub import constants
 
-    from bert_part4_common import run_cli
+    from part4.common import run_cli
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))

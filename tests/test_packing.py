@@ -1,4 +1,4 @@
-"""Padding-free steps (bert_part4_packing.py): packed against padded on tiny models, every head family, then main()."""
+"""Padding-free steps (part4/packing.py): packed against padded on tiny models, every head family, then main()."""
 
 import copy
 import json
@@ -11,8 +11,7 @@ from test_finetune import write_sst2
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-import bert_part4_packing as packing
-import bert_part4_runs as runs
+from part4 import packing, runs
 
 CPU = torch.device("cpu")
 LENGTHS = [1, 13, 4, 9, 2, 13, 6, 3]       # a length-1 input, two at the batch's longest

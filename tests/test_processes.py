@@ -15,9 +15,8 @@ from test_squad import squad_file
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-import bert_part4_runs as runs
-import bert_part4_tasks as tasks
-from bert_part4_common import Processes, run_cli
+from part4 import runs, tasks
+from part4.common import Processes, run_cli
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 

@@ -11,8 +11,9 @@ from conftest import SHARED_DATA, needs_shared_data, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
-from bert_part4_common import run_cli
 from bert_part4_math import TOY_END, TOY_START
+from part4 import spans
+from part4.common import run_cli
 
 # --- span search ---
 
@@ -37,7 +38,7 @@ def random_batch(seed, B=6, L=40):
 @pytest.mark.parametrize("seed", range(5))
 def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
     start, end, passage = random_batch(seed)
-    val, i, j = sq.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
+    val, i, j = spans.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
     for b in range(start.shape[0]):
         s, bi, bj = brute_force(start[b], end[b], passage[b], 7)
         assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx((s, bi, bj), abs=1e-6)
@@ -49,7 +50,7 @@ def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
 def test_best_spans_with_every_start_and_end_equals_the_articles_best_span(seed):
     start, end, passage = random_batch(seed)
     for max_answer in (7, 30):
-        val, i, j = sq.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
+        val, i, j = spans.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
         for b in range(start.shape[0]):
             s, bi, bj = sq.best_span(start[b], end[b], passage[b].nonzero().flatten().tolist(), max_answer)
             assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == (s.item(), bi, bj)
@@ -60,7 +61,7 @@ def test_the_articles_toy_best_span_is_2_3_not_the_largest_cell():
     assert np.unravel_index(score.argmax(), score.shape) == (2, 0) and score[2, 0] == pytest.approx(5.8)
     assert sq.best_span(TOY_START, TOY_END, range(4)) == (4.5, 2, 3)
     for n_best in (2, 4):                                          # the comment above best_spans: n_best 2 finds it too
-        val, i, j = sq.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+        val, i, j = spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
                                   n_best=n_best, max_answer=30)
         assert (val.item(), i.item(), j.item()) == (4.5, 2, 3)
 
@@ -72,7 +73,7 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
     window = torch.ones_like(passage)
     window[:, -3:] = False                       # padding: its scores must never be picked
     start[:, -3:], end[:, -3:] = 100.0, 100.0
-    val, i, j = sq.best_spans(start, end, passage, n_best=5, max_answer=30, window=window)
+    val, i, j = spans.best_spans(start, end, passage, n_best=5, max_answer=30, window=window)
     for b in range(start.shape[0]):
         s_top = set(start[b, :-3].topk(5).indices.tolist())
         e_top = set(end[b, :-3].topk(5).indices.tolist())
@@ -88,9 +89,9 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
 
 def test_a_window_without_a_valid_span_scores_minus_infinity():
     start, end = torch.tensor([[0.0, 5.0, 1.0]]), torch.tensor([[0.0, 1.0, 5.0]])
-    val, _, _ = sq.best_spans(start, end, torch.tensor([[False, False, False]]), 20, 30)
+    val, _, _ = spans.best_spans(start, end, torch.tensor([[False, False, False]]), 20, 30)
     assert val[0, 0] == float("-inf")
-    assert sq.null_score(start, end).tolist() == [0.0]
+    assert spans.null_score(start, end).tolist() == [0.0]
 
 
 # --- windows, padding, and the best span over all windows of a question ---
@@ -108,10 +109,10 @@ def tiny_qa(tmp_path_factory):
 def test_consecutive_windows_share_exactly_stride_passage_tokens(tiny_qa):
     _, _, tok = tiny_qa
     ex = [{"question": "Where was Ada born?", "context": LONG}]
-    windows = sq.make_windows(tok, ex, max_len=32, stride=8)
+    windows = spans.make_windows(tok, ex, max_len=32, stride=8)
     assert len(windows) > 3 and all(w["example"] == 0 for w in windows)
-    spans = [[tuple(o) for o, p in zip(w["offsets"], w["passage"]) if p] for w in windows]
-    for a, b in zip(spans, spans[1:]):
+    passages = [[tuple(o) for o, p in zip(w["offsets"], w["passage"]) if p] for w in windows]
+    for a, b in zip(passages, passages[1:]):
         assert len(set(a) & set(b)) == 8
     assert all(len(w["input_ids"]) <= 32 for w in windows)
 
@@ -120,19 +121,19 @@ def test_the_coverage_check_finds_windows_that_stop_short_of_the_passage(tiny_qa
     _, _, tok = tiny_qa
     examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born in 1815."},
                 {"question": "Who?", "context": LONG}]
-    windows = sq.make_windows(tok, examples, max_len=32, stride=8)
-    assert sq.uncovered_questions(tok, examples, windows) == []
+    windows = spans.make_windows(tok, examples, max_len=32, stride=8)
+    assert spans.uncovered_questions(tok, examples, windows) == []
     last = max(k for k, w in enumerate(windows) if w["example"] == 0)
     dropped = windows[:last] + windows[last + 1:]                       # question 0 loses its last window
-    assert sq.uncovered_questions(tok, examples, dropped) == [0]
+    assert spans.uncovered_questions(tok, examples, dropped) == [0]
     cut = [dict(w) for w in windows]                                   # question 2's last window ends one token early
     last2 = max(k for k, w in enumerate(cut) if w["example"] == 2)
     end = max(t for t, p in enumerate(cut[last2]["passage"]) if p)
     cut[last2]["passage"] = [p and t != end for t, p in enumerate(cut[last2]["passage"])]
-    assert sq.uncovered_questions(tok, examples, cut) == [2]
-    line = sq.coverage_line(1, 3)
+    assert spans.uncovered_questions(tok, examples, cut) == [2]
+    line = spans.coverage_line(1, 3)
     assert "the windows of 1 of 3 questions stop before the end of their passage" in line and "tokenizers " in line
-    assert sq.coverage_line(0, 3) == ""
+    assert spans.coverage_line(0, 3) == ""
 
 
 def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
@@ -140,8 +141,8 @@ def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
     examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
         ("Where was Ada born?", LONG), ("Who designed the machine?", LONG[40:]), ("When?", "Ada was born in 1815.")]]
     args = type("A", (), dict(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30))()
-    answers, timing = sq.predict(model, tok, examples, args, torch.device("cpu"), None)
-    windows = sq.make_windows(tok, examples, 40, 10)
+    answers, timing = spans.predict(model, tok, examples, args, torch.device("cpu"), None)
+    windows = spans.make_windows(tok, examples, 40, 10)
     assert timing["windows"] == len(windows) > len(examples)
     for q, ex in enumerate(examples):
         best, text, s_null = (float("-inf"),), "", float("inf")
@@ -161,7 +162,7 @@ def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
 def test_offsets_give_the_original_text_of_non_ascii_contexts(tiny_qa):
     _, _, tok = tiny_qa
     context = "Zürich café — naïve Ångström 東京 résumé"
-    w = sq.make_windows(tok, [{"question": "Where?", "context": context}], 64, 16)[0]
+    w = spans.make_windows(tok, [{"question": "Where?", "context": context}], 64, 16)[0]
     pieces = [context[a:b] for (a, b), p in zip(w["offsets"], w["passage"]) if p]
     words = context.split()
     first = [k for k, p in enumerate(w["passage"]) if p][0]
@@ -179,24 +180,24 @@ def test_offsets_give_the_original_text_of_non_ascii_contexts(tiny_qa):
     ("eight", "2", 0.0, 0),
 ])
 def test_the_articles_worked_em_f1_examples(pred, gold, f1, em):
-    assert sq.squad_f1(pred, gold) == pytest.approx(f1) == pytest.approx(sq.squad_f1(pred, gold, "1.1"))
-    assert sq.exact_match(pred, gold) == em
+    assert spans.squad_f1(pred, gold) == pytest.approx(f1) == pytest.approx(spans.squad_f1(pred, gold, "1.1"))
+    assert spans.exact_match(pred, gold) == em
 
 
 def test_normalisation_and_the_official_edge_cases():
-    assert sq.normalize_answer("the Broncos defeated the Panthers") == "broncos defeated panthers"
-    assert sq.normalize_answer("  An apple,  a Day! ") == "apple day"
+    assert spans.normalize_answer("the Broncos defeated the Panthers") == "broncos defeated panthers"
+    assert spans.normalize_answer("  An apple,  a Day! ") == "apple day"
     # v2.0: a gold that normalises to nothing is dropped; with none left, only "" is right
-    assert sq.question_scores("", ["the"], "2.0") == (1, 1.0)
-    assert sq.question_scores("The", ["a"], "2.0") == (1, 1.0)
-    assert sq.question_scores("Denver", ["a", "Denver Broncos"], "2.0") == (0, pytest.approx(2 / 3))
-    assert sq.question_scores("", [], "2.0") == (1, 1.0)
-    assert sq.question_scores("Paris", [], "2.0") == (0, 0.0)
+    assert spans.question_scores("", ["the"], "2.0") == (1, 1.0)
+    assert spans.question_scores("The", ["a"], "2.0") == (1, 1.0)
+    assert spans.question_scores("Denver", ["a", "Denver Broncos"], "2.0") == (0, pytest.approx(2 / 3))
+    assert spans.question_scores("", [], "2.0") == (1, 1.0)
+    assert spans.question_scores("Paris", [], "2.0") == (0, 0.0)
     # v1.1 keeps every gold, and scores F1 0 when nothing is shared, even two empty texts
-    assert sq.question_scores("The", ["a"], "1.1") == (1, 0.0)
-    assert sq.question_scores("Denver Broncos", ["Broncos", "the Denver Broncos"], "1.1") == (1, 1.0)
+    assert spans.question_scores("The", ["a"], "1.1") == (1, 0.0)
+    assert spans.question_scores("Denver Broncos", ["Broncos", "the Denver Broncos"], "1.1") == (1, 1.0)
     # repeated words count as often as they appear in both
-    assert sq.squad_f1("a b b b", "b b c") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+    assert spans.squad_f1("a b b b", "b b c") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
 
 
 # --- the tau sweep ---
@@ -212,13 +213,13 @@ def random_v2(seed, n=60):
 @pytest.mark.parametrize("seed", range(3))
 def test_tau_sweep_against_a_direct_recomputation(seed):
     golds, texts, diff = random_v2(seed)
-    em_ans, f1_ans = map(np.array, zip(*(sq.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
+    em_ans, f1_ans = map(np.array, zip(*(spans.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
-    rows = sq.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus)   # s_hat = diff, s_null = 0
+    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus)   # s_hat = diff, s_null = 0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
-        scores = [sq.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
+        scores = [spans.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
         assert row["f1"] == pytest.approx(100 * np.mean([s[1] for s in scores]))
         assert row["em"] == pytest.approx(100 * np.mean([s[0] for s in scores]))
         assert row["answered"] == pytest.approx(100 * np.mean([p != "" for p in preds]))
@@ -227,9 +228,9 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_exact_best_threshold_is_the_best_of_every_official_threshold(seed):
     golds, texts, diff = random_v2(seed)
-    f1_ans = np.array([sq.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
+    f1_ans = np.array([spans.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
     has = np.array([bool(g) for g in golds])
-    got = sq.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
+    got = spans.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
     na_prob = -diff   # evaluate-v2.0.py: answered iff na_prob <= threshold
     brute = [(100 * np.mean(np.where(na_prob <= t, f1_ans, (~has).astype(float))), t) for t in [-np.inf, *sorted(na_prob)]]
     best = max(s for s, _ in brute)
@@ -268,9 +269,9 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     assert sq.main(argv) == 0
     r = json.loads((out / "part4_squad.json").read_text())
     preds1 = json.loads((out / "squad_v1_predictions.json").read_text())
-    examples1 = sq.read_squad_json(v1, "1.1", "--v1-data")
+    examples1 = spans.read_squad_json(v1, "1.1", "--v1-data")
     assert r["v1_dev"]["n"] == len(preds1) == 3 and r["v1_dev"]["windows"] > 3
-    em, f1 = zip(*(sq.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
+    em, f1 = zip(*(spans.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
     assert r["v1_dev"]["em"] == pytest.approx(100 * np.mean(em)) and r["v1_dev"]["f1"] == pytest.approx(100 * np.mean(f1))
     assert all(p in LONG for p in preds1.values())
     v2r = r["v2_dev"]
@@ -337,8 +338,8 @@ def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys
 
 @needs_shared_data
 def test_the_real_dev_files_read_with_their_counts():
-    v1 = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
-    v2 = sq.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
+    v1 = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
+    v2 = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
     assert len(v1) == 10570 and len(v2) == 11873
     assert sum(not ex["golds"] for ex in v2) == 5945
     assert v1[0]["question"] == "Which NFL team represented the AFC at Super Bowl 50?"
@@ -347,12 +348,13 @@ def test_the_real_dev_files_read_with_their_counts():
 def test_hub_rows_are_read_like_the_official_files(monkeypatch):
     rows = [{"id": "a", "question": "Q?", "context": "ctx", "answers": {"text": ["x", "y"], "answer_start": [0, 1]}},
             {"id": "b", "question": "Q2?", "context": "ctx", "answers": {"text": [], "answer_start": []}}]
-    monkeypatch.setattr(sq, "load_hub_dataset", lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
-    ex = sq.read_squad(None, "2.0", "--v2-data")
+    monkeypatch.setattr(spans, "load_hub_dataset",
+                        lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
+    ex = spans.read_squad(None, "2.0", "--v2-data")
     assert [(e["id"], e["golds"], e["impossible"]) for e in ex] == [("a", ["x", "y"], False), ("b", [], True)]
 
 
 def test_the_tau_grid_never_passes_tau_max():
-    assert sq.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
-    assert sq.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
-    assert sq.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(sq.tau_grid(0.1, 1.0, 0.3)) == 4
+    assert spans.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
+    assert spans.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
+    assert spans.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(spans.tau_grid(0.1, 1.0, 0.3)) == 4

@@ -14,10 +14,9 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-import bert_part4_runs as runs
-import bert_part4_tasks as tasks
-from bert_part4_common import ALONE, Report, portable, run_cli
-from bert_part4_runs import Job
+from part4 import runs, tasks
+from part4.common import ALONE, Report, portable, run_cli
+from part4.runs import Job
 
 
 @pytest.fixture(scope="module")
@@ -195,10 +194,10 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
 @pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
                                             ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py")])
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, f"bert_part4_{module}.py"), "--help"], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.count("\n") == 1 and f"bert_part4_{module}.py is a module" in p.stderr and script in p.stderr
+    assert p.stderr.count("\n") == 1 and f"part4/{module}.py is a module" in p.stderr and script in p.stderr
 
 
 def test_runs_found_done_are_reported_in_their_turn(tiny_bert_dir, two_tasks, tmp_path, capsys):

@@ -7,7 +7,7 @@ Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already do
 fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
 and the settings recorded with it, a results file of other settings never overwritten, preparing the data
 once for every run of a command, and saving a model folder. The paper's settings and grids are the recipe's
-(bert_part4_finetune.py); the checks of the command line that cite them, its room's (bert_part4_cli.py).
+(bert_part4_finetune.py); the checks of the command line that cite them, its room's (part4/cli.py).
 """
 
 import os
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoTokenizer
 
-from bert_part4_common import (
+from part4.common import (
     ALONE,
     Fatal,
     Report,
@@ -138,7 +138,7 @@ def plain(obj):
 
 
 def save_atomic(obj, path):
-    """torch.save, written atomically (see write_atomic in bert_part4_common): a checkpoint is whole or absent."""
+    """torch.save, written atomically (see write_atomic in part4/common.py): a checkpoint is whole or absent."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     replace_atomically(path, lambda tmp: torch.save(obj, tmp))
 
@@ -586,4 +586,4 @@ def save_model(model, tok, path):
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("bert_part4_runs.py", "bert_part4_finetune.py (python bert_part4_finetune.py --help)"))
+    sys.exit(not_a_script("part4/runs.py", "bert_part4_finetune.py (python bert_part4_finetune.py --help)"))

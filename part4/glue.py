@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bert_part4_common import Fatal, Report, check_writable_dir, not_a_script, portable, preflight, write_atomic
-from bert_part4_runs import (
+from part4.common import Fatal, Report, check_writable_dir, not_a_script, portable, preflight, write_atomic
+from part4.runs import (
     Job,
     check_not_replaced,
     existing_result,
@@ -37,7 +37,7 @@ from bert_part4_runs import (
     results_path,
     unless_paper,
 )
-from bert_part4_tasks import (
+from part4.tasks import (
     HF_DEV,
     METRIC_NAMES,
     PAPER_AVERAGE,
@@ -90,7 +90,7 @@ def runs_folder(submission):
 
 @dataclass(frozen=True)
 class GlueTable:
-    """The glue command's settings (bert_part4_cli.parse makes it once): what its table is of."""
+    """The glue command's settings (part4.cli.parse makes it once): what its table is of."""
     tasks: list             # --tasks, in GLUE's order
     lr: float               # the learning rate given, or the recipe's (under a grid: not in the table's name)
     grid: str               # "glue" (the paper's choice of lr), "a3", or None (the lr given, no choice)
@@ -453,4 +453,4 @@ def write_submission(folder, rows, report):
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("bert_part4_glue.py", "python bert_part4_finetune.py glue (--help says more)"))
+    sys.exit(not_a_script("part4/glue.py", "python bert_part4_finetune.py glue (--help says more)"))

@@ -11,9 +11,9 @@ head families (§4.1-4.4):
 Each family owns everything that differs between its tasks (data checks, evaluation batch size, batches
 grouped by length or not, the headline metric and its name): the training loop branches on no task. Outside
 this file the rooms that name tasks do so for what the paper or the article treats apart: the GLUE row
-(bert_part4_glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch), the recipe
+(part4/glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch), the recipe
 (bert_part4_finetune.py: each task's paper settings, and the runs the article printed) and its command line
-(bert_part4_cli.py: the task names it takes, and the family each default is shown for). SQuAD's windows and
+(part4/cli.py: the task names it takes, and the family each default is shown for). SQuAD's windows and
 span targets live in bert_part4_squad.py.
 """
 
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-import bert_part4_squad as squad
-from bert_part4_common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script
-from bert_part4_runs import batches_by_length, collate
+from part4 import spans
+from part4.common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script
+from part4.runs import batches_by_length, collate
 
 
 @dataclass(frozen=True)
@@ -329,8 +329,8 @@ PAPER_SQUAD = {"1.1": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
 
 def read_squad_task(sources):
     version = SQUAD_VERSION[sources.task]
-    train = squad.read_squad(sources.train_data, version, "--train-data", split="train")
-    dev = squad.read_squad(sources.dev_data, version, "--dev-data")
+    train = spans.read_squad(sources.train_data, version, "--train-data", split="train")
+    dev = spans.read_squad(sources.dev_data, version, "--dev-data")
     return train, {"dev": dev}
 
 
@@ -606,7 +606,7 @@ class SpanExtraction:
     def __init__(self, name, max_len, stride, eval_batch_size=None):
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.hub = squad.HUB_DATASETS[self.version]
+        self.hub = spans.HUB_DATASETS[self.version]
 
     @staticmethod
     def check(max_len, stride):
@@ -624,10 +624,10 @@ class SpanExtraction:
         """The training windows with their targets; the dev questions stay questions (bert_part4_squad.predict
         windows them), checked here once for windows that stop short of their passage: (uncovered, questions) of
         each dev set, kept with the training windows as dev_uncovered."""
-        dev_uncovered = {name: (len(squad.uncovered_questions(tok, d, squad.make_windows(tok, d, self.max_len,
+        dev_uncovered = {name: (len(spans.uncovered_questions(tok, d, spans.make_windows(tok, d, self.max_len,
                                                                                           self.stride))), len(d))
                          for name, d in devs.items()}
-        return {**squad.encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
+        return {**spans.encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
 
     def describe(self, train):
         lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
@@ -636,15 +636,15 @@ class SpanExtraction:
                  f"questions skipped because answer_start does not match the context: {train['skipped']}",
                  "steps are counted in windows, every window once an epoch (paper's run_squad.py: "
                  "int(questions / batch x epochs) steps, fewer than its windows need)"]
-        lines += [f"training set: {squad.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
-        lines += [f"{name} set: {squad.coverage_line(n, size)}" for name, (n, size) in train["dev_uncovered"].items() if n]
+        lines += [f"training set: {spans.coverage_line(train['uncovered'], train['questions'])}"] if train["uncovered"] else []
+        lines += [f"{name} set: {spans.coverage_line(n, size)}" for name, (n, size) in train["dev_uncovered"].items() if n]
         return lines
 
     def evaluate(self, model, devs, tok, device, dtype):
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
-        search = squad.SpanSearch(self.max_len, self.stride, self.eval_batch_size, squad.N_BEST, squad.MAX_ANSWER)
-        out = {name: self.score(*squad.predict(model, tok, examples, search, device, dtype), examples)
+        search = spans.SpanSearch(self.max_len, self.stride, self.eval_batch_size, spans.N_BEST, spans.MAX_ANSWER)
+        out = {name: self.score(*spans.predict(model, tok, examples, search, device, dtype), examples)
                for name, examples in devs.items()}
         model.train()
         return out
@@ -652,10 +652,10 @@ class SpanExtraction:
     def score(self, answers, timing, examples):
         """v1.1: EM and F1; v2.0: EM and F1 at tau = 0, and the whole sweep of bert_part4_squad.py."""
         if self.version == "1.1":
-            em, f1, _ = squad.score_v1(examples, answers)
+            em, f1, _ = spans.score_v1(examples, answers)
             return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
                     "uncovered": timing["uncovered"]}
-        r, _, _ = squad.score_v2(examples, answers, squad.tau_grid(*squad.TAU_SWEEP))
+        r, _, _ = spans.score_v2(examples, answers, spans.tau_grid(*spans.TAU_SWEEP))
         return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
 
     def headline(self, scores):
@@ -682,8 +682,8 @@ class SpanExtraction:
         if self.version == "2.0":
             line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
                     f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
-                    f"{squad.fmt(s['has_ans']['em'])} F1 {squad.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
-                    f"EM {squad.fmt(s['no_ans']['em'])} F1 {squad.fmt(s['no_ans']['f1'])}")
+                    f"{spans.fmt(s['has_ans']['em'])} F1 {spans.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {spans.fmt(s['no_ans']['em'])} F1 {spans.fmt(s['no_ans']['f1'])}")
         return line
 
     def summary(self, train):
@@ -699,4 +699,4 @@ FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, 
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("bert_part4_tasks.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
+    sys.exit(not_a_script("part4/tasks.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

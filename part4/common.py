@@ -617,5 +617,5 @@ def line_plot(path, x, series, xlabel, ylabel=None, right=None):
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("bert_part4_common.py", "bert_part4_finetune.py, bert_part4_squad.py, bert_part4_heads.py or "
+    sys.exit(not_a_script("part4/common.py", "bert_part4_finetune.py, bert_part4_squad.py, bert_part4_heads.py or "
                                                   "bert_part4_math.py (each with --help)"))

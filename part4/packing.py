@@ -1,6 +1,6 @@
 """Padding-free training steps: every layer but attention runs on the real tokens of a batch only.
 
-A batch padded to its longest input (collate, in bert_part4_runs.py) holds B sequences of M positions, of which
+A batch padded to its longest input (collate, in part4/runs.py) holds B sequences of M positions, of which
 N are real tokens. The embeddings, the Q/K/V projections, the attention output, the feed-forward layers and the
 LayerNorms act on each token alone: packed into one (N, H) matrix they do the same work on N rows instead of
 B * M. Attention needs each sequence's own tokens side by side: q, k, v are scattered back into (B, h, M, d),

@@ -8,8 +8,8 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-import bert_part4_glue as glue
-from bert_part4_common import (
+from part4 import glue
+from part4.common import (
     ArgumentParser,
     Fatal,
     add_common_flags,
@@ -18,8 +18,8 @@ from bert_part4_common import (
     not_a_script,
     portable,
 )
-from bert_part4_runs import Config, lr_tag
-from bert_part4_tasks import FAMILIES, Sources
+from part4.runs import Config, lr_tag
+from part4.tasks import FAMILIES, Sources
 
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
 
@@ -41,7 +41,7 @@ class Command:
     epochs: int
     seed: int
     recipes: dict           # the paper's settings of each task (bert_part4_finetune.RECIPES)
-    table: object = None    # the glue command: its GlueTable (bert_part4_glue.py)
+    table: object = None    # the glue command: its GlueTable (part4/glue.py)
     device_flags: tuple = ("auto", "auto", "auto")   # --device, --backend, --dtype
 
     @property
@@ -229,4 +229,4 @@ def glue_table(tasks, flags, evals):
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("bert_part4_cli.py", "python bert_part4_finetune.py (--help lists its flags)"))
+    sys.exit(not_a_script("part4/cli.py", "python bert_part4_finetune.py (--help lists its flags)"))
