@@ -26,6 +26,8 @@ from part4.common import (
 )
 from part4.runs import batches_by_length, padded
 
+MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
+BATCH_SIZE = 64                        # windows per forward pass
 N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 PUNCTUATION = set(string.punctuation)
