@@ -291,7 +291,7 @@ def finish(fit, job, config, before, curve, steps, warm, seconds):
     fit.run.remove_checkpoint()
     line_plot(os.path.join(config.results_dir, report.name + "_curve.png"), [c["step"] for c in curve],
               {"train loss": [c["train_loss"] for c in curve]}, "step",
-              right=("dev score", [family.headline(c["dev"]) for c in curve]))
+              right=("dev score", [family.selection(c["dev"]) for c in curve]))
     return result
 
 

@@ -9,12 +9,12 @@ head families (§4.1-4.4):
   SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of 384-token windows
 
 Each family owns everything that differs between its tasks (data checks, evaluation batch size, batches
-grouped by length or not, the headline metric and its name): the training loop branches on no task. Outside
+grouped by length or not, the metric runs are selected by and its name): the training loop branches on no task. Outside
 this file the rooms that name tasks do so for what the paper or the article treats apart: the GLUE row
 (part4/glue.py: WNLI's majority class, MNLI and QQP evaluated once per epoch), the recipe
 (bert_part4_finetune.py: each task's paper settings, and the runs the article printed) and its command line
 (part4/cli.py: the task names it takes, and the family each default is shown for). SQuAD's windows and
-span targets live in bert_part4_squad.py.
+span targets live in part4/spans.py.
 """
 
 import csv
@@ -53,7 +53,7 @@ class Task:
     labels: tuple          # label strings in index order; () = regression (STS-B)
     dev_files: tuple       # dev sets: matched and mismatched for MNLI
     metrics: tuple         # what the step lines and the FINAL line report
-    table_metric: str      # Table 1's metric: runs are ranked and selected by it
+    selection_metric: str  # Table 1's metric: runs are ranked and selected by it
     tests: tuple           # (test file in DIR/<folder>/, the GLUE server's file name, its rows)
     paper_test: tuple      # Table 1, BERT-base, on the GLUE server's hidden test set (MNLI: matched, mismatched)
     paper_dev: str = ""    # BERT-base dev accuracy (MNLI: matched), where the paper gives it (Table 5)
@@ -95,7 +95,7 @@ def paper_test_text(name):
     task = TASKS[name]
     if not task.paper_test:
         return "none: left out of Table 1 (for the server the paper predicted the majority class)"
-    text = f"{METRIC_NAMES[task.table_metric]} " + "/".join(f"{v:.1f}" for v in task.paper_test)
+    text = f"{METRIC_NAMES[task.selection_metric]} " + "/".join(f"{v:.1f}" for v in task.paper_test)
     return text + (" (matched/mismatched)" if len(task.paper_test) > 1 else "") + (f"; {QNLI_VERSION}" if name == "qnli"
                                                                                   else "")
 
@@ -476,15 +476,11 @@ class Classification:
     def head(name):
         """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
         task = TASKS[name]
-        return task.metrics, task.table_metric, {"num_labels": max(1, len(task.labels))}
+        return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
 
     @staticmethod
     def check(max_len, stride):
         """Settings this family cannot take (none for GLUE and SWAG)."""
-
-    @property
-    def headline_name(self):
-        return METRIC_NAMES[self.metrics[0]]
 
     def data_problems(self, sources):
         if sources.data_dir is not None:
@@ -503,9 +499,6 @@ class Classification:
 
     def evaluate(self, model, devs, tok, device, dtype):
         return {name: evaluate(model, enc, device, dtype, self.eval_batch_size, self.metrics) for name, enc in devs.items()}
-
-    def headline(self, scores):
-        return next(iter(scores.values()))[self.metrics[0]]
 
     @property
     def selection_name(self):
@@ -601,7 +594,8 @@ class SpanExtraction:
     grouped = True                     # windows run from 100 to 384 tokens
     takes = ("train_data", "dev_data", "stride")
     metrics = ("em", "f1")
-    headline_name = selection_name = "F1"
+    selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
+    selection_name = METRIC_NAMES["f1"]
 
     def __init__(self, name, max_len, stride, eval_batch_size=None):
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
@@ -658,10 +652,9 @@ class SpanExtraction:
         r, _, _ = spans.score_v2(examples, answers, spans.tau_grid(*spans.TAU_SWEEP))
         return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
 
-    def headline(self, scores):
-        return next(iter(scores.values()))["f1"]
-
-    selection = headline
+    def selection(self, scores):
+        """The dev score runs are ranked and selected by, on the first dev set."""
+        return next(iter(scores.values()))[self.selection_metric]
 
     def majority(self, train):
         return None

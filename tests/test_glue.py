@@ -131,6 +131,24 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
 
+def test_every_family_ranks_runs_by_one_metric_under_one_name():
+    """The score runs are selected by (the grid's order, the best seen, the learning curve, the GLUE table) is one
+    concept: each family's `selection` is its `selection_metric` on the first dev set, named `selection_name`; Table
+    1's metric for GLUE (paper §4.1), accuracy for SWAG, F1 for SQuAD."""
+    paper = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "stsb": "spearman", "qqp": "f1", "mnli": "accuracy",
+             "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy", "swag": "accuracy", "squad": "f1",
+             "squad_v2": "f1"}
+    assert set(paper) == set(tasks.FAMILIES)
+    names = ("accuracy", "f1", "mcc", "pearson", "spearman", "em")
+    scores = {"dev_matched": {m: 0.1 * (k + 1) for k, m in enumerate(names)}, "dev_mismatched": dict.fromkeys(names, 9.0)}
+    for task, metric in paper.items():
+        family = tasks.FAMILIES[task](task, 128, 64)
+        assert family.selection_metric == metric, task
+        assert family.selection(scores) == scores["dev_matched"][metric], task
+        assert family.selection_name == tasks.METRIC_NAMES[metric], task
+        assert not hasattr(family, "headline"), task                   # no second name for it
+
+
 def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
     assert round(glue.average(list(glue.paper_columns().values())), 1) == tasks.PAPER_AVERAGE == 79.6
@@ -150,7 +168,7 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
     assert all(table["tasks"][t]["run"] for t in tasks.TASKS) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
         run = json.loads((tmp_path / f"{row['runs'][0]}.json").read_text())
-        metric = tasks.TASKS[t].table_metric
+        metric = tasks.TASKS[t].selection_metric
         assert row["dev"] == pytest.approx([100 * s[metric] for s in run["final"].values()])
         assert row["paper_test"] == tasks.paper_test_text(t)
     md = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.md").read_text()
