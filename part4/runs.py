@@ -59,7 +59,7 @@ def padded(rows, length=None, value=0, dtype=torch.long):
 def collate(enc, idx, device, pad_to=None, pad_id=0):
     """A batch of the rows idx of an encoded set (a dict of columns), padded to the longest of them (or to pad_to).
     Rows that hold several inputs each (SWAG's four) make (batch, inputs, tokens) tensors; enc["targets"] names
-    the columns that are the training targets."""
+    the columns that are the training targets, enc.get("masks") the token masks padded with False (SQuAD's passage)."""
     rows = [enc["input_ids"][i] for i in idx]
     types = [enc["token_type_ids"][i] for i in idx]
     choices = isinstance(rows[0][0], list)
@@ -72,6 +72,8 @@ def collate(enc, idx, device, pad_to=None, pad_id=0):
         batch = {k: v.view(len(idx), -1, L) for k, v in batch.items()}
     for key in enc["targets"]:
         batch[key] = torch.tensor([enc[key][i] for i in idx])
+    for key in enc.get("masks", ()):
+        batch[key] = padded([enc[key][i] for i in idx], L, False, torch.bool)
     return {k: v.to(device) for k, v in batch.items()}
 
 

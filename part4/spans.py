@@ -24,7 +24,7 @@ from part4.common import (
     gather,
     load_hub_dataset,
 )
-from part4.runs import batches_by_length, padded
+from part4.runs import batches_by_length, collate
 
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
 BATCH_SIZE = 64                        # windows per forward pass
@@ -270,15 +270,6 @@ class SpanSearch:
     max_answer: int = MAX_ANSWER  # longest answer in tokens
 
 
-def pad_batch(windows, idx, device):
-    """The windows idx as model inputs padded to the longest of them, and their passage mask."""
-    rows = [windows[w] for w in idx]
-    inputs = {"input_ids": padded([w["input_ids"] for w in rows]), "token_type_ids": padded([w["token_type_ids"] for w in rows]),
-              "attention_mask": padded([[1] * len(w["input_ids"]) for w in rows])}
-    passage = padded([w["passage"] for w in rows], value=False, dtype=torch.bool)
-    return {k: v.to(device) for k, v in inputs.items()}, passage.to(device)
-
-
 def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, team=ALONE):
     """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
     Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
@@ -286,11 +277,14 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
     batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[team.rank::team.world]
+    columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")}
+    columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
                    disable=not team.main)
         for idx in batches:
-            inputs, passage = pad_batch(windows, idx, device)
+            inputs = collate(columns, idx, device)
+            passage = inputs.pop("passage")                     # (B, L): the passage's tokens
             t0 = time.perf_counter()
             with autocast(device, dtype):
                 out = model(**inputs)

@@ -136,6 +136,37 @@ def test_the_coverage_check_finds_windows_that_stop_short_of_the_passage(tiny_qa
     assert spans.coverage_line(0, 3) == ""
 
 
+def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeypatch):
+    """The windows of a batch reach the model padded as the library pads them (tok.pad: pad id, token type 0,
+    attention mask 0), with the passage mask False on the padding: one batch maker for training and search."""
+    _, model, tok = tiny_qa
+    examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born."}]
+    windows = spans.make_windows(tok, examples, max_len=40, stride=10)
+    seen = []
+    real = spans.best_spans
+
+    def spy(start, end, passage, n_best, max_answer, top=1, window=None):
+        seen.append((passage, window))
+        return real(start, end, passage, n_best, max_answer, top, window)
+    monkeypatch.setattr(spans, "best_spans", spy)
+    calls = []
+    monkeypatch.setattr(model, "forward", lambda **inputs: calls.append(inputs) or type(model).forward(model, **inputs))
+    spans.score_windows(model, windows, torch.device("cpu"), None, 3, 20, 30)
+    order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
+    assert len(calls) == len(seen) == -(-len(windows) // 3)
+    for k, (inputs, (passage, window)) in enumerate(zip(calls, seen)):
+        rows = [windows[w] for w in order[3 * k:3 * k + 3]]
+        ref = tok.pad({"input_ids": [w["input_ids"] for w in rows], "token_type_ids": [w["token_type_ids"] for w in rows]},
+                      return_tensors="pt")
+        assert set(inputs) == {"input_ids", "token_type_ids", "attention_mask"}
+        for key in inputs:
+            assert torch.equal(inputs[key], ref[key]), key
+        L = ref["input_ids"].shape[1]
+        assert passage.dtype == torch.bool
+        assert passage.tolist() == [w["passage"] + [False] * (L - len(w["passage"])) for w in rows]
+        assert torch.equal(window, ref["attention_mask"].bool())
+
+
 def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
     _, model, tok = tiny_qa
     examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
