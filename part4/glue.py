@@ -27,7 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from part4.common import Fatal, Report, check_writable_dir, not_a_script, portable, preflight, write_atomic
+from part4.common import (
+    Fatal,
+    Report,
+    check_writable_dir,
+    not_a_script,
+    portable,
+    preflight,
+    replace_atomically,
+    write_atomic,
+)
 from part4.runs import (
     Job,
     check_not_replaced,
@@ -441,15 +450,17 @@ def write_submission(folder, rows, report):
     every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
     missing = [f for f in every if f not in written]
     zip_path = os.path.join(folder, "submission.zip")
-    tmp = zip_path + ".tmp"
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for name in every:
-            if name in written:
-                z.write(os.path.join(folder, name), name)
-    os.replace(tmp, zip_path)
+    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
     report.say(f"submission.zip: {len(written)} of {len(every)} files -> {portable(zip_path)}"
                + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
     return {"files": written, "missing": missing, "zip": portable(zip_path)}
+
+
+def write_zip(path, folder, names):
+    """The files names of folder, compressed into the zip file path (each under its own name)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in names:
+            z.write(os.path.join(folder, name), name)
 
 
 if __name__ == "__main__":

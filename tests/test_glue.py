@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
 from part4 import glue, tasks
-from part4.common import Fatal, run_cli
+from part4.common import Fatal, Report, run_cli
 from part4.runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
@@ -201,6 +201,30 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
         assert sorted(z.namelist()) == sorted(servers)
         assert z.read("RTE.tsv").decode() == (sub / "RTE.tsv").read_text()
     assert "WARNING: the GLUE server's test set has 1063 rows" in log          # a toy test set is not the full one
+
+
+def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
+    """submission.zip is written as every results file is (a temp file beside it, then renamed): a failure while
+    writing it leaves the earlier zip as it was and no temp file beside it."""
+    folder = tmp_path / "sub"
+    (folder / "runs" / "part4_rte_x").mkdir(parents=True)
+    text = "index\tprediction\n0\tentailment\n1\tnot_entailment\n"
+    (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
+    rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
+    report = Report("x", str(tmp_path), quiet=True)
+    out = glue.write_submission(str(folder), rows, report)
+    assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
+    with zipfile.ZipFile(folder / "submission.zip") as z:
+        assert z.namelist() == ["RTE.tsv"] and z.read("RTE.tsv").decode() == text
+    before = (folder / "submission.zip").read_bytes()
+
+    def broken(self, *args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(zipfile.ZipFile, "write", broken)
+    with pytest.raises(OSError):
+        glue.write_submission(str(folder), rows, report)
+    assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
+    assert (folder / "submission.zip").read_bytes() == before
 
 
 def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue_data, tmp_path):
