@@ -408,6 +408,15 @@ def portable(value):
 
 # --- the log and the results files (STYLE 8 and 9) ---
 
+def fmt(scores, missing="n/a"):
+    """Scores as the logs and tables print them, with two decimals: 88.5 -> '88.50'; several (MNLI's matched and
+    mismatched) joined by '/': [84.1, 83.4] -> '84.10/83.40'; None or none at all -> missing."""
+    if scores is None:
+        return missing
+    values = scores if isinstance(scores, (list, tuple)) else [scores]
+    return "/".join(f"{v:.2f}" for v in values) if values else missing
+
+
 class Report:
     """Prints each log line to stdout and keeps a copy; `save` writes the .log and the .json."""
 

@@ -31,6 +31,7 @@ from part4.common import (
     Fatal,
     Report,
     check_writable_dir,
+    fmt,
     not_a_script,
     portable,
     preflight,
@@ -276,10 +277,6 @@ def setting(row, grid):
     return lr_tag(row["lr"]) + (f"/{row['batch_size']}/{row['epochs']}" if grid == "a3" else "")
 
 
-def fmt(values):
-    return "/".join(f"{v:.2f}" for v in values) if values else "-"
-
-
 def labels(init):
     """The columns of ours and of the other initialisation's runs."""
     return ("random init", "pre-trained") if init == "random" else ("ours", "random init")
@@ -302,8 +299,8 @@ def table_payload(rows, absent, table, report):
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, table.grid):<6} {fmt(row['dev']):<17} "
-                   f"{fmt(other):<17} {'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
+        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, table.grid):<6} {fmt(row['dev'], '-'):<17} "
+                   f"{fmt(other, '-'):<17} {'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
         out[t] = {"run": True, **{k: v for k, v in row.items() if k != "submitted"},
                   "submitted_run": row["submitted"]["name"], "paper_test": paper_test_text(t),
@@ -375,7 +372,7 @@ def markdown(payload, table):
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
         lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, table.grid)} | "
-                     f"{fmt(row['dev'])} | {fmt(other)} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | "
+                     f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | "
                      f"{row['hf_dev']} |")
     a = payload["average"]
     lines += ["", "Average of Table 1's nine columns (WNLI left out): " + (

@@ -402,6 +402,3 @@ def score_v2(examples, answers, taus):
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
 
-
-def fmt(x):
-    return "n/a" if x is None else f"{x:.2f}"

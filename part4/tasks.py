@@ -29,7 +29,7 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4 import spans
-from part4.common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script
+from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script
 from part4.runs import batches_by_length, collate
 
 
@@ -675,8 +675,8 @@ class SpanExtraction:
         if self.version == "2.0":
             line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
                     f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
-                    f"{spans.fmt(s['has_ans']['em'])} F1 {spans.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
-                    f"EM {spans.fmt(s['no_ans']['em'])} F1 {spans.fmt(s['no_ans']['f1'])}")
+                    f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
         return line
 
     def summary(self, train):

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
 from part4 import glue, tasks
-from part4.common import Fatal, Report, run_cli
+from part4.common import Fatal, Report, fmt, run_cli
 from part4.runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
@@ -147,6 +147,14 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
         assert family.selection(scores) == scores["dev_matched"][metric], task
         assert family.selection_name == tasks.METRIC_NAMES[metric], task
         assert not hasattr(family, "headline"), task                   # no second name for it
+
+
+def test_one_score_format_for_every_log_and_table():
+    """The GLUE table and SQuAD's HasAns/NoAns lines print scores through one function: two decimals, several
+    joined by '/', a missing one as the caller's mark."""
+    assert fmt(88.5) == "88.50" and fmt(np.float64(2 / 3)) == "0.67"
+    assert fmt([84.1, 83.4]) == "84.10/83.40" and fmt([47.2924]) == "47.29"
+    assert fmt(None) == "n/a" and fmt(None, "-") == "-" and fmt([], "-") == "-"
 
 
 def test_the_average_leaves_wnli_out_and_is_table_1s():
