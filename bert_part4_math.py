@@ -270,7 +270,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
     per_question = []
     for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
-                  max_length=384)
+                  max_length=spans.MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
         per_question.append(flow_shares(att, *segments(enc)))
     report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
@@ -328,7 +328,7 @@ def span_real(model, tok, name, device, report):
     report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad.demo_one(model, tok, question, device, 20, 30)
+        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -382,7 +382,7 @@ def null_scores(model, tok, name, device, tau, source, report):
                + article(f"{squad.V2_MODEL}, tau +4.00 chosen on all 11873 dev questions"))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad.demo_one(model, tok, question, device, 20, 30)
+        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
@@ -503,7 +503,7 @@ def main(argv=None):
         tok = load_pretrained(AutoTokenizer, args.sst2_model, flag="--sst2-model")
         payload["glue_real"] = glue_real(sst2, tok, portable(args.sst2_model), device, report, fresh_head(info, "classifier"))
         payload["new_weights"] = new_weights(sst2, report)
-        qa, tok = squad.load_qa_model(args.squad_model, "--squad-model", device, 384, attn_implementation="eager")
+        qa, tok = squad.load_qa_model(args.squad_model, "--squad-model", device, spans.MAX_LEN, attn_implementation="eager")
         payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device, report)
         if flow_examples:
             payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device, report,
@@ -511,7 +511,7 @@ def main(argv=None):
     payload["span_toy"] = span_toy(report)
     if models:
         payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device, report)
-        qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, 384)
+        qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, spans.MAX_LEN)
         payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)

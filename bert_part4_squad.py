@@ -47,9 +47,12 @@ from part4.common import (
     write_atomic,
 )
 from part4.spans import (
+    BATCH_SIZE,
     HUB_DATASETS,
     MAX_ANSWER,
+    MAX_LEN,
     N_BEST,
+    STRIDE,
     TAU_SWEEP,
     SpanSearch,
     best_spans,
@@ -97,13 +100,15 @@ def build_parser():
     p.add_argument("--only", action="append", choices=["demo", "v1", "v2"],
                    help="run only these parts (repeatable; default: all)")
     p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
-    p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
-    p.add_argument("--max-len", type=int, default=384, help="window length in tokens (default 384, as paper/run_squad.py)")
-    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128: run_squad.py's "
-                                                           "doc_stride, which there is the step; see below)")
+    p.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"windows per forward pass (default {BATCH_SIZE})")
+    p.add_argument("--max-len", type=int, default=MAX_LEN,
+                   help=f"window length in tokens (default {MAX_LEN}, as paper/run_squad.py)")
+    p.add_argument("--stride", type=int, default=STRIDE, help=f"tokens shared by consecutive windows (default {STRIDE}: "
+                                                              f"run_squad.py's doc_stride, which there is the step; see below)")
     p.add_argument("--n-best", type=int, default=N_BEST,
-                   help="best starts and best ends tried per window (default 20, as run_squad.py)")
-    p.add_argument("--max-answer", type=int, default=MAX_ANSWER, help="longest answer in tokens (default 30, as run_squad.py)")
+                   help=f"best starts and best ends tried per window (default {N_BEST}, as run_squad.py)")
+    p.add_argument("--max-answer", type=int, default=MAX_ANSWER,
+                   help=f"longest answer in tokens (default {MAX_ANSWER}, as run_squad.py)")
     p.add_argument("--tau-min", type=float, default=TAU_SWEEP[0], help="tau sweep start (default -6, as the article)")
     p.add_argument("--tau-max", type=float, default=TAU_SWEEP[1], help="tau sweep end (default +6, as the article)")
     p.add_argument("--tau-step", type=float, default=TAU_SWEEP[2], help="tau sweep step (default 0.25, as the article)")

@@ -263,9 +263,9 @@ def null_score(start, end):
 @dataclass(frozen=True)
 class SpanSearch:
     """How the dev set is cut and searched (run_squad.py's settings by default)."""
-    max_len: int = 384           # window length in tokens
-    stride: int = 128            # tokens shared by consecutive windows
-    batch_size: int = 64         # windows per forward pass
+    max_len: int = MAX_LEN       # window length in tokens
+    stride: int = STRIDE         # tokens shared by consecutive windows
+    batch_size: int = BATCH_SIZE  # windows per forward pass
     n_best: int = N_BEST         # best starts and best ends tried per window
     max_answer: int = MAX_ANSWER  # longest answer in tokens
 

@@ -6,7 +6,7 @@ head families (§4.1-4.4):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
   MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
-  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of 384-token windows
+  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of overlapping windows
 
 Each family owns everything that differs between its tasks (data checks, evaluation batch size, batches
 grouped by length or not, the metric runs are selected by and its name): the training loop branches on no task. Outside
@@ -585,13 +585,13 @@ class MultipleChoice(Classification):
 
 
 class SpanExtraction:
-    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of 384-token windows."""
+    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of overlapping windows."""
     kind = "span"
     model_class = BertForQuestionAnswering
     model_kwargs = {}
     fresh = "random start and end vectors S, E"
-    eval_batch_size = 64               # windows per forward pass, as bert_part4_squad.py
-    grouped = True                     # windows run from 100 to 384 tokens
+    eval_batch_size = spans.BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
+    grouped = True                     # windows run from a short passage's to the full window length
     takes = ("train_data", "dev_data", "stride")
     metrics = ("em", "f1")
     selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)

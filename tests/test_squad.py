@@ -3,16 +3,17 @@
 import itertools
 import json
 import os
+import tokenize
 
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED_DATA, needs_shared_data, save_tiny
+from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4 import spans
+from part4 import spans, tasks
 from part4.common import run_cli
 
 # --- span search ---
@@ -389,3 +390,25 @@ def test_the_tau_grid_never_passes_tau_max():
     assert spans.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
     assert spans.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
     assert spans.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(spans.tau_grid(0.1, 1.0, 0.3)) == 4
+
+
+def number_literals(path, values):
+    """The numbers of `values` written as literals in a Python file's code (strings and comments are not code)."""
+    with open(path, "rb") as f:
+        return sorted(t.string for t in tokenize.tokenize(f.readline) if t.type == tokenize.NUMBER and t.string in values)
+
+
+def test_the_span_search_settings_have_one_home():
+    """run_squad.py's windows of 384 tokens overlapping by 128, its 20 best starts and ends and answers of at most 30
+    tokens, and 64 windows a forward pass are defined once, in part4/spans.py; the SQuAD script's defaults, SpanSearch,
+    the fine-tuning's evaluation and the math script read them from there."""
+    assert (spans.MAX_LEN, spans.STRIDE, spans.N_BEST, spans.MAX_ANSWER, spans.BATCH_SIZE) == (384, 128, 20, 30, 64)
+    args = sq.parse_args([])
+    assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
+    assert spans.SpanSearch() == spans.SpanSearch(384, 128, 64, 20, 30)
+    assert tasks.SpanExtraction.eval_batch_size == 64
+    values = ("384", "128", "64", "20", "30")
+    assert number_literals(os.path.join(ROOT, "part4", "spans.py"), values) == ["128", "20", "30", "384", "64"]
+    assert number_literals(os.path.join(ROOT, "bert_part4_math.py"), values) == []
+    assert number_literals(os.path.join(ROOT, "bert_part4_squad.py"), values) == ["30"]  # best_span as the article prints it
+    assert number_literals(os.path.join(ROOT, "part4", "tasks.py"), values) == ["128"]   # GLUE's evaluation batch
