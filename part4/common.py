@@ -435,14 +435,16 @@ class Report:
         for line in lines:
             self.say(line)
 
-    def save(self, payload, cli=None, device=None):
-        """Write results/<name>.log and results/<name>.json, each atomically. cli: the command line as recorded by
-        command_line."""
+    def save(self, payload, cli=None, device=None, also=""):
+        """Write results/<name>.log and results/<name>.json, each atomically, the log ending with the line that says
+        so ("written: results/<name>.log, .json", in the folder as the user gave it; also: what else the command
+        wrote, on the same line). cli: the command line as recorded by command_line."""
         payload = dict(payload)
         payload["run"] = {**(cli or command_line(None, None)), "device": str(device) if device is not None else None,
                           "seconds": round(time.time() - self.started, 3), "versions": library_versions()}
         os.makedirs(self.results_dir, exist_ok=True)
         base = os.path.join(self.results_dir, self.name)
+        self.say(f"written: {base}.log, .json{also}")
         write_atomic(base + ".log", "\n".join(self.lines) + "\n")
         write_atomic(base + ".json", json.dumps(payload, indent=2, default=_jsonable) + "\n")
         return base + ".json"

@@ -166,11 +166,20 @@ def finish(table, rows, absent, report, cli, device):
     if table.submission:
         payload["submission"] = write_submission(table.submission, rows, report)
     text = markdown(payload, table)
-    report.say(f"written: {os.path.join(portable(table.results_dir), report.name)}.log, .json, .md" + (
-        f"; the GLUE server's files: {portable(table.submission)}/ ({len(payload['submission']['files'])} files) and "
-        f"{payload['submission']['zip']}" if table.submission else ""))
-    report.save(payload, cli=cli, device=device)
+    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(table, rows, payload.get("submission")))
     write_atomic(os.path.join(table.results_dir, report.name + ".md"), text)
+
+
+def written_besides(table, rows, submission):
+    """'; its 8 runs: results/part4_<task>_*.log, .json; the GLUE server's files: ...': what the table's .log, .json and
+    .md stand on, each folder as the user gave it (the table's runs, done now or found done, and the server's files)."""
+    n = sum(s["seeds"] for row in rows.values() for s in row["settings"])
+    text = f"; its {n} run{plural(n)}: {os.path.join(table.results_dir, 'part4_<task>_')}*.log, .json"
+    if submission:
+        text += (f"; the GLUE server's files: {os.path.join(table.submission, '')} ({len(submission['files'])} files), "
+                 f"each run's test predictions in {os.path.join(runs_folder(table.submission), '')} and "
+                 f"{os.path.join(table.submission, 'submission.zip')}")
+    return text
 
 
 def selection_line(table):
@@ -213,9 +222,10 @@ def scores(family, final):
 
 
 def choose(results, family, config, data=None):
-    """The setting with the best mean dev score in Table 1's metric (the first of any ties, in the grid's order),
-    its runs (one per seed), the best of them on dev (whose test predictions are submitted), every setting's
-    score (mean and std over its seeds), and from data, how many examples the runs saw of how many."""
+    """The setting with the best mean dev score in Table 1's metric (the first of any ties, in the grid's order, and
+    whether there was one), its runs (one per seed), the best of them on dev (whose test predictions are submitted),
+    every setting's score (mean and std over its seeds), and from data, how many examples the runs saw of how many
+    and what always predicting the majority class scores on dev."""
     settings = {}
     for r in results:
         settings.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(r)
@@ -225,7 +235,10 @@ def choose(results, family, config, data=None):
     dev = np.mean([scores(family, r["final"]) for r in runs], axis=0).tolist()
     sizes = {"train_examples": (data["n_train"], data["n_train_all"]),
              "dev_examples": {k: (n, data["n_dev_all"][k]) for k, n in data["n_dev"].items()}} if data else {}
+    baseline = family.majority_scores(data["majority"], data["devs"]) if data else None
     return {"lr": lr, "batch_size": batch, "epochs": epochs, "metric": family.selection_metric, "dev": dev,
+            "tie": sum(m == mean[(batch, lr, epochs)] for m in mean.values()) > 1,       # chosen by the grid's order
+            "majority": baseline and {"class": label_name(family.name, data["majority"]), "dev": baseline},
             "runs": [r["name"] for r in runs], "submitted": max(runs, key=lambda r: family.selection(r["final"])),
             "settings": [{"lr": lr_, "batch_size": b, "epochs": e, "dev": 100 * mean[(b, lr_, e)],
                           "std": 100 * statistics.stdev(values[(b, lr_, e)]) if len(values[(b, lr_, e)]) > 1 else 0.0,
@@ -289,7 +302,7 @@ def table_payload(rows, absent, table, report):
     if (cut := cut_line(rows, table)) is not None:
         report.say(cut)
     report.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
-               f"{'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
+               f"{'majority class (dev)':<20} {'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
     out = {}
     for t, task in TASKS.items():
         row = rows.get(t)
@@ -300,32 +313,54 @@ def table_payload(rows, absent, table, report):
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
         report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, table.grid):<6} {fmt(row['dev'], '-'):<17} "
-                   f"{fmt(other, '-'):<17} {'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
+                   f"{fmt(other, '-'):<17} {fmt(majority_dev(row), '-'):<20} "
+                   f"{'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
         out[t] = {"run": True, **{k: v for k, v in row.items() if k != "submitted"},
                   "submitted_run": row["submitted"]["name"], "paper_test": paper_test_text(t),
                   "paper_dev": task.paper_dev, "hf_dev": task.hf_dev}
+    below = below_majority(rows)
     result = average_row(rows, ours_label, report)
     heading, *grid = every_setting(rows, table) or [None]
-    for line in ([heading] if heading else []) + [f"  {task:<6} {metric:<9} " + "   ".join(cells)
-                                                   for task, metric, cells in grid] + notes(table):
+    for line in ([below_line(below)] if below else []) + ([heading] if heading else []) + [
+            f"  {task:<6} {metric:<9} " + "   ".join(cells) for task, metric, cells in grid] + notes(table):
         report.say(line)
-    return {"tasks": out, "not_run": absent, "average": result, "selection": selection_line(table), "cut": cut,
+    return {"tasks": out, "not_run": absent, "average": result, "below_majority": below,
+            "selection": selection_line(table), "cut": cut,
             "model": portable(table.model), "init": table.init, "references": {"paper_test": PAPER_TEST,
                                                                                "paper_dev": PAPER_DEV, "hf_dev": HF_DEV}}
 
 
+def majority_dev(row):
+    """What always predicting the majority class scores on the task's dev set(s), in Table 1's metric (None for STS-B)."""
+    return row["majority"]["dev"] if row.get("majority") else None
+
+
+def below_majority(rows):
+    """['RTE 47.29 <= 52.71', ...]: the tasks whose chosen dev score is not above always predicting the majority class
+    (on any of its dev sets)."""
+    return [f"{TASKS[t].folder} {fmt(row['dev'])} <= {fmt(majority_dev(row))}" for t, row in rows.items()
+            if row and majority_dev(row) and any(d <= m for d, m in zip(row["dev"], majority_dev(row)))]
+
+
+def below_line(below):
+    return ("not above always predicting the majority class (the model learned nothing the dev set shows): "
+            + ", ".join(below))
+
+
 def every_setting(rows, table):
     """Under a grid, every setting's dev score of each task in Table 1's metric (mean +- std over the seeds), the
-    chosen one marked: the choice can be checked here, without opening each run's file. Returns the heading and
-    (task, metric, cells) of each task run ([] without a grid)."""
+    chosen one marked, and said when another scored the same (the grid's order chose): the choice can be checked
+    here, without opening each run's file. Returns the heading and (task, metric, cells) of each task run ([]
+    without a grid)."""
     if table.grid is None:
         return []
     heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {table.seeds} seeds)" if table.seeds
                                                                  else "") + ", * = chosen:")
     return [heading] + [(TASKS[t].folder, METRIC_NAMES[row["metric"]], [
         f"{setting(s, table.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if table.seeds else "")
-        + ("*" if s["chosen"] else "") for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
+        + ("*" + (" (tie: the first of the grid)" if row.get("tie") else "") if s["chosen"] else "")
+        for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
 
 
 def average_row(rows, ours_label, report):
@@ -362,18 +397,18 @@ def markdown(payload, table):
     ours, other_label = labels(table.init)
     lines = [f"# GLUE (paper §4.1): {payload['selection']}", ""] + ([f"**{payload['cut']}**", ""] if payload["cut"]
                                                                     else []) + [
-             f"| task | metric | lr | {ours} (dev) | {other_label} (dev) "
+             f"| task | metric | lr | {ours} (dev) | {other_label} (dev) | majority class (dev) "
              f"| paper Table 1, BERT-base (test) | paper, BERT-base (dev accuracy) | HF, bert-base-cased (dev) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for t, row in payload["tasks"].items():
         if not row["run"]:
-            lines.append(f"| {TASKS[t].folder} | not run: {row['why']} | | | | {paper_test_text(t)} | "
+            lines.append(f"| {TASKS[t].folder} | not run: {row['why']} | | | | | {paper_test_text(t)} | "
                          f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
         lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, table.grid)} | "
-                     f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {paper_test_text(t)} | {row['paper_dev'] or '-'} | "
-                     f"{row['hf_dev']} |")
+                     f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {fmt(majority_dev(row), '-')} | {paper_test_text(t)} | "
+                     f"{row['paper_dev'] or '-'} | {row['hf_dev']} |")
     a = payload["average"]
     lines += ["", "Average of Table 1's nine columns (WNLI left out): " + (
         f"{ours} {a['ours']:.2f} (dev); paper {a['paper']} (test)." if a["ours"] is not None else
@@ -381,6 +416,7 @@ def markdown(payload, table):
             f"; over the columns run ({', '.join(a['columns_run'])}): {ours} {a['ours_on_columns_run']:.2f} (dev), "
             f"paper Table 1 on the same columns {a['paper_on_columns_run']:.2f} (test), over all nine {a['paper']} "
             f"(test)." if a.get("columns_run") else "."))]
+    lines += ["", below_line(payload["below_majority"]) + "."] if payload["below_majority"] else []
     heading, *grid = every_setting({t: r for t, r in payload["tasks"].items() if r["run"]}, table) or [None]
     lines += ["", heading, ""] + [f"- {task} ({metric}): {', '.join(cells)}" for task, metric, cells in grid] if heading \
         else []
@@ -407,7 +443,7 @@ def predict_tests(fit, test_dir, report):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, submission_text(enc["index"], labels))
         files.append(os.path.relpath(path, test_dir))
-        report.say(f"test predictions: {server_file}, {len(labels)} rows -> {portable(path)}"
+        report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
                    + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
                       f"paper's WNLI submission; not the model)" if majority is not None else ""))
     return files
@@ -448,7 +484,7 @@ def write_submission(folder, rows, report):
     missing = [f for f in every if f not in written]
     zip_path = os.path.join(folder, "submission.zip")
     replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
-    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {portable(zip_path)}"
+    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
                + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
     return {"files": written, "missing": missing, "zip": portable(zip_path)}
 

@@ -101,9 +101,10 @@ def paper_test_text(name):
 
 
 def label_name(name, k):
-    """'1 (equivalent)', 'entailment': label k of a task, with the Hub's name where GLUE's file writes a number."""
+    """'equivalent (1)', 'entailment': label k of a task by the Hub's name, and as GLUE's file writes it where that is a
+    number."""
     raw, named = TASKS[name].labels[k], HUB_LABELS[name][k]
-    return raw if raw == named else f"{raw} ({named})"
+    return raw if raw == named else f"{named} ({raw})"
 
 
 def glue_references(name):
@@ -516,14 +517,20 @@ class Classification:
         return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
 
     def baseline(self, majority, devs):
-        """'   (always the majority class 1: dev accuracy 0.6838) [class 1 (equivalent): ...]': what a model that
-        learns nothing scores, the class as GLUE's file writes it and as the Hub names it."""
+        """'   (always the majority class equivalent (1): dev accuracy 0.6838) [the majority of the whole training
+        set]': what a model that learns nothing scores, the class by its name and as GLUE's file writes it."""
         if "accuracy" not in self.metrics or majority is None:
             return ""
         gold = next(iter(devs.values()))["labels"]
-        raw = TASKS[self.name].labels[majority]
-        return (f"   (always the majority class {raw}: dev accuracy {accuracy([majority] * len(gold), gold):.4f}) "
-                f"[class {label_name(self.name, majority)}: the majority of the whole training set]")
+        return (f"   (always the majority class {label_name(self.name, majority)}: dev accuracy "
+                f"{accuracy([majority] * len(gold), gold):.4f}) [the majority of the whole training set]")
+
+    def majority_scores(self, majority, devs):
+        """What always predicting the majority class scores on each dev set, as the runs are scored (selection_metric,
+        in percent): a chosen score at or below it learned nothing the dev set shows. None for STS-B's scores."""
+        if majority is None:
+            return None
+        return [100 * METRICS[self.selection_metric]([majority] * len(d["labels"]), d["labels"]) for d in devs.values()]
 
     def format(self, scores):
         return "  ".join(score_parts(scores, self.metrics))

@@ -139,10 +139,11 @@ def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
     assert log[2] == "batch 32, 3 epochs = 12 steps, learning rate 2e-05, warmup 1 steps, weight decay 0.01"
     assert log[3].endswith(", article: bert-base-uncased)") and "; model " in log[3]
     final = r["final"]["dev"]
-    assert log[-1].startswith(f"FINAL sst2 dev accuracy {final['accuracy']:.4f} ({final['correct']}/100), "
+    assert log[-2].startswith(f"FINAL sst2 dev accuracy {final['accuracy']:.4f} ({final['correct']}/100), "
                               f"dev F1 {final['f1']:.4f}, training time ")
-    assert "[paper, BERT-base dev: 92.7]" in log[-1]
-    assert "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.9255 (807/872), F1 0.9279]" in log[-1]
+    assert "[paper, BERT-base dev: 92.7]" in log[-2]
+    assert "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.9255 (807/872), F1 0.9279]" in log[-2]
+    assert log[-1] == f"written: {tmp_path}/part4_sst2_lr2e-5.log, .json"    # the folder as given: absolute here
     assert sum(line.startswith("step ") for line in log) == 3
     try:
         import matplotlib  # noqa: F401
@@ -309,7 +310,7 @@ def test_mnli_reports_matched_and_mismatched(tiny_bert_dir, tmp_path):
                     "--evals", "2"]) == 0
     r = json.loads((out / "part4_mnli_lr2e-5.json").read_text())
     assert set(r["final"]) == {"dev_matched", "dev_mismatched"}
-    last = (out / "part4_mnli_lr2e-5.log").read_text().splitlines()[-1]
+    last = (out / "part4_mnli_lr2e-5.log").read_text().splitlines()[-2]
     assert "dev accuracy (matched)" in last and "dev accuracy (mismatched)" in last and "[paper, BERT-base dev: 84.4]" in last
 
 

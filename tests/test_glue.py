@@ -5,6 +5,7 @@ failed on the code before this command existed)."""
 import json
 import os
 import random
+import types
 import zipfile
 
 import numpy as np
@@ -114,6 +115,37 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
                ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
     assert glue.choose(results, stsb, config)["lr"] == 2e-5
+
+
+def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
+    """Two learning rates with the same dev score: the first of the grid is chosen, and the table says why."""
+    family = tasks.FAMILIES["cola"]("cola", 128)
+    config = config_for(["cola", "--results-dir", str(tmp_path)])
+    table = types.SimpleNamespace(grid="glue", seeds=None)
+    for mcc, tie in (((0.3, 0.3, 0.1), True), ((0.2, 0.3, 0.3), True), ((0.3, 0.2, 0.1), False)):
+        results = [fake_run(lr, 0, {"dev": {"accuracy": 0.5, "mcc": m}}) for lr, m in zip((5e-5, 4e-5, 3e-5), mcc)]
+        row = glue.choose(results, family, config)
+        assert row["lr"] == (5e-5, 4e-5, 3e-5)[mcc.index(max(mcc))] and row["tie"] is tie
+        _, (_, _, cells) = glue.every_setting({"cola": row}, table)
+        note = [c for c in cells if "tie" in c]
+        expected = f"{glue.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
+        assert note == ([expected] if tie else [])
+
+
+def test_the_majority_class_is_scored_as_the_runs_are():
+    """Always the majority class, in Table 1's metric: accuracy = its share of dev; F1 of label 1 = 2p / (1 + p) when
+    the class is 1 (precision p, recall 1), 0 when it is 0; MCC 0; one per dev set (MNLI); none for STS-B's scores."""
+    dev = {"dev": {"labels": [1, 1, 1, 0, 0, 1, 0, 1]}}                                  # p = 5/8
+    mrpc, cola, rte = (tasks.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
+    assert mrpc.majority_scores(1, dev) == pytest.approx([100 * 2 * 5 / 8 / (1 + 5 / 8)])
+    assert mrpc.majority_scores(0, dev) == [0.0] and cola.majority_scores(1, dev) == [0.0]
+    assert rte.majority_scores(0, dev) == pytest.approx([100 * 3 / 8])
+    mnli = tasks.FAMILIES["mnli"]("mnli", 128)
+    two = {"dev_matched": {"labels": [2, 2, 0, 1]}, "dev_mismatched": {"labels": [2, 0, 0, 0, 1]}}
+    assert mnli.majority_scores(2, two) == pytest.approx([50.0, 20.0])
+    assert tasks.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
+    assert tasks.label_name("wnli", 0) == "not_entailment (0)" and tasks.label_name("rte", 1) == "not_entailment"
+    assert tasks.label_name("mrpc", 1) == "equivalent (1)"
 
 
 def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):

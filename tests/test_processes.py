@@ -234,7 +234,9 @@ def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, unin
     assert again.returncode == 0, again.stderr
     resumed = json.loads((out / "part4_sst2_lr1e-3_bs8_ep2.json").read_text())
     assert unchanged(resumed) == unchanged(uninterrupted)              # bitwise on the CPU
-    assert "(resumed from " in (out / "part4_sst2_lr1e-3_bs8_ep2.log").read_text()
+    log = (out / "part4_sst2_lr1e-3_bs8_ep2.log").read_text().splitlines()
+    assert any("(resumed from " in x for x in log)
+    assert log[-1] == f"written: {out}/part4_sst2_lr1e-3_bs8_ep2.log, .json"   # a resumed run says what it wrote too
     assert not checkpoint.exists()                                    # spent once the results are written
 
 

@@ -4,6 +4,7 @@ nothing written, nothing overwritten), a resumed run's log is whole, and the mod
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
 from part4 import runs, tasks
-from part4.common import ALONE, Report, portable, run_cli
+from part4.common import ALONE, Report, run_cli
 from part4.runs import Job
 
 
@@ -52,29 +53,52 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
           "training examples; --evals 1: 1 dev evaluation per run of those trained here (the article: about 30), the " \
           "learning curves' points; the final numbers do not depend on them"
     assert cut in log and f"**{cut}**" in md
-    # every learning rate of each task, in Table 1's metric, read back from each run's own results file
+    # every learning rate of each task, in Table 1's metric, read back from each run's own results file; a tie
+    # broken by the grid's order said beside the chosen one
     for task, folder in (("rte", "RTE"), ("wnli", "WNLI")):
         row = table["tasks"][task]
         line = next(x for x in log if x.startswith(f"  {folder} "))
-        cells = line.split("accuracy", 1)[1].split()
-        assert len(cells) == 8 and sum(c.endswith("*") for c in cells) == 1
-        for lr_text, value in zip(cells[::2], cells[1::2]):
+        tie = " (tie: the first of the grid)"
+        cells = re.findall(r"(\S+) (\d+\.\d\d)(\*?)", line.split("accuracy", 1)[1])
+        assert len(cells) == 4 and [c[2] for c in cells].count("*") == 1
+        values = []
+        for lr_text, value, star in cells:
             run = json.loads((out / f"part4_{task}_lr{lr_text}_bs8_ep1.json").read_text())
-            assert value.rstrip("*") == f"{100 * run['final']['dev']['accuracy']:.2f}"
-            assert value.endswith("*") == (run["lr"] == row["lr"])
-        assert f"- {folder} (accuracy): " + ", ".join(cells[k] + " " + cells[k + 1] for k in (0, 2, 4, 6)) in md
+            values.append(run["final"]["dev"]["accuracy"])
+            assert value == f"{100 * values[-1]:.2f}"
+            assert (star == "*") == (run["lr"] == row["lr"])
+        chosen = values[[c[2] for c in cells].index("*")]
+        assert (tie in line) == (values.count(chosen) > 1) == row["tie"]
+        assert chosen == max(values) and values.index(chosen) == [c[2] for c in cells].index("*")   # the first best
+        assert f"- {folder} (accuracy): " + ", ".join(f"{lr} {v}{star}" + (tie if star and row["tie"] else "")
+                                                      for lr, v, star in cells) in md
+        # the majority class of the whole training file, scored on the dev file, beside the chosen score
+        train = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "train.tsv"))[1:]]
+        dev = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "dev.tsv"))[1:]]
+        names = tasks.TASKS[task].labels
+        majority = max(names, key=lambda y: (train.count(y), -names.index(y)))          # the first of any ties
+        baseline = 100 * dev.count(majority) / len(dev)
+        assert row["majority"]["dev"] == pytest.approx([baseline])
+        table_row = next(x for x in log if x.startswith(f"{folder} "))
+        assert table_row.split()[3:6] == [f"{100 * chosen:.2f}", "-", f"{baseline:.2f}"]  # ours, random init, majority
+        assert f"| {100 * chosen:.2f} | - | {baseline:.2f} |" in md
+        below = f"{folder} {100 * chosen:.2f} <= {baseline:.2f}"
+        assert (below in table["below_majority"]) == (100 * chosen <= baseline)
+    assert row["majority"]["class"] == "not_entailment (0)"                              # WNLI's whole training file
     average = next(x for x in log if x.startswith("average of Table 1's columns"))
     assert "over the 1 column run (rte)" in average and "over all nine: 79.6]" in average
-    assert log[-1].startswith(f"written: {os.path.join(portable(str(out)), name)}.log, .json, .md; the GLUE server's "
-                              f"files: {portable(str(sub))}/ (2 files) and ")
-    assert log[-1].endswith("submission.zip") and "submission.zip" in md
+    # what it wrote, in the folders as given (absolute here), with its runs' files and the server's
+    assert log[-1] == (f"written: {out}/{name}.log, .json, .md; its 8 runs: {out}/part4_<task>_*.log, .json; the GLUE "
+                       f"server's files: {sub}/ (2 files), each run's test predictions in {sub}/runs/ and "
+                       f"{sub}/submission.zip")
+    assert "submission.zip" in md
     # WNLI: the majority class of the whole training file (0), not of the 10 rows trained on (1), and said so
     assert {r[1] for r in read_tsv(sub / "WNLI.tsv")[1:]} == {"0"}
     assert any(x.startswith("submission WNLI.tsv: 6 rows from part4_wnli_") and "majority class, not the model" in x
                for x in log)
     wnli_log = (out / "part4_wnli_lr2e-5_bs8_ep1.log").read_text()
-    assert "(always the majority class 0: dev accuracy" in wnli_log
-    assert "[class 0 (not_entailment): the majority of the whole training set]" in wnli_log
+    assert "(always the majority class not_entailment (0): dev accuracy" in wnli_log
+    assert "[the majority of the whole training set]" in wnli_log
     assert "  (cut, not the paper's: the first 10 of 24 training examples; --max-train-examples" in wnli_log
 
 
