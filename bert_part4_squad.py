@@ -345,7 +345,7 @@ def main(argv=None):
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():
             write_json(args.results_dir, name, obj)
-        report.save(payload, cli=command_line(argv, vars(args)), device=device)
+        report.save(payload, cli=command_line(argv, vars(args)), device=device, also="".join(f", {n}" for n in files))
     return 0
 
 

@@ -320,6 +320,8 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     log = (out / "part4_squad.log").read_text()
     assert f"SQuAD v1.1 dev: 3 questions ({r['v1_dev']['windows']} windows of 48 tokens, stride 16)" in log
     assert f"best tau = {tau:+.2f}: F1 {v2r['best']['f1']:.2f}" in log
+    assert log.splitlines()[-1] == (f"written: {out}/part4_squad.log, .json, squad_v1_predictions.json, "
+                                    f"squad_v2_predictions.json, squad_v2_nonnull_predictions.json, squad_v2_null_odds.json")
     if has_matplotlib():
         assert (out / "part4_squad_tau_sweep.png").stat().st_size > 1000
 
