@@ -14,9 +14,11 @@ the JSON (list positions as numbers), or an operation on paths and constants:
 
 An empty field means that ours is printed in the log but kept in no JSON. `kind` says how the report treats it:
 result (judged), timing (machine-bound: shown, not judged), random-head (from the article's own random head: not
-expected to match), paper (the paper's or a model page's number, quoted: the reference, nothing to re-run).
+expected to match), noise (float rounding of a check: ours need only be as small), paper (the paper's or a model
+page's number, quoted: the reference, nothing to re-run).
 """
 
+import re
 import sys
 from dataclasses import dataclass
 
@@ -40,7 +42,7 @@ class Number:
     where: str               # the article's section (and reference log)
     script: str = ""         # the script whose results JSON holds ours ("" for the paper's numbers)
     field: str = ""          # where in that JSON (see the module's docstring); "" = printed in the log only
-    kind: str = "result"     # result | timing | random-head | paper
+    kind: str = "result"     # result | timing | random-head | noise | paper
     model: str = ""          # the checkpoint the article's number is for ("" = needs no model)
     flag: str = ""           # the run.config key that records our model
     match: tuple = ()        # (JSON key, value) pairs that pick the run: (("task", "sst2"), ("lr", 2e-5))
@@ -150,13 +152,17 @@ SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (n
 
 _RUN = "SQuAD v1.1: running it (reference log part4_squad_stdout.txt)"
 _V1 = dict(model=SQUAD_V1, flag="v1_model")
-_DEMO = (("What does BERT stand for?", "21", "30", "15.16", ("11.21", "10.90"), ("0.989", "0.009", "0.001")),
-         ("What is the GLUE score of BERT?", "91", "94", "16.81", ("10.68", "10.14"), ("0.996", "0.002", "0.001")),
-         ("On how many tasks does BERT get new results?", "81", "81", "11.59", ("9.38", "6.92"), ("0.990", "0.002", "0.002")),
-         ("What does BERT learn from?", "30", "30", "9.87", ("7.65", "6.76"), ("0.810", "0.088", "0.061")))
+_DEMO = (("What does BERT stand for?", "21", "30", "15.16", ("11.21", "10.90"), ("0.989", "0.009", "0.001"),
+          ("1.0e-05", "3.6e-07")),
+         ("What is the GLUE score of BERT?", "91", "94", "16.81", ("10.68", "10.14"), ("0.996", "0.002", "0.001"),
+          ("7.6e-06", "1.2e-08")),
+         ("On how many tasks does BERT get new results?", "81", "81", "11.59", ("9.38", "6.92"), ("0.990", "0.002", "0.002"),
+          ("8.6e-06", "1.2e-07")),
+         ("What does BERT learn from?", "30", "30", "9.87", ("7.65", "6.76"), ("0.810", "0.088", "0.061"),
+          ("6.7e-06", "7.5e-08")))
 V1_QUESTIONS = [q for q, *_ in _DEMO]
 V1_DEMO = [number("v1.bias", "start +0.0049, end +0.0048", "the span head's bias (start, end)", _RUN, SQUAD, "", **_V1)]
-for _k, (_q, _i, _j, _score, _runners, _top) in enumerate(_DEMO):
+for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
     _at = f"v1_demo.{_k}"
     V1_DEMO += [number(f"v1.{_k}.start", _i, f"{_q} answer's first token", _RUN, SQUAD, f"{_at}.spans.0.1", **_V1),
                 number(f"v1.{_k}.end", _j, f"{_q} answer's last token", _RUN, SQUAD, f"{_at}.spans.0.2", **_V1),
@@ -165,6 +171,10 @@ for _k, (_q, _i, _j, _score, _runners, _top) in enumerate(_DEMO):
                 for r, s in enumerate(_runners, start=1)]
     V1_DEMO += [number(f"v1.{_k}.top{r}", p, f"{_q} P_start of the {r + 1}. likeliest start token", _RUN, SQUAD,
                        f"{_at}.start_top.{r}.1", **_V1) for r, p in enumerate(_top)]
+    V1_DEMO += [number(f"v1.{_k}.{name}", gap, f"{_q} {words}", _RUN, SQUAD, f"{_at}.{name}", kind="noise", **_V1)
+                for name, gap, words in zip(("hand_gap", "bias_gap"), _gaps,
+                                            ("|S.T_i by hand - model start logit|, largest",
+                                             "softmax with vs without the bias, largest difference"))]
 
 # --- SQuAD v1.1 with the gold spans (math.py section 3b) ---
 
@@ -380,6 +390,39 @@ NUMBERS = {e.key: e for e in ENTRIES}
 def value(key):
     """The article's digits for one entry, as printed."""
     return NUMBERS[key].value
+
+
+
+# --- The article's other numbers: not results, each with its reason (the completeness test reads both lists) ---
+
+NOT_RESULTS = {
+    "a year (of a paper, a dataset, or in a quoted text)": ("1815", "2003", "2005", "2009", "2011", "2012", "2013", "2015",
+                                                          "2016", "2017", "2018", "2019"),
+    "the arXiv id of the paper": ("1810.04805",),
+    "a section, part, footnote or reference number": ("3.2", "5", "6", "7", "8", "9", "11", "13", "14", "15", "17", "18",
+                                                      "19", "20"),
+    "a dataset's name or title (SQuAD 2.0, 'SQuAD: 100,000+ Questions')": ("2.0", "100,000"),
+    "from another part of the series (Part 3's 3.3 billion words, its learning rate 1e-4)": ("3.3", "1e-4"),
+    "a setting the recipe takes (batch, epochs, learning rates, weight decay, warmup %, clip, dropout, max length, "
+    "window and stride, n-best, tau sweep, layers and H of BERT-base)": ("32", "2e-5", "2e-05", "3e-5", "4e-5", "5e-5",
+                                                                        "0.01", "10", "0.1", "1.0", "128", "384", "12",
+                                                                        "6", "-6", "0.25"),
+    "the size of a search grid (2 batch sizes x 3 learning rates x 3 epoch counts = 18 runs)": ("18",),
+    "arithmetic of the recipe (3 x 768 = 2,304 weights before the bias)": ("2,304",),
+    "a toy input or a code index (INPUTS.md; the code's hidden_states[-1], 10^-5 in the text)": ("0.5", "-1", "-5"),
+    "a dataset fact, an input (training and dev sizes, longest input, MRPC's 68% paraphrases, the dev evaluations "
+    "a run makes)": ("3,668", "67,349", "67349", "66", "68", "31"),
+    "words of the passage or of a quoted question (the BERT abstract's 80.5% and its word piece 80; Super Bowl 50)":
+        ("80", "80.5", "50"),
+    "the length of our span search in lines of code": ("60",),
+}
+
+
+def numbers_in(text):
+    """Every number in a text, as printed ('2,307', '-0.65', '1.0e-05', '21' and '30' of '21..30'); a leading '+' is
+    dropped ('+4.00' and '4.00' are one number) and LaTeX's thousands separator read ('2{,}307' is '2,307')."""
+    text = text.replace("{,}", ",").replace("..", " .. ")
+    return [m.lstrip("+") for m in re.findall(r"(?<![\w.])[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?", text)]
 
 
 # --- The labels the scripts print, built from the entries above ---
