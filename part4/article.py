@@ -11,8 +11,9 @@ the JSON (list positions as numbers), or an operation on paths and constants:
     "sumexp glue_toy.logits"             sum of exp(list)    "range glue_real.0.logits_by_hand"   max - min
     "plus null.questions.0.s_null 4"     a + b               "ratio glue.new_params glue.total_params"   a / b
     "concat span_toy.best span_toy.best_score"  both, one after the other
+    "log null"                           printed in the log only: the JSON keeps no field, only the section (null)
 
-An empty field means that ours is printed in the log but kept in no JSON. `kind` says how the report treats it:
+An empty field: the paper's numbers, which no script makes. `kind` says how the report treats it:
 result (judged), timing (machine-bound: shown, not judged), random-head (from the article's own random head: not
 expected to match), noise (float rounding of a check: ours need only be as small), paper (the paper's or a model
 page's number, quoted: the reference, nothing to re-run).
@@ -41,7 +42,7 @@ class Number:
     what: str                # what it measures
     where: str               # the article's section (and reference log)
     script: str = ""         # the script whose results JSON holds ours ("" for the paper's numbers)
-    field: str = ""          # where in that JSON (see the module's docstring); "" = printed in the log only
+    field: str = ""          # where in that JSON (see the module's docstring)
     kind: str = "result"     # result | timing | random-head | noise | paper
     model: str = ""          # the checkpoint the article's number is for ("" = needs no model)
     flag: str = ""           # the run.config key that records our model
@@ -73,7 +74,7 @@ _SST2 = (("[-4.316, 4.135]", "[-4.316, 4.135]", "[0.0002, 0.9998]", "0.0002", "8
 SST2_REAL = []
 for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(_SST2):
     _m = dict(model=SST2, flag="sst2_model")
-    SST2_REAL += [number(f"sst2.{_k}.CW", _cw, f"sentence {_k + 1}: C W^T, without the bias", _REAL, MATH, **_m),
+    SST2_REAL += [number(f"sst2.{_k}.CW", _cw, f"sentence {_k + 1}: C W^T, without the bias", _REAL, MATH, "log glue_real", **_m),
                   number(f"sst2.{_k}.logits", _logits, f"sentence {_k + 1}: logits C W^T + b (the library's too)", _REAL,
                          MATH, f"glue_real.{_k}.logits_by_hand", **_m),
                   number(f"sst2.{_k}.softmax", _p, f"sentence {_k + 1}: softmax", _REAL, MATH, f"glue_real.{_k}.p", **_m),
@@ -87,8 +88,8 @@ for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(_SST2):
 _CODE = "Checking the formula in code (reference log part4_heads_stdout.txt)"
 _H = dict(model=BERT, flag="model")
 HEADS_CHECK = [
-    number("heads.C_shape", "(1, 768)", "shape of C, the final [CLS] vector", _CODE, HEADS, "", **_H),
-    number("heads.W_shape", "(3, 768)", "shape of W, K = 3 labels", _CODE, HEADS, "", **_H),
+    number("heads.C_shape", "(1, 768)", "shape of C, the final [CLS] vector", _CODE, HEADS, "log glue", **_H),
+    number("heads.W_shape", "(3, 768)", "shape of W, K = 3 labels", _CODE, HEADS, "log glue", **_H),
     number("heads.logits", "[-0.1763, -0.9611, 0.0659]", "logits of the random 3-label head, library and by hand", _CODE,
            HEADS, "glue.logits_library", kind="random-head", **_H),
     number("heads.loss", "1.004374", "loss of the random head, library and by hand", _CODE, HEADS, "glue.loss_library",
@@ -136,7 +137,7 @@ FLOW.append(number("flow.born", "0.162", '"born" (question): its share of attent
 # --- SQuAD v1.1: the span toy (math.py section 3a) ---
 
 _SPAN = "SQuAD v1.1: the span toy (4 passage tokens)"
-SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (not allowed: j < i)", _SPAN, MATH, ""),
+SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (not allowed: j < i)", _SPAN, MATH, "log span_toy"),
             number("toy.span.best", "i=2, j=3 (4.5)", "the best span with j >= i, and its score", _SPAN, MATH,
                    "concat span_toy.best span_toy.best_score"),
             number("toy.span.best_score", "4.5", "the best allowed score", _SPAN, MATH, "span_toy.best_score"),
@@ -161,7 +162,8 @@ _DEMO = (("What does BERT stand for?", "21", "30", "15.16", ("11.21", "10.90"), 
          ("What does BERT learn from?", "30", "30", "9.87", ("7.65", "6.76"), ("0.810", "0.088", "0.061"),
           ("6.7e-06", "7.5e-08")))
 V1_QUESTIONS = [q for q, *_ in _DEMO]
-V1_DEMO = [number("v1.bias", "start +0.0049, end +0.0048", "the span head's bias (start, end)", _RUN, SQUAD, "", **_V1)]
+V1_DEMO = [number("v1.bias", "start +0.0049, end +0.0048", "the span head's bias (start, end)", _RUN, SQUAD, "log v1_demo",
+                  **_V1)]
 for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
     _at = f"v1_demo.{_k}"
     V1_DEMO += [number(f"v1.{_k}.start", _i, f"{_q} answer's first token", _RUN, SQUAD, f"{_at}.spans.0.1", **_V1),
@@ -208,10 +210,12 @@ F1_EXAMPLES += [number("f1.1.recall_text", "0.6", "example 2: recall, as the tex
 
 _DEV1 = "Scoring on the full SQuAD v1.1 dev set (reference log part4_squad_stdout.txt)"
 _N1 = ("v1_dev.n", 10570)
-V1_DEV = [number("v1.dev.n", "10570", "questions in the v1.1 dev set", _DEV1, SQUAD, "v1_dev.n", **_V1),
-          number("v1.dev.n_text", "10,570", "the same, in the text", _DEV1, SQUAD, "v1_dev.n", **_V1),
-          number("v1.dev.windows", "10753", "windows of 384 tokens, stride 128, over the dev set", _DEV1, SQUAD,
-                 "v1_dev.windows", n=_N1, **_V1),
+# The dev set's size and its window count depend on the data and the tokenizer only (every checkpoint here has
+# bert-base-uncased's vocabulary), not on the model's weights.
+V1_DEV = [number("v1.dev.n", "10570", "questions in the v1.1 dev set", _DEV1, SQUAD, "v1_dev.n", n=_N1),
+          number("v1.dev.n_text", "10,570", "the same, in the text", _DEV1, SQUAD, "v1_dev.n", n=_N1),
+          number("v1.dev.windows", "10753", "windows of 384 tokens, stride 128, over the dev set (the tokenizer's)",
+                 _DEV1, SQUAD, "v1_dev.windows", n=_N1),
           number("v1.dev.em", "80.79", "v1.1 dev EM", _DEV1, SQUAD, "v1_dev.em", n=_N1, **_V1),
           number("v1.dev.f1", "88.08", "v1.1 dev F1", _DEV1, SQUAD, "v1_dev.f1", n=_N1, **_V1),
           number("v1.dev.minutes", "9.3", "minutes to score the v1.1 dev set", _DEV1, SQUAD, "v1_dev.seconds", kind="timing",
@@ -249,11 +253,11 @@ _NULL_ROWS = (("5.08", "5.10", "10.18", "11.69", "11.56", "23.25", "14.18", ("ye
 NULL = []
 for _k, (_sc, _ec, _sn, _st, _et, _sh, _bar, _answers) in enumerate(_NULL_ROWS):
     _at = f"null.questions.{_k}"
-    NULL += [number(f"null.{_k}.S.C", _sc, f"question {_k + 1}: S.C", _RULE, MATH, "", **_M4),
-             number(f"null.{_k}.E.C", _ec, f"question {_k + 1}: E.C", _RULE, MATH, "", **_M4),
+    NULL += [number(f"null.{_k}.S.C", _sc, f"question {_k + 1}: S.C", _RULE, MATH, "log null", **_M4),
+             number(f"null.{_k}.E.C", _ec, f"question {_k + 1}: E.C", _RULE, MATH, "log null", **_M4),
              number(f"null.{_k}.s_null", _sn, f"question {_k + 1}: s_null = S.C + E.C", _RULE, MATH, f"{_at}.s_null", **_M4),
-             number(f"null.{_k}.S.T_i", _st, f"question {_k + 1}: S.T_i of the best span", _RULE, MATH, "", **_M4),
-             number(f"null.{_k}.E.T_j", _et, f"question {_k + 1}: E.T_j of the best span", _RULE, MATH, "", **_M4),
+             number(f"null.{_k}.S.T_i", _st, f"question {_k + 1}: S.T_i of the best span", _RULE, MATH, "log null", **_M4),
+             number(f"null.{_k}.E.T_j", _et, f"question {_k + 1}: E.T_j of the best span", _RULE, MATH, "log null", **_M4),
              number(f"null.{_k}.s_hat", _sh, f"question {_k + 1}: s_hat, the best span's score", _RULE, MATH,
                     f"{_at}.s_hat", **_M4),
              number(f"null.{_k}.bar", _bar, f"question {_k + 1}: s_null + tau, tau = +4.00", _RULE, MATH,
@@ -265,10 +269,10 @@ for _k, (_sc, _ec, _sn, _st, _et, _sh, _bar, _answers) in enumerate(_NULL_ROWS):
 
 _DEV2 = "Choosing tau on the dev set (reference log part4_squad_stdout.txt)"
 _N2 = ("v2_dev.n", 11873)
-V2_DEV = [number("v2.dev.n", "11873", "questions in the v2.0 dev set", _DEV2, SQUAD, "v2_dev.n", **_V2),
-          number("v2.dev.n_text", "11,873", "the same, in the text", _DEV2, SQUAD, "v2_dev.n", **_V2),
-          number("v2.dev.noans", "5945", "dev questions without an answer", _DEV2, SQUAD, "v2_dev.n_noans", **_V2),
-          number("v2.dev.noans_text", "5,945", "the same, in the text", _DEV2, SQUAD, "v2_dev.n_noans", **_V2),
+V2_DEV = [number("v2.dev.n", "11873", "questions in the v2.0 dev set", _DEV2, SQUAD, "v2_dev.n", n=_N2),
+          number("v2.dev.n_text", "11,873", "the same, in the text", _DEV2, SQUAD, "v2_dev.n", n=_N2),
+          number("v2.dev.noans", "5945", "dev questions without an answer", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
+          number("v2.dev.noans_text", "5,945", "the same, in the text", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
           number("v2.dev.at0_f1", "78.47", "F1 at tau = 0", _DEV2, SQUAD, "v2_dev.at0.f1", n=_N2, **_V2),
           number("v2.dev.at0_em", "75.47", "EM at tau = 0", _DEV2, SQUAD, "v2_dev.at0.em", n=_N2, **_V2),
           number("v2.dev.at0_answered", "56.7", "percent of questions answered at tau = 0", _DEV2, SQUAD,
@@ -382,8 +386,9 @@ TABLE1_ROWS += [number("table1.large_mnli", "86.7/85.9", "BERT-large MNLI matche
 TABLE1_ROWS += [number(f"table1.{name}.gain", v, f"{name} average minus OpenAI GPT's", _T1, MATH,
                        f"tables.table1_gains.{name}") for name, v in (("BERT-base", "4.5"), ("BERT-large", "7.0"))]
 
-ENTRIES = (TOY_GLUE + SST2_REAL + HEADS_CHECK + WEIGHTS + FLOW + SPAN_TOY + V1_DEMO + SPAN_REAL + F1_EXAMPLES + V1_DEV
-           + PAPER_V1 + V2_DEMO + NULL + V2_DEV + SWAG_TOY + SST2_RUN + FINALS + MRPC_REPEAT + TABLE1_ROWS)
+# In the article's order.
+ENTRIES = (FLOW + TOY_GLUE + SST2_REAL + HEADS_CHECK + WEIGHTS + TABLE1_ROWS + SST2_RUN + FINALS + MRPC_REPEAT
+           + SPAN_TOY + V1_DEMO + SPAN_REAL + F1_EXAMPLES + V1_DEV + PAPER_V1 + V2_DEMO + NULL + V2_DEV + SWAG_TOY)
 NUMBERS = {e.key: e for e in ENTRIES}
 
 
