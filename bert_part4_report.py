@@ -168,10 +168,12 @@ def unit(digits):
     return 10.0 ** -len(digits.split(".")[1]) if "." in digits else 1.0
 
 
-def tolerance(entry):
+def tolerance(entry, data):
     """(tolerance in units of the last printed digit, its name) of an entry, or (0, '') where it must be the same."""
     if entry.script == article.FINETUNE and entry.field.split(".")[-1] in ("accuracy", "f1"):
         return TOLERANCE["fine-tune"][0] * entry.scale / unit(entry.value), "fine-tune"
+    if entry.script == article.FINETUNE and entry.field == "final.dev.correct":          # the same, counted
+        return TOLERANCE["fine-tune"][0] * lookup(data, "final.dev.n"), "fine-tune"
     if entry.n and entry.field.split(".")[-1] in ("em", "f1"):
         return TOLERANCE["dev set"][0] / unit(entry.value), "dev set"
     if entry.model and "." in entry.value and entry.script != article.FINETUNE:
@@ -210,7 +212,7 @@ def verdict(entry, data):
     spread = spread_of(entry)
     if spread and spread[0] <= ours(data, entry.field) <= spread[1]:
         return "within spread", f"the article's own two runs of this job: {spread[0]} and {spread[1]}"
-    allowed, name = tolerance(entry)
+    allowed, name = tolerance(entry, data)
     if name and units <= allowed + 1e-9:
         return "within tolerance", TOLERANCE[name][1]
     return "differs", known_difference(entry, data) or "no known reason"
