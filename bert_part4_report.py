@@ -24,7 +24,7 @@ import os
 import sys
 
 from part4 import article
-from part4.common import ArgumentParser, Fatal, portable, read_results, run_cli, write_atomic
+from part4.common import ArgumentParser, Fatal, check_writable_dir, portable, read_results, run_cli, write_atomic
 
 REPORT_MD, REPORT_JSON = "REPRODUCTION.md", "REPRODUCTION.json"
 # The plots the scripts draw: (how the file name starts, how it ends, an entry of the section it belongs to).
@@ -393,6 +393,7 @@ def main(argv=None):
         return one_run(args.run)
     if not os.path.isdir(args.results_dir):
         raise Fatal(f"--results-dir {args.results_dir}: no such directory")
+    check_writable_dir(args.results_dir, "--results-dir")
     table = rows(read_runs(args.results_dir))
     counts, line = summary(table)
     write_atomic(os.path.join(args.results_dir, REPORT_MD), markdown(table, line, plots_by_section(args.results_dir)))
