@@ -50,6 +50,9 @@ PASSAGE = ("We introduce a new language representation model called BERT, which 
            "v1.1 question answering Test F1 to 93.2.")
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route; the numbers of its
+# randomly initialised head are labelled as not expected to match.
+
 
 def build_parser():
     p = ArgumentParser(

@@ -68,6 +68,9 @@ NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup i
 F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
+
+
 def build_parser():
     p = ArgumentParser(description="Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, "
                                    "s_null vs tau) and the attention flow across the packed pair.")

@@ -326,7 +326,8 @@ def markdown(table, line, plots):
         out += [f"## {section}", ""] + [f"Plot: [{p}]({p})" for p in plots.get(section, [])]
         out += ["| What | Article | Ours | Difference | Status | Results file |", "|---|---|---|---|---|---|"]
         for r in (r for r in table if r["section"] == section):
-            status = r["status"] + (f": {r['note']}" if r["note"] else "")
+            note = f"`{r['command']}`" if r["status"] == "not run yet" else r["note"]      # its needs: listed on top
+            status = r["status"] + (f": {note}" if note else "")
             out.append(f"| {r['what']} | {r['article']} | {r['ours']} | {r['difference']} | {status} | {r['file']} |")
         out.append("")
     return "\n".join(out + quoted())

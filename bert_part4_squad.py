@@ -71,6 +71,8 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
+
 
 def build_parser():
     p = ArgumentParser(
