@@ -170,3 +170,17 @@ def test_one_run_against_the_articles_lines(tmp_path, capsys):
         report.main([str(tmp_path / "bad.json")])
     with pytest.raises(Fatal, match="no such file"):
         report.main([str(tmp_path / "none.json")])
+
+
+def test_the_toy_sections_run_here_reproduce_every_number_the_article_prints_for_them(tmp_path, monkeypatch):
+    """bert_part4_math.py --only toys recomputes the toys from their inputs; the report finds each of the article's
+    toy numbers among them, equal at the printed precision (the one table cell it keeps only in the log aside)."""
+    import bert_part4_math
+    monkeypatch.setattr("sys.argv", ["bert_part4_math.py"])          # what a results file records as its script
+    assert bert_part4_math.main(["--only", "toys", "--results-dir", str(tmp_path)]) in (0, None)
+    assert report.main(["--results-dir", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / report.REPORT_JSON).read_text())["rows"]
+    toys = [r for r in rows if article.NUMBERS[r["key"]].script == article.MATH and not article.NUMBERS[r["key"]].model]
+    assert len(toys) == 45
+    assert {r["status"] for r in toys if r["key"] != "toy.span.max_any"} == {"same"}
+    assert summary_counts(json.loads((tmp_path / report.REPORT_JSON).read_text())["summary"])["reproduced"] == 44
