@@ -184,3 +184,15 @@ def test_the_toy_sections_run_here_reproduce_every_number_the_article_prints_for
     assert len(toys) == 45
     assert {r["status"] for r in toys if r["key"] != "toy.span.max_any"} == {"same"}
     assert summary_counts(json.loads((tmp_path / report.REPORT_JSON).read_text())["summary"])["reproduced"] == 44
+
+
+def test_the_plots_the_scripts_drew_are_linked_from_their_sections(tmp_path):
+    write_runs(tmp_path, {"part4_squad.json": squad_v1()})
+    for name in ("part4_squad_tau_sweep.png", "part4_sst2_lr2e-5_curve.png", "holiday.png"):
+        (tmp_path / name).write_bytes(b"")
+    assert report.main(["--results-dir", str(tmp_path)]) == 0
+    md = (tmp_path / report.REPORT_MD).read_text()
+    tau = md.index(f"## {article.NUMBERS['v2.dev.tau'].where}")
+    assert md.index("Plot: [part4_squad_tau_sweep.png](part4_squad_tau_sweep.png)") == tau + len(md[tau:].split("\n")[0]) + 2
+    assert md.index("Plot: [part4_sst2_lr2e-5_curve.png]") > md.index(f"## {article.NUMBERS['sst2.steps'].where}")
+    assert "holiday" not in md
