@@ -34,6 +34,14 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from part4 import cli, glue
+from part4.article import (
+    ARTICLE_BEFORE,
+    ARTICLE_FINAL,
+    ARTICLE_MODEL,
+    ARTICLE_RUN,
+    PAPER_OPTIMISER,
+    article_final,
+)
 from part4.common import (
     ALONE,
     RANDOM_HEAD,
@@ -83,17 +91,6 @@ RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30) for name in GLUE_TASKS},   # §
            "squad_v2": Recipe(5e-5, 48, 2, 384, 0),                         # §4.3
            "swag": Recipe(2e-5, 16, 3, 128, 0)}                             # §4.4
 
-# What the article printed (reference_logs/part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt); the paper's
-# numbers live with each task (part4/tasks.py).
-ARTICLE_FINAL = {("sst2", 2e-5): "0.9255 (807/872), F1 0.9279", ("mrpc", 2e-5): "0.8333 (340/408), F1 0.8847",
-                 ("mrpc", 3e-5): "0.8333 (340/408), F1 0.8863", ("mrpc", 4e-5): "0.8480 (346/408), F1 0.8953",
-                 ("mrpc", 5e-5): "0.8701 (355/408), F1 0.9094"}
-ARTICLE_REPEAT = {("mrpc", 2e-5): "0.8186 (334/408), F1 0.8741"}     # the same job run once more: the article's spread
-ARTICLE_BEFORE = {"sst2": "dev accuracy 0.4908", "mrpc": "dev accuracy 0.3162"}
-ARTICLE_SETTING = "bert-base-uncased, batch 32, 3 epochs, seed 0"
-ARTICLE_RUN = (32, 3, 0)               # the article's batch size, epochs and seed: its numbers are for these only
-ARTICLE_MODEL = "bert-base-uncased"
-PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"
 GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
          "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
 
@@ -112,14 +109,6 @@ def grid_size(name):
 def article_setting(job, init):
     """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
     return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
-
-
-def article_final(task, lr):
-    """The article's number for this task and learning rate (and its repeat of the same job), labelled."""
-    if (task, lr) not in ARTICLE_FINAL:
-        return ""
-    repeat = f"; the same job run again: {ARTICLE_REPEAT[(task, lr)]}" if (task, lr) in ARTICLE_REPEAT else ""
-    return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
 
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---

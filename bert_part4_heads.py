@@ -14,6 +14,8 @@ import sys
 import torch
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
+from part4.article import ARTICLE_MODEL
+from part4.article import HEADS_LABELS as ARTICLE
 from part4.common import (
     RANDOM_HEAD,
     ArgumentParser,
@@ -48,19 +50,8 @@ PASSAGE = ("We introduce a new language representation model called BERT, which 
            "v1.1 question answering Test F1 to 93.2.")
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
-
-# ... and what it printed for bert-base-uncased (reference_logs/part4_heads_stdout.txt), shown beside ours
-# on every route. The values that depend on the randomly initialised head came from the article's own
-# random W (with a zero bias): they are labelled as not expected to match.
-ARTICLE_MODEL = "bert-base-uncased"
-ARTICLE = {
-    "C_shape": "(1, 768)", "W_shape": "(3, 768)",
-    "logits": "[-0.1763, -0.9611, 0.0659]", "loss": "1.004374",
-    "probs": "[0.366, 0.167, 0.467]", "raw_logits": "[-0.0016, -0.1106, -0.1406]",
-    "new_params": "2,307 out of 109,484,547 (0.0021%)",
-    "swag_shape": "(1, 4, 16)", "swag_scores": "[-0.3572, 0.141, -0.337, -0.0369]",
-    "swag_probs": "[0.198, 0.326, 0.202, 0.273]",
-}
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route; the numbers of its
+# randomly initialised head are labelled as not expected to match.
 
 
 def build_parser():

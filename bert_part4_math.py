@@ -24,6 +24,9 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4 import spans
+from part4.article import MATH_LABELS as ARTICLE
+from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
+from part4.article import TAU as ARTICLE_TAU
 from part4.common import (
     UNTRAINED_HEAD,
     ArgumentParser,
@@ -65,34 +68,7 @@ NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup i
 F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
-ARTICLE_TAU = 4.0
-
-# What the article printed (reference_logs/part4_math_stdout.txt and the article's text), shown beside
-# ours on every route; the real-model numbers are those of the article's checkpoints.
-ARTICLE = {"glue_p": "[0.867, 0.032, 0.101]", "glue_loss": "0.143", "span_best": "i=2, j=3 (4.5)",
-           "span_loss": "1.9543", "swag_p": "[0.596, 0.015, 0.327, 0.063]", "swag_loss": "0.518",
-           "f1": ["1.000", "0.750", "0.400", "0.000"],
-           "sst2": [{"CW": "[-4.316, 4.135]", "logits": "[-4.316, 4.135]", "softmax": "[0.0002, 0.9998]", "loss": "0.0002",
-                     "gap": "8.45"},
-                    {"CW": "[3.883, -3.500]", "logits": "[3.883, -3.499]", "softmax": "[0.9994, 0.0006]", "loss": "0.0006",
-                     "gap": "7.38"}],
-           "weights": {"total": "109,483,778", "new": "1,538", "GLUE, K = 2 (SST-2)": "1,538", "GLUE, K = 3 (MNLI)": "2,307",
-                       "SQuAD (S and E)": "1,538", "SWAG (one vector V)": "769"},
-           "flow": [(0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
-                    (0.148, 0.128, 0.519), (0.170, 0.072, 0.503), (0.088, 0.054, 0.687), (0.062, 0.022, 0.659),
-                    (0.135, 0.043, 0.603), (0.191, 0.196, 0.414), (0.156, 0.117, 0.690), (0.087, 0.045, 0.740)],
-           "born": "0.162", "table1": {"BERT-base": "4.5", "BERT-large": "7.0"}, "table2": "+1.5",
-           "span_real": [{"span": '"Bidirectional Encoder Representations from Transformers" (tokens 21..30, score 15.16)',
-                          "p": "P_start 0.9893, P_end 0.9661, loss 0.0453"},
-                         {"span": '"Transformers" (tokens 30..30, score 9.87)',
-                          "p": "P_start 0.0615, P_end 0.0407, loss 5.9909"}],
-           "null": [{"s_null": "5.08 + 5.10 = 10.18", "s_hat": "11.69 + 11.56 = 23.25", "answer": ("yes", "yes")},
-                    {"s_null": "10.51 + 10.63 = 21.13", "s_hat": "0.33 + 0.89 = 1.22", "answer": ("no", "no")},
-                    {"s_null": "6.61 + 6.58 = 13.19", "s_hat": "8.45 + 7.71 = 16.16", "answer": ("yes", "no")}]}
-
-# The two results tables' arithmetic the article does in its text (Table 1: GLUE averages; Table 2: SQuAD test F1).
-TABLE1 = {"OpenAI GPT": 75.1, "BERT-base": 79.6, "BERT-large": 82.1}
-TABLE2 = {"BERT ensemble + TriviaQA": 93.2, "top leaderboard ensemble": 91.7, "BERT single + TriviaQA": 91.8}
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
 
 
 def build_parser():
@@ -379,7 +355,7 @@ def chosen_tau(tau, results_dir, squad2_model):
 
 def null_scores(model, tok, name, device, tau, source, report):
     report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
-               + article(f"{squad.V2_MODEL}, tau +4.00 chosen on all 11873 dev questions"))
+               + article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
         d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
@@ -394,7 +370,7 @@ def null_scores(model, tok, name, device, tau, source, report):
             answer = s_hat > s_null + t
             label = "0:    " if t == 0 else f"{t:+.2f}:"
             report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
-                       + article(f"{art_answer}, at tau = {'0' if t == 0 else '+4.00'}"))
+                       + article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
         out.append({"question": question, "s_null": s_null, "best_span": text, "s_hat": s_hat, "answer": decisions})
     return {"tau": tau, "tau_source": source, "questions": out}

@@ -22,6 +22,8 @@ import torch
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
+from part4.article import SQUAD_LABELS as ARTICLE
+from part4.article import WINDOWS_LABEL
 from part4.common import (
     ArgumentParser,
     Fatal,
@@ -72,18 +74,7 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
-
-# What the article printed (reference_logs/part4_squad_stdout.txt), shown beside our numbers on every
-# route; the run's header names the checkpoints the article used.
-ARTICLE = {
-    "bias": "start +0.0049, end +0.0048",
-    "v1_demo": {V1_QUESTIONS[0]: "15.16", V1_QUESTIONS[1]: "16.81", V1_QUESTIONS[2]: "11.59",
-                V1_QUESTIONS[3]: "9.87"},
-    "v1_dev": "EM 80.79, F1 88.08, 10753 windows, 9.3 min",
-    "v2_demo": {V2_QUESTIONS[0]: "+13.07", V2_QUESTIONS[1]: "+11.24", V2_QUESTIONS[2]: "-19.92",
-                V2_QUESTIONS[3]: "+2.97"},
-    "v2_at0": "F1 78.47, EM 75.47, 56.7%", "v2_best": "tau +4.00, F1 78.98, EM 76.22, 52.1%, 8.2 min",
-}
+# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
 
 
 def build_parser():
@@ -221,7 +212,7 @@ def dev_v1(model, tok, examples, search, device, dtype, report, label, team):
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
                f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
-    report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: 10753 windows, no breakdown printed]")
+    report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
     if timing["uncovered"]:
         report.say("   " + coverage_line(timing["uncovered"], len(examples)))
     misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]

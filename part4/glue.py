@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from part4.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.common import (
     Fatal,
     Report,
@@ -50,9 +51,6 @@ from part4.runs import (
 from part4.tasks import (
     HF_DEV,
     METRIC_NAMES,
-    PAPER_AVERAGE,
-    PAPER_DEV,
-    PAPER_TEST,
     QNLI_VERSION,
     TASKS,
     Sources,

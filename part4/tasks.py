@@ -29,6 +29,7 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4 import spans
+from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script
 from part4.runs import batches_by_length, collate
 
@@ -83,10 +84,7 @@ TASKS = {
     "wnli": Task("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy",),
                  "accuracy", (("test", "WNLI.tsv", 146),), (), "", "accuracy 56.34 (5 epochs)"),
 }
-PAPER_DEV = "paper, BERT-base dev"
-PAPER_TEST = "paper Table 1, BERT-base test (GLUE server)"
 HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
-PAPER_AVERAGE = 79.6                   # Table 1, BERT-base: the mean of its nine columns, WNLI left out
 QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"
 
 
@@ -324,8 +322,6 @@ def read_swag(sources):
 # --- Reading SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
 
 SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
-PAPER_SQUAD = {"1.1": "paper, BERT-base dev (Table 2): EM 80.8, F1 88.5",
-               "2.0": "paper, BERT-large dev (Table 3): EM 78.7, F1 81.9; the paper gives no BERT-base v2.0 number"}
 
 
 def read_squad_task(sources):

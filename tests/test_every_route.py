@@ -195,12 +195,20 @@ def test_squad_log_has_the_sweep_table_and_the_window_breakdown(tiny_qa_dir, tmp
     assert log[0].startswith("SQuAD v1.1 model: ") and "(article: csarron/bert-base-uncased-squad-v1)" in log[0]
 
 
+def readme_and_docs():
+    """The README and the pages of docs/ it links, as one text."""
+    import glob
+    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    return "\n\n".join(open(p, encoding="utf-8").read() for p in pages)
+
+
 def test_readme_gives_cpu_users_a_cpu_build_and_names_every_test_package():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     cpu = next(line for line in readme.splitlines() if "whl/cpu" in line)
     assert "pip install torch" in cpu and "--index-url https://download.pytorch.org/whl/cpu" in cpu
     assert cpu.index("pip install torch") < cpu.index("requirements.txt")
-    packages = readme[readme.index("## Packages"):]
+    docs = readme_and_docs()
+    packages = docs[docs.index("## Packages"):]
     for line in open(os.path.join(ROOT, "requirements-dev.txt")):
         name = re.split(r"[<>=\s#]", line.strip())[0]
         if name:
@@ -208,10 +216,9 @@ def test_readme_gives_cpu_users_a_cpu_build_and_names_every_test_package():
 
 
 def test_every_log_the_readme_names_is_committed():
-    """Each `results/...` path of a "Logs:" paragraph of the README matches a committed file or folder."""
+    """Each `results/...` path of a "Logs:" paragraph of the README and docs/ matches a committed file or folder."""
     import glob
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    paragraphs = [p for p in readme.split("\n\n") if p.startswith("Logs:")]
+    paragraphs = [p for p in readme_and_docs().split("\n\n") if p.startswith("Logs:")]
     paths = [x for p in paragraphs for x in re.findall(r"`(results/[^`]+)`", p)]
     assert paragraphs and len(paths) >= 4
     for path in paths:

@@ -1,0 +1,410 @@
+"""Part 4, number by number: every number the article prints beside ours, with a status for each.
+
+    python bert_part4_report.py                                   # results/ -> results/REPRODUCTION.md and .json
+    python bert_part4_report.py results/part4_sst2_lr2e-5.json    # one run against the article's lines
+
+The article's numbers come from part4/article.py; ours from the results JSON the scripts wrote. The statuses and
+the rules that decide them:
+  same             ours, rounded to the digits the article prints, equals the article's number;
+  within spread    a fine-tune's dev score inside the article's own spread (MRPC 2e-5 and its repeat);
+  within tolerance inside a stated tolerance, with its reason (TOLERANCE below);
+  differs          neither; with what the project knows of why, where it knows (KNOWN);
+  another model    our run used another checkpoint than the article's: shown, not judged;
+  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit, or another
+                   dev file): shown, not judged;
+  shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
+  in the log only  ours is printed in the run's log but kept in no JSON field;
+  not run yet      no results file gives ours: the command that does, and what it needs.
+"""
+
+import glob
+import json
+import math
+import os
+import sys
+
+from part4 import article
+from part4.common import ArgumentParser, Fatal, check_writable_dir, portable, read_results, run_cli, write_atomic
+
+REPORT_MD, REPORT_JSON = "REPRODUCTION.md", "REPRODUCTION.json"
+# The plots the scripts draw: (how the file name starts, how it ends, an entry of the section it belongs to).
+PLOTS = (("part4_squad_tau_sweep", ".png", "v2.dev.tau"), ("part4_math_attention", ".png", "flow.born"),
+         ("part4_math_span_heatmap", ".png", "gold.0.score"), ("part4_sst2_", "_curve.png", "sst2.steps"),
+         ("part4_mrpc_", "_curve.png", "mrpc.lr5e-05.accuracy"))
+
+# The tolerances, each with its reason. A fine-tune's dev score: the article's own repeat of one job moved it by
+# the width of its spread (GPU arithmetic is not bit-for-bit repeatable; seeds and hardware move it).
+_LOW, _HIGH = article.SPREAD[("mrpc", 2e-5)]
+_ONE_LOGIT = [article.numbers_in(article.value(k))[-1] for k in ("sst2.1.CW", "sst2.1.logits")]
+TOLERANCE = {
+    "fine-tune": (_HIGH - _LOW, f"a fine-tune's dev score moves with seeds and hardware: the article's own repeat "
+                                f"of MRPC 2e-5 moved it by {_HIGH - _LOW:.4f}"),
+    "dev set": (0.1, "a fixed checkpoint scored in another precision (bf16 on CUDA, fp16 on MPS, fp32 on the CPU) "
+                     "flips a few answers: 0.1 points"),
+    "real model": (1.0, f"one unit of the last printed digit: float rounding on another device (the article itself "
+                        f"prints one logit as {_ONE_LOGIT[0]} and as {_ONE_LOGIT[1]})"),
+}
+WINDOWS_DOC = "docs/squad-evaluation.md#the-window-count"
+WINDOW_TOKENIZERS = ("0.23.1", "0.23.2")     # the tokenizers that give the article's 10,753 windows
+
+
+def build_parser():
+    p = ArgumentParser(description="Part 4, number by number: the article's numbers (part4/article.py) beside ours "
+                                   "(the results JSON in --results-dir), each with a status; writes REPRODUCTION.md "
+                                   "and REPRODUCTION.json there. Given one results JSON, compares that run only and "
+                                   "writes nothing.")
+    p.add_argument("run", nargs="?", help="one results JSON to compare against the article's lines (e.g. "
+                                          "results/part4_sst2_lr2e-5.json)")
+    p.add_argument("--results-dir", default="results", help="the folder to read and to write the report into "
+                                                            "(default: results/)")
+    return p
+
+
+# --- Ours: the results files, and the value an entry's field names ---
+
+def read_runs(results_dir):
+    """{path relative to results_dir: JSON} of every results file under results_dir (those with a `run` block)."""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
+        name = os.path.relpath(path, results_dir).replace(os.sep, "/")
+        if name == REPORT_JSON:
+            continue
+        saved = read_results(path)
+        if isinstance(saved.get("run"), dict) and saved["run"].get("argv"):
+            runs[name] = saved
+    return runs
+
+
+def lookup(data, path):
+    """The value at a dotted path ('final.dev.accuracy', 'curve.-1.step'), or None."""
+    for part in path.split("."):
+        if isinstance(data, list) and part.lstrip("-").isdigit() and -len(data) <= int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+OPERATIONS = {"log": lambda a: a, "exp": lambda a: math.exp(a), "neglog": lambda a: -math.log(a),
+              "sumexp": lambda a: sum(map(math.exp, a)),
+              "range": lambda a: max(a) - min(a), "ratio": lambda a, b: a / b, "plus": lambda a, b: a + b,
+              "concat": lambda *a: [x for v in a for x in (v if isinstance(v, list) else [v])]}
+
+
+def ours(data, field):
+    """The value an entry's field names in a results JSON (part4/article.py's docstring), or None."""
+    op, *args = field.split()
+    if op not in OPERATIONS:
+        return lookup(data, field)
+    values = [float(a) if a.replace(".", "", 1).isdigit() else lookup(data, a) for a in args]
+    if op == "log":
+        return values[0]
+    return None if any(v is None for v in values) else OPERATIONS[op](*values)
+
+
+def script_of(data):
+    return os.path.basename(data["run"]["argv"][0])
+
+
+def gives(entry, data):
+    """Does this results file hold ours for the entry (its script, its task and lr, its field)?"""
+    if not entry.script or script_of(data) != entry.script or any(data.get(k) != v for k, v in entry.match):
+        return False
+    return ours(data, entry.field) is not None
+
+
+# --- The rules ---
+
+def same_model(recorded, checkpoint):
+    """A run used the article's checkpoint when it recorded its Hub id, or a local folder of that name."""
+    name = str(recorded or "").split("@")[0].rstrip("/")
+    return name == checkpoint or os.path.basename(name) == checkpoint.split("/")[-1]
+
+
+def cut_by(entry, data):
+    """What cut the run, in words, or '' (the flags that cut it; a dev score on fewer questions than the article's)."""
+    config = data["run"].get("config") or {}
+    flags = [f"--{k.replace('_', '-')} {config[k]}" for k in ("max_train_examples", "max_dev_examples", "limit")
+             if config.get(k) is not None]
+    if entry.n and lookup(data, entry.n[0]) != entry.n[1]:
+        flags.append(f"{lookup(data, entry.n[0])} of the article's {entry.n[1]} dev questions")
+    return ", ".join(flags)
+
+
+def printed(number, digits_of):
+    """A number rounded as the article printed `digits_of` ('0.9255': 4 decimals; '1.0e-05': 1 decimal, exponent)."""
+    if "e" in digits_of:
+        return f"{number:.{len(digits_of.split('e')[0].split('.')[-1])}e}"
+    decimals = len(digits_of.split(".")[1]) if "." in digits_of else 0
+    return f"{number:.{decimals}f}" if "," not in digits_of else f"{round(number):,}"
+
+
+def flat(value):
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in flat(v)]
+    return [value]
+
+
+def compare(entry, value):
+    """(ours as the article prints it, the largest difference in units of the last printed digit) for one entry."""
+    theirs = article.numbers_in(entry.value)
+    if not theirs:                                               # yes / no
+        mine = "yes" if value else "no"
+        return mine, 0.0 if mine == entry.value else math.inf
+    mine = [float(x) * entry.scale for x in flat(value)]
+    if len(mine) != len(theirs):
+        return str(value), math.inf
+    shown = [printed(m, t) for m, t in zip(mine, theirs)]
+    units = [abs(float(s.replace(",", "")) - float(t.replace(",", ""))) / unit(t) for s, t in zip(shown, theirs)]
+    return ", ".join(shown), max(units)
+
+
+def unit(digits):
+    """The size of one unit in the last printed digit: '0.9255' -> 0.0001, '1.0e-05' -> 1e-06, '2,307' -> 1."""
+    if "e" in digits:
+        mantissa, exponent = digits.split("e")
+        return 10.0 ** (int(exponent) - (len(mantissa.split(".")[1]) if "." in mantissa else 0))
+    return 10.0 ** -len(digits.split(".")[1]) if "." in digits else 1.0
+
+
+def tolerance(entry, data):
+    """(tolerance in units of the last printed digit, its name) of an entry, or (0, '') where it must be the same."""
+    if entry.script == article.FINETUNE and entry.field.split(".")[-1] in ("accuracy", "f1"):
+        return TOLERANCE["fine-tune"][0] * entry.scale / unit(entry.value), "fine-tune"
+    if entry.script == article.FINETUNE and entry.field == "final.dev.correct":          # the same, counted
+        return TOLERANCE["fine-tune"][0] * lookup(data, "final.dev.n"), "fine-tune"
+    if entry.n and entry.field.split(".")[-1] in ("em", "f1"):
+        return TOLERANCE["dev set"][0] / unit(entry.value), "dev set"
+    if entry.model and "." in entry.value and entry.script != article.FINETUNE:
+        return TOLERANCE["real model"][0], "real model"
+    return 0.0, ""
+
+
+def known_difference(entry, data):
+    """What the project knows of why ours differs, or ''."""
+    version = ((data["run"].get("versions") or {}).get("tokenizers")) or data.get("tokenizers")
+    if entry.key.startswith("v1.dev.windows") and version not in WINDOW_TOKENIZERS:
+        return (f"the window count: tokenizers {' and '.join(WINDOW_TOKENIZERS)} (the article's) cut 161 passages' "
+                f"windows short; tokenizers {version} covers every passage ({WINDOWS_DOC})")
+    return ""
+
+
+def judge(entry, data):
+    """(status, note) of ours against the article's number, by the rules of the module's docstring."""
+    if entry.kind in SHOWN:
+        return "shown", SHOWN[entry.kind]
+    if entry.model and (data.get("settings") or {}).get("init") == "random":
+        return "another model", "random weights (--init random), not the article's pre-trained ones"
+    if entry.model and not same_model((data["run"].get("config") or {}).get(entry.flag), entry.model):
+        return "another model", f"ours: {(data['run'].get('config') or {}).get(entry.flag)}; article: {entry.model}"
+    if cut_by(entry, data):
+        return "cut run", cut_by(entry, data)
+    if entry.field.startswith("log "):
+        return "in the log only", "printed in the run's log, kept in no JSON field"
+    return verdict(entry, data)
+
+
+def verdict(entry, data):
+    _, units = compare(entry, ours(data, entry.field))
+    if units == 0:
+        return "same", ""
+    spread = spread_of(entry)
+    if spread and spread[0] <= ours(data, entry.field) <= spread[1]:
+        return "within spread", f"the article's own two runs of this job: {spread[0]} and {spread[1]}"
+    allowed, name = tolerance(entry, data)
+    if name and units <= allowed + 1e-9:
+        return "within tolerance", TOLERANCE[name][1]
+    return "differs", known_difference(entry, data) or "no known reason"
+
+
+def spread_of(entry):
+    """The article's own spread for an entry's dev accuracy ((low, high)), where it ran that job twice."""
+    match = dict(entry.match)
+    if entry.field != "final.dev.accuracy":
+        return None
+    return article.SPREAD.get((match.get("task"), match.get("lr")))
+
+
+# --- Not run yet: the command that gives ours, and what it needs ---
+
+def command(entry):
+    """(the command that produces ours, what it needs) for an entry no results file gives."""
+    if entry.script == article.FINETUNE:
+        task, lr = dict(entry.match)["task"], dict(entry.match)["lr"]
+        hours = "a GPU, about an hour" if task == "sst2" else "a GPU, minutes (a CPU: hours)"
+        lr_text = f"{lr:.0e}".replace("e-0", "e-")                                   # 2e-5, as the article writes it
+        return f"python bert_part4_finetune.py {task} {lr_text}", f"the Hub (bert-base-uncased, GLUE); {hours}"
+    if entry.script == article.SQUAD:
+        part = entry.field.split("_")[0] if entry.field.startswith(("v1_dev", "v2_dev")) else "demo"
+        needs = ("the Hub (the checkpoint and the dev set); a GPU, about 10 minutes (a CPU: hours)" if part != "demo"
+                 else "the Hub (both SQuAD checkpoints); a CPU, a minute")
+        return f"python bert_part4_squad.py --only {part}", needs
+    if entry.script == article.HEADS:
+        return "python bert_part4_heads.py", "the Hub (bert-base-uncased); a CPU, seconds"
+    if entry.model:
+        return "python bert_part4_math.py", "the Hub (the three public checkpoints); a CPU, minutes"
+    return "python bert_part4_math.py --only toys", "nothing: a CPU, seconds"
+
+
+# --- The rows, the summary, the report ---
+
+def rows(runs):
+    """One row per entry and results file that gives it; an entry no file gives is one row, not run yet."""
+    out = []
+    for entry in article.ENTRIES:
+        if entry.kind == "paper":
+            continue
+        files = [name for name, data in runs.items() if gives(entry, data)]
+        for name in files:
+            status, note = judge(entry, runs[name])
+            mine = compare(entry, ours(runs[name], entry.field))[0] if status != "in the log only" else ""
+            out.append(row(entry, mine, status, note, name))
+        if not files:
+            run, needs = command(entry)
+            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", "") | {"command": run})
+    return out
+
+
+def row(entry, mine, status, note, name):
+    return {"key": entry.key, "section": entry.where, "what": entry.what, "article": entry.value, "ours": mine,
+            "difference": difference(entry, mine), "status": status, "note": note, "file": name}
+
+
+def difference(entry, mine):
+    """ours - article for a single number ('+0.0012'), '' where either is not one number."""
+    theirs, shown = article.numbers_in(entry.value), article.numbers_in(mine)
+    if len(theirs) != 1 or len(shown) != 1:
+        return ""
+    d = float(shown[0].replace(",", "")) - float(theirs[0].replace(",", ""))
+    return printed(d, theirs[0]) if d < 0 else "+" + printed(d, theirs[0])
+
+
+REPRODUCED = ("same", "within spread", "within tolerance")
+ORDER = ("reproduced", "another model", "not run yet", "differs", "cut run", "in the log only", "shown")
+
+
+def entry_status(statuses):
+    """One status for an entry from all its rows: the best its files reach."""
+    if any(s in REPRODUCED for s in statuses):
+        return "reproduced"
+    return next(s for s in ORDER[1:] if s in statuses)
+
+
+SHOWN = {"timing": "a timing: machine and load move it", "noise": "float rounding noise of a check",
+         "random-head": "from the article's own random head, not expected to match"}
+
+
+def counted(table):
+    """{entry key: its one status}: the best its files reach; timings, random heads and noise always shown."""
+    by_entry = {}
+    for r in table:
+        by_entry.setdefault(r["key"], []).append(r["status"])
+    return {key: "shown" if article.NUMBERS[key].kind in SHOWN else entry_status(statuses)
+            for key, statuses in by_entry.items()}
+
+
+def summary(table):
+    """The counts of the entries' statuses, and the summary line."""
+    counts = {s: 0 for s in ORDER}
+    for status in counted(table).values():
+        counts[status] += 1
+    judged = sum(counts.values()) - counts["shown"]
+    line = (f"{counts['reproduced']} of {judged} article numbers reproduced on the article's models; "
+            f"{counts['another model']} on another model; {counts['not run yet']} not run; {counts['differs']} differ; "
+            f"{counts['cut run']} only from cut runs; {counts['in the log only']} in the logs only "
+            f"(and {counts['shown']} timings, random-head numbers and rounding noise shown, not judged)")
+    return counts, line
+
+
+def markdown(table, line, plots):
+    out = ["# The article's numbers, reproduced", "",
+           "Generated by `python bert_part4_report.py` from the results files in this folder; do not edit by hand. "
+           "The article's numbers are in `part4/article.py`; the statuses' rules are in `bert_part4_report.py`.", "",
+           f"**{line}**", ""] + by_section(table) + to_run(table)
+    for section in dict.fromkeys(r["section"] for r in table):
+        out += [f"## {section}", ""] + [f"Plot: [{p}]({p})" for p in plots.get(section, [])]
+        out += ["| What | Article | Ours | Difference | Status | Results file |", "|---|---|---|---|---|---|"]
+        for r in (r for r in table if r["section"] == section):
+            note = f"`{r['command']}`" if r["status"] == "not run yet" else r["note"]      # its needs: listed on top
+            status = r["status"] + (f": {note}" if note else "")
+            out.append(f"| {r['what']} | {r['article']} | {r['ours']} | {r['difference']} | {status} | {r['file']} |")
+        out.append("")
+    return "\n".join(out + quoted())
+
+
+def by_section(table):
+    """The summary, one line a section: how many of its numbers reached each status."""
+    status, out = counted(table), ["| Section | " + " | ".join(ORDER) + " |", "|---" * (len(ORDER) + 1) + "|"]
+    for section in dict.fromkeys(r["section"] for r in table):
+        keys = dict.fromkeys(r["key"] for r in table if r["section"] == section)
+        out.append(f"| {section} | " + " | ".join(str(sum(status[k] == s for k in keys)) for s in ORDER) + " |")
+    return out + [""]
+
+
+def to_run(table):
+    """The commands that give the numbers not run yet, each once, with what it needs."""
+    commands = dict.fromkeys((r["command"], r["note"]) for r in table if r["status"] == "not run yet")
+    if not commands:
+        return []
+    return (["Not run yet here; the commands that give those numbers:", ""]
+            + [f"- {note}" for _, note in commands] + [""])
+
+
+def quoted():
+    """The paper's and the model pages' numbers the article quotes: the reference, nothing to re-run."""
+    out = ["## Quoted from the paper and the checkpoints' model pages (the reference: nothing to re-run)", "",
+           "| What | Article | Where |", "|---|---|---|"]
+    return out + [f"| {e.what} | {e.value} | {e.where} |" for e in article.ENTRIES if e.kind == "paper"] + [""]
+
+
+def plots_by_section(results_dir):
+    """{article section: the plots the scripts drew for it in results_dir}."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.png"), recursive=True)):
+        name = os.path.relpath(path, results_dir).replace(os.sep, "/")
+        keys = [key for start, end, key in PLOTS if os.path.basename(name).startswith(start) and name.endswith(end)]
+        if keys:
+            found.setdefault(article.NUMBERS[keys[0]].where, []).append(name)
+    return found
+
+
+def one_run(path):
+    """The article's lines beside one results file's: printed, nothing written."""
+    data = read_results(path)
+    if data is None:
+        raise Fatal(f"{portable(path)}: no such file")
+    if not isinstance(data.get("run"), dict) or not data["run"].get("argv"):
+        raise Fatal(f"{portable(path)}: not a results file of these scripts (no run block)")
+    table = [r for r in rows({portable(path): data}) if r["file"]]
+    if not table:
+        print(f"{portable(path)}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
+              f"lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5")
+    for r in table:
+        print(f"{r['what']}: ours {r['ours']}   article {r['article']}   {r['status']}" + (f" ({r['note']})" if r["note"]
+                                                                                         else ""))
+    if table:
+        print(summary(table)[1].replace("article numbers", "of this run's article numbers"))
+    return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.run:
+        return one_run(args.run)
+    if not os.path.isdir(args.results_dir):
+        raise Fatal(f"--results-dir {args.results_dir}: no such directory")
+    check_writable_dir(args.results_dir, "--results-dir")
+    table = rows(read_runs(args.results_dir))
+    counts, line = summary(table)
+    write_atomic(os.path.join(args.results_dir, REPORT_MD), markdown(table, line, plots_by_section(args.results_dir)))
+    write_atomic(os.path.join(args.results_dir, REPORT_JSON),
+                 json.dumps({"summary": line, "counts": counts, "rows": table}, indent=1) + "\n")
+    print(line)
+    print(f"written: {os.path.join(args.results_dir, REPORT_MD)}, {REPORT_JSON}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,97 @@
+"""The README is a front door and docs/ holds the rest: the README stays short, every command quoted in either is
+accepted by its script's parser (run in-process: nothing is trained or loaded), every link leads somewhere, and the
+report's summary line the README quotes is the committed report's."""
+
+import glob
+import json
+import os
+import re
+
+import pytest
+from conftest import ROOT
+from test_report import parses
+
+from part4.common import Fatal
+
+README = os.path.join(ROOT, "README.md")
+PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+WRITTEN_ELSEWHERE = ("docs/install.md",)      # the install page comes with the version floor's work
+SCRIPT = re.compile(r"(?:^|\s)(?:\S*/)?bert_part4_\w+\.py(?:\s|$)")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def quoted_commands(text):
+    """The commands a page quotes that run one of our scripts: code blocks (indented or fenced, `\\` continuations
+    joined) and inline code that starts with `python` (other inline code names a flag or a script, not a command),
+    each with its comment cut."""
+    blocks, inline, fenced = [], [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("    "):
+            if blocks and blocks[-1].endswith("\\"):
+                blocks[-1] = blocks[-1][:-1].rstrip() + " " + line.strip()
+            else:
+                blocks.append(line.strip())
+        else:
+            inline += [c for c in re.findall(r"`([^`]+)`", line) if c.startswith("python ")]
+    commands = [c.split(" #")[0].strip() for c in blocks + inline]
+    return [c for c in commands if SCRIPT.search(c) and not c.startswith("#")]
+
+
+def test_quoted_commands_finds_blocks_continuations_and_inline_code():
+    text = ("Run `python bert_part4_squad.py --only v1`, not `bert_part4_squad.py --limit`:\n\n"
+            "    python bert_part4_finetune.py squad \\\n        --epochs 2   # two\n    pip install x\n")
+    assert quoted_commands(text) == ["python bert_part4_finetune.py squad --epochs 2", "python bert_part4_squad.py --only v1"]
+    for wrong in ("python bert_part4_finetune.py sst2 --sed 3", "python bert_part4_math.py --seed 3",
+                  "torchrun --nproc-per-node 2 bert_part4_squad.py --limit x"):
+        with pytest.raises(Fatal):
+            parses(wrong)
+
+
+def test_the_readme_is_a_front_door():
+    text = read(README)
+    assert len(text.splitlines()) <= 150
+    for needed in ("python -m pytest -q tests", "python bert_part4_report.py", "results/REPRODUCTION.md",
+                   "docs/install.md", "docs/glue.md", "docs/squad-evaluation.md", "docs/padding-free.md",
+                   "docs/processes-and-resume.md", "docs/offline.md", "docs/benchmarks.md",
+                   "docs/fine-tuning-squad-swag.md"):
+        assert needed in text, needed
+    ci = read(os.path.join(ROOT, ".ci", "run"))
+    assert re.search(r"pytest -q .*tests$", ci, re.M)          # the README's test command is the one CI runs
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_every_quoted_command_parses(page):
+    commands = quoted_commands(read(page))
+    for command in commands:
+        parses(command)
+    if page == README:
+        assert len(commands) >= 10
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_every_link_leads_somewhere_and_no_page_speaks_of_how_the_project_was_made(page):
+    text = read(page)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if target.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+        assert os.path.exists(full) or target in WRITTEN_ELSEWHERE, target
+        if anchor:
+            headings = [re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-")
+                        for h in re.findall(r"^#+ (.+)$", read(full), re.M)]
+            assert anchor in headings, target
+    assert not re.search(r"\bissues? \d+|\bwas lent\b|\bis lent\b", text, re.I)
+
+
+def test_the_readme_quotes_the_committed_reports_summary():
+    with open(os.path.join(ROOT, "results", "REPRODUCTION.json"), encoding="utf-8") as f:
+        line = json.load(f)["summary"]
+    assert f"> {line}\n" in read(README)
