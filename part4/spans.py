@@ -131,7 +131,8 @@ def make_windows(tok, examples, max_len, stride):
     for w, ids in enumerate(enc["input_ids"]):
         seq = enc.sequence_ids(w)
         windows.append({"example": enc["overflow_to_sample_mapping"][w], "input_ids": ids,
-                        "token_type_ids": enc["token_type_ids"][w], "offsets": enc["offset_mapping"][w],
+                        **({"token_type_ids": enc["token_type_ids"][w]} if "token_type_ids" in enc else {}),
+                        "offsets": enc["offset_mapping"][w],
                         "passage": [s == 1 for s in seq]})
     return windows
 
@@ -210,7 +211,8 @@ def encode_squad(tok, examples, max_len, stride):
         starts.append(i)
         ends.append(j)
     per_question = np.asarray(windows_per_question(windows, len(kept)))
-    return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
+    segments = {"token_type_ids": [w["token_type_ids"] for w in windows]} if windows and "token_type_ids" in windows[0] else {}
+    return {"input_ids": [w["input_ids"] for w in windows], **segments,
             "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
             "targets": ("start_positions", "end_positions"), "questions": len(kept),
             "skipped": len(examples) - len(kept), "uncovered": len(uncovered_questions(tok, kept_examples, windows)),
@@ -273,7 +275,8 @@ class SpanSearch:
 def pad_batch(windows, idx, device):
     """The windows idx as model inputs padded to the longest of them, and their passage mask."""
     rows = [windows[w] for w in idx]
-    inputs = {"input_ids": padded([w["input_ids"] for w in rows]), "token_type_ids": padded([w["token_type_ids"] for w in rows]),
+    segments = {"token_type_ids": padded([w["token_type_ids"] for w in rows])} if "token_type_ids" in rows[0] else {}
+    inputs = {"input_ids": padded([w["input_ids"] for w in rows]), **segments,      # no segments: RoBERTa, DistilBERT
               "attention_mask": padded([[1] * len(w["input_ids"]) for w in rows])}
     passage = padded([w["passage"] for w in rows], value=False, dtype=torch.bool)
     return {k: v.to(device) for k, v in inputs.items()}, passage.to(device)
