@@ -159,16 +159,16 @@ def load_qa_model(name, flag, device, max_len, **kwargs):
     token, where the tokenizer must put its [CLS] (or <s>) token."""
     model, info = load_model(AutoModelForQuestionAnswering, name, flag, **kwargs)
     if not isinstance(getattr(model, "qa_outputs", None), torch.nn.Linear):
-        raise Fatal(f"{flag} {name}: a {model.config.model_type} model ({type(model).__name__}) without the span head "
-                    f"the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type} ({type(model).__name__}) lacks the span "
+                    f"head the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
     if fresh_head(info, "qa_outputs"):
         raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
     check_positions(max_len, model.config)
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
     problem = layout_problem(tok)
     if problem:
-        raise Fatal(f"{flag} {name}: a {model.config.model_type} model whose tokenizer {problem}; the span search "
-                    f"reads s_null = S.C + E.C at the first token and the passage after the question")
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type}, whose tokenizer {problem}; the span "
+                    f"search reads s_null = S.C + E.C at the first token and the passage after the question")
     return model.to(device).eval(), tok
 
 

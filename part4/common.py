@@ -385,8 +385,8 @@ def load_model(loader, name, flag="--model", **kwargs):
     model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
     problem = loading_problem(model, info)
     if problem:
-        raise Fatal(f"{flag} {name}: {problem}; refusing to run a {model.config.model_type} model on weights that "
-                    f"are not the checkpoint's (--init random is the way to ask for random weights)")
+        raise Fatal(f"{flag} {name}: {problem}; refusing to run the model on weights that are not the checkpoint's "
+                    f"(--init random is the way to ask for random weights)")
     return model, info
 
 
@@ -431,8 +431,8 @@ def require_bert(name, flag, needs):
     """Scripts whose computation reads BERT's own modules refuse any other model type in one line."""
     config = load_pretrained(AutoConfig, name, flag)
     if config.model_type != "bert":
-        raise Fatal(f"{flag} {name}: a {config.model_type} model; this script needs a BERT ({needs}), so it runs on "
-                    f"model_type bert only")
+        raise Fatal(f"{flag} {name}: model type {config.model_type}; this script needs a BERT ({needs}), so it runs "
+                    f"on model_type bert only")
     return config
 
 

@@ -133,7 +133,7 @@ def padding_free_problem(model):
     SDPA's or eager's attention (the same softmax(Q K^T * scaling + mask) V), for an encoder only."""
     bert, config = model.base_model, model.config
     if type(bert) is not BertModel:
-        return f"a {config.model_type} model ({type(bert).__name__}), and padding-free steps re-implement BertModel's forward"
+        return f"model type {config.model_type} ({type(bert).__name__}), and padding-free steps re-implement BertModel's forward"
     attention = config._attn_implementation
     settings = {"position_embedding_type": getattr(config, "position_embedding_type", "absolute") == "absolute",
                 "embedding_size": getattr(config, "embedding_size", config.hidden_size) == config.hidden_size,

@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from test_finetune import write_sst2
 from test_squad import squad_file
 from tokenizers import ByteLevelBPETokenizer
+from tokenizers.processors import TemplateProcessing
 from transformers import (
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
@@ -144,7 +145,7 @@ def test_fine_tuning_runs_as_itself_and_says_which_type(checkpoints, model_type,
            "roberta": "RobertaForSequenceClassification"}[model_type]
     assert f"(model type {model_type}: {cls})" in log and "FINAL sst2 dev accuracy" in log
     base = {"electra": "ElectraModel", "distilbert": "DistilBertModel", "roberta": "RobertaModel"}[model_type]
-    assert (f"padded steps, not padding-free: a {model_type} model ({base}), and padding-free steps re-implement "
+    assert (f"padded steps, not padding-free: model type {model_type} ({base}), and padding-free steps re-implement "
             f"BertModel's forward") in log
     assert r["computation"]["padding_free"] is False and r["final"]["dev"]["n"] == 16
 
@@ -234,7 +235,7 @@ def test_weights_that_are_not_the_checkpoints_are_refused(tiny_bert_dir, tmp_pat
     deeper = edited_config(tiny_bert_dir, str(tmp_path / "deeper"), num_hidden_layers=3)
     err = fails_in_one_line(ft.main, sst2_argv(deeper, glue, out), capsys, out)
     assert "16 encoder weights are not in the checkpoint and would be initialised at random (bert.encoder.layer.2." in err
-    assert "refusing to run a bert model on weights that are not the checkpoint's (--init random is the way" in err
+    assert "refusing to run the model on weights that are not the checkpoint's (--init random is the way" in err
     shallower = edited_config(tiny_bert_dir, str(tmp_path / "shallower"), num_hidden_layers=1)
     err = fails_in_one_line(ft.main, sst2_argv(shallower, glue, out), capsys, out)
     assert "16 weights of the checkpoint's encoder would not be used (encoder.layer.1." in err
@@ -282,7 +283,7 @@ def test_scripts_that_read_berts_modules_refuse_other_types(checkpoints, tiny_ss
               "--squad-model": {"--sst2-model": tiny_sst2_dir, "--squad2-model": tiny_qa_dir}}[flag]
     argv = [flag, electra, *[x for kv in models.items() for x in kv], "--results-dir", str(out), "--device", "cpu"]
     err = fails_in_one_line(script.main, argv + (["--flow-questions", "0"] if script is bm else []), capsys, out)
-    assert err.startswith(f"error: {flag} {electra}: a electra model; this script needs a BERT (")
+    assert err.startswith(f"error: {flag} {electra}: model type electra; this script needs a BERT (")
     assert err.endswith("so it runs on model_type bert only")
 
 
@@ -346,7 +347,7 @@ def test_other_types_keep_their_own_forward(checkpoints, model_type):
     model = AutoModelForQuestionAnswering.from_pretrained(checkpoints[model_type][1])
     forward = model.base_model.forward
     assert packing.padding_free(model) is model and model.base_model.forward == forward
-    assert packing.padding_free_problem(model).startswith(f"a {model_type} model (")
+    assert packing.padding_free_problem(model).startswith(f"model type {model_type} (")
 
 
 @pytest.mark.parametrize("inputs", [{"output_attentions": True}, {"output_hidden_states": True},
@@ -374,3 +375,22 @@ def test_the_packed_forward_takes_only_the_inputs_it_computes():
                   {"encoder_hidden_states": torch.ones(1)}, {"return_dict": False}):
         assert not packing.packs(None, None, {"return_dict": True, **extra})
     assert not packing.packs(torch.zeros(1), None, {}) and not packing.packs(None, torch.zeros(1), {})
+
+
+@pytest.mark.parametrize("pair, problem", [("$A [SEP] $B:1 [SEP]:1 [CLS]:1", "does not put its [CLS] token first"),
+                                           ("[CLS] $B:1 [SEP]:1 $A [SEP]", "does not put the passage after the question")])
+def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, problem, capsys, monkeypatch):
+    """The span search reads s_null at the window's first token and the passage after the question."""
+    folder = tiny_qa_dir
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert sq.layout_problem(tok) is None
+    tok.backend_tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
+    assert sq.layout_problem(tok).startswith(problem)
+    load = sq.load_pretrained                  # the folder's tokenizer, laid out otherwise
+    monkeypatch.setattr(sq, "load_pretrained",
+                        lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
+    out = tmp_path / "r"
+    err = fails_in_one_line(sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False),
+                                      "--only", "v1", "--results-dir", str(out), "--device", "cpu"], capsys, out)
+    assert err.startswith(f"error: --v1-model {folder}: model type bert, whose tokenizer {problem}")
