@@ -114,7 +114,8 @@ def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, 
                      inputs_embeds=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask; padded
     otherwise (evaluation, or any input the packing does not compute: packs)."""
-    if bert.training and packs(position_ids, inputs_embeds, kwargs) and attention_mask is not None and input_ids is not None:
+    mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
+    if bert.training and packs(position_ids, inputs_embeds, kwargs) and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
     return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
