@@ -23,6 +23,7 @@ writes results/part4_<task>_lr<lr>.{log,json}.
 
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -51,13 +52,15 @@ from part4.common import (
     autocast_dtype,
     has_fused_adamw,
     line_plot,
+    load_model,
     load_pretrained,
+    model_type_note,
     portable,
     run_cli,
     seed_everything,
     start_processes,
 )
-from part4.packing import padding_free
+from part4.packing import is_padding_free, padding_free, padding_free_problem
 from part4.runs import (
     Fit,
     Job,
@@ -114,11 +117,13 @@ def article_setting(job, init):
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
 def decay_groups(model, weight_decay):
-    """Two parameter groups: everything else decays, the biases and LayerNorm weights do not."""
+    """Two parameter groups: everything else decays, the biases and the norm layers' weights do not. A norm layer is
+    found by its type, whatever the model calls it (BERT's LayerNorm, DistilBERT's sa_layer_norm, an RMSNorm)."""
     decay, no_decay = [], []
     for module in model.modules():
+        norm = any(re.search(r"Norm(\d+d)?$", cls.__name__) for cls in type(module).__mro__)
         for name, p in module.named_parameters(recurse=False):
-            (no_decay if name == "bias" or isinstance(module, torch.nn.LayerNorm) else decay).append(p)
+            (no_decay if name == "bias" or norm else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -158,9 +163,9 @@ LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span
 def new_model(family, config):
     """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
     the same architecture with every weight random (what pre-training buys, measured)."""
-    if config.init == "random":
-        return family.model_class(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
-    return load_pretrained(family.model_class, config.model, **family.model_kwargs)
+    if config.init == "random":            # the architecture its config names (the log says which, if not a BERT)
+        return family.model_class.from_config(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
+    return load_model(family.model_class, config.model, **family.model_kwargs)[0]   # its loading report checked
 
 
 def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False):
@@ -269,7 +274,7 @@ def finish(fit, job, config, before, curve, steps, warm, seconds):
               "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **family.summary(fit.data["train"]), "settings": fit.run.settings,
-              "computation": computation(config.padding_free, fit.opt)}
+              "computation": computation(is_padding_free(fit.model), fit.opt)}
     if config.save_model:
         folder = model_folders(config, [job])[0]
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], folder))
@@ -306,14 +311,17 @@ def preamble(config, fit, job, steps, warm):
     lines += fit.family.describe(data["train"])
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {config.weight_decay}")
-    padding = "padding-free steps (every layer but attention on the real tokens only)" if config.padding_free else (
-        "dynamic padding")
-    lines.append(f"  (also: AdamW{' fused' if computation(config.padding_free, fit.opt)['fused_adamw'] else ''}, clip "
-                 f"{config.clip}, dropout {fit.model.config.hidden_dropout_prob}, seed {job.seed}, autocast "
+    packed, model = is_padding_free(fit.model), fit.model.config
+    padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
+    if config.padding_free and not packed:
+        lines.append(f"padded steps, not padding-free: {padding_free_problem(fit.model)}")
+    lines.append(f"  (also: AdamW{' fused' if computation(packed, fit.opt)['fused_adamw'] else ''}, clip "
+                 f"{config.clip}, dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, "
+                 f"seed {job.seed}, autocast "
                  f"{fit.dtype or 'off (fp32)'}, {padding}" + (", batches grouped by length (paper: random batches)"
                                                               if config.grouped else "")
-                 + f"; model {portable(config.model)}" + (", random weights (--init random)" if config.init == "random"
-                                                          else "") + f", article: {ARTICLE_MODEL})")
+                 + f"; model {portable(config.model)}{model_type_note(fit.model)}"
+                 + (", random weights (--init random)" if config.init == "random" else "") + f", article: {ARTICLE_MODEL})")
     lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
     cut = [f"{n} of {every:,} {what} examples" for n, every, what in [(data["n_train"], data["n_train_all"], "training")]
            + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < every]

@@ -26,11 +26,13 @@ from part4.common import (
     check_writable_dir,
     command_line,
     fresh_head,
+    load_model,
     load_pretrained,
     model_problem,
     pick_device,
     portable,
     preflight,
+    require_bert,
     rounded,
     run_cli,
     seed_everything,
@@ -102,7 +104,7 @@ def new_head_parameters(K, H):
 def load_head(model_class, model_name, prefix, seed, device, **kwargs):
     """The model with its head; a head that is not in the checkpoint is random (seeded), bias included."""
     seed_everything(seed)                                 # the new W is random: seed it
-    model, info = load_pretrained(model_class, model_name, output_loading_info=True, **kwargs)
+    model, info = load_model(model_class, model_name, **kwargs)     # its loading report checked
     fresh = fresh_head(info, prefix)
     if fresh:
         seeded_bias(getattr(model, prefix).bias, seed)
@@ -237,6 +239,7 @@ def main(argv=None):
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
+    require_bert(args.model, "--model", "the hand-computed heads read BERT's pooler, bert.pooler")
     report = Report("part4_heads", args.results_dir)
     report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     tok = load_pretrained(AutoTokenizer, args.model)

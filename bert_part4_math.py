@@ -37,6 +37,7 @@ from part4.common import (
     command_line,
     file_problem,
     fresh_head,
+    load_model,
     load_pretrained,
     model_problem,
     pick_device,
@@ -44,6 +45,7 @@ from part4.common import (
     preflight,
     pyplot,
     read_results,
+    require_bert,
     rounded,
     run_cli,
     seed_everything,
@@ -467,14 +469,16 @@ def main(argv=None):
         preflight([model_problem(args.sst2_model, "--sst2-model"), model_problem(args.squad_model, "--squad-model"),
                    model_problem(args.squad2_model, "--squad2-model"),
                    args.flow_questions and file_problem(args.flow_data, "--flow-data", "rajpurkar/squad")])
+        require_bert(args.sst2_model, "--sst2-model", "section 1b reads BERT's pooler, bert.pooler")
+        require_bert(args.squad_model, "--squad-model", "section 2 reads BERT's attention over [CLS] question [SEP] "
+                                                        "passage [SEP]")
         seed_everything(0)
         flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
         tau, tau_source = chosen_tau(args.tau, args.results_dir, args.squad2_model)
     payload = {"glue_toy": glue_toy(report)}
     if models:
-        sst2, info = load_pretrained(BertForSequenceClassification, args.sst2_model, flag="--sst2-model",
-                                     output_loading_info=True)
+        sst2, info = load_model(BertForSequenceClassification, args.sst2_model, "--sst2-model")
         sst2 = sst2.to(device).eval()
         tok = load_pretrained(AutoTokenizer, args.sst2_model, flag="--sst2-model")
         payload["glue_real"] = glue_real(sst2, tok, portable(args.sst2_model), device, report, fresh_head(info, "classifier"))

@@ -19,7 +19,7 @@ import sys
 from functools import partial
 
 import torch
-from transformers import AutoTokenizer, BertForQuestionAnswering
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
 from part4.article import SQUAD_LABELS as ARTICLE
@@ -40,8 +40,10 @@ from part4.common import (
     fmt,
     fresh_head,
     line_plot,
+    load_model,
     load_pretrained,
     model_problem,
+    model_type_note,
     portable,
     preflight,
     run_cli,
@@ -148,11 +150,34 @@ def window_breakdown(per_question):
 
 
 def load_qa_model(name, flag, device, max_len, **kwargs):
-    model, info = load_pretrained(BertForQuestionAnswering, name, flag=flag, output_loading_info=True, **kwargs)
+    """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its checkpoint's own weights, with its own
+    tokenizer: the span search needs only the start and end logits S.T_i and E.T_j, and s_null at the window's first
+    token, where the tokenizer must put its [CLS] (or <s>) token."""
+    model, info = load_model(AutoModelForQuestionAnswering, name, flag, **kwargs)
+    if not isinstance(getattr(model, "qa_outputs", None), torch.nn.Linear):
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type} ({type(model).__name__}) lacks the span "
+                    f"head the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
     if fresh_head(info, "qa_outputs"):
         raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
     check_positions(max_len, model.config)
-    return model.to(device).eval(), load_pretrained(AutoTokenizer, name, flag=flag)
+    tok = load_pretrained(AutoTokenizer, name, flag=flag)
+    problem = layout_problem(tok)
+    if problem:
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type}, whose tokenizer {problem}; the span "
+                    f"search reads s_null = S.C + E.C at the first token and the passage after the question")
+    return model.to(device).eval(), tok
+
+
+def layout_problem(tok):
+    """Does the tokenizer lay out (question, passage) as the span search reads it: its [CLS] token (or <s>) first,
+    the no-answer position; the question's tokens, then the passage's? None when it does."""
+    enc = tok("Where?", "Here.")
+    sequence = enc.sequence_ids(0) if hasattr(enc, "sequence_ids") else []
+    if tok.cls_token_id is None or enc["input_ids"][0] != tok.cls_token_id:
+        return f"does not put its [CLS] token first ({tok.convert_ids_to_tokens(enc['input_ids'][:1])})"
+    if 1 not in sequence or sequence.index(1) < max((i for i, s in enumerate(sequence) if s == 0), default=-1):
+        return "does not put the passage after the question"
+    return None
 
 
 # --- 1-2. The span head of the v1.1 checkpoint, on the BERT abstract ---
@@ -325,7 +350,8 @@ def main(argv=None):
                                  "max_answer": search.max_answer, "dtype": str(dtype)}}, {}
     for v in [v for v in VERSIONS if "demo" in args.only or v in args.only]:      # 1-3 on v1.1, then 4-5 on v2.0
         model, tok = load_qa_model(models[v], f"--{v}-model", device, search.max_len)
-        report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}   (article: {ARTICLE_MODELS[v]})")
+        report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}{model_type_note(model)}   "
+                   f"(article: {ARTICLE_MODELS[v]})")
         if "demo" in args.only:
             payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
         if v in args.only:

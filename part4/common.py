@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import socket
 import sys
@@ -28,6 +29,7 @@ import torch.distributed as dist
 import transformers
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import try_to_load_from_cache
+from transformers import AutoConfig
 from transformers.utils import logging as hf_logging
 
 
@@ -263,7 +265,10 @@ OFFLINE_ROUTE = ("without the Hub, the README's 'The offline route' makes a loca
 
 
 def unreachable_model(name, flag):
-    return (f"{flag} {name}: the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
+    """A name that is no folder here, taken for a Hub id that cannot be fetched; a name with a slash may be either (a
+    misspelled folder reads like a Hub id), so the line says both."""
+    folder = "no such folder here, and as a Hub id: " if "/" in name else ""
+    return (f"{flag} {name}: {folder}the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
             f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE}")
 
 
@@ -330,7 +335,8 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
 
     A local folder must exist; a Hub id is tried from the local cache first, then from the Hub.
     Any failure is one line that names the model and says how to run from a local folder.
-    The library's loading bars and reports are silenced: the scripts say what matters themselves.
+    The library's loading bars and reports are silenced: the scripts say what matters themselves
+    (load_model checks the loading report of a model's weights).
     """
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -340,18 +346,94 @@ def load_pretrained(loader, name, flag="--model", **kwargs):
         try:
             return loader.from_pretrained(os.path.expanduser(name), **kwargs)
         except (OSError, ValueError) as e:
-            raise Fatal(f"{flag} {name}: not a usable model folder ({str(e).splitlines()[0]})")
+            raise Fatal(f"{flag} {name}: {unusable(e, 'not a usable model folder')}")
     try:
         return loader.from_pretrained(name, local_files_only=True, **kwargs)
     except OSError:
         pass
+    except ValueError as e:
+        raise Fatal(f"{flag} {name}: {unusable(e, 'not a usable model')}")
     if not hub_reachable():
         raise Fatal(unreachable_model(name, flag))
     try:
         return loader.from_pretrained(name, **kwargs)
-    except OSError as e:
-        raise Fatal(f"{flag} {name}: could not load it from the Hugging Face Hub "
+    except (OSError, ValueError) as e:
+        folder = "no such folder here, and " if "/" in name else ""
+        raise Fatal(f"{flag} {name}: {folder}could not load it from the Hugging Face Hub "
                     f"({str(e).splitlines()[0]}); pass a local directory instead")
+
+
+def unusable(error, what):
+    """Why from_pretrained refused a model, in one line: a model_type this transformers does not know, no weight
+    files beside the config, or the library's own first line."""
+    text = str(error)
+    unknown = re.search(r"model type `([^`]*)` but Transformers does not recognize", text)
+    if unknown:
+        return (f"its config.json names model_type '{unknown.group(1)}', which transformers {transformers.__version__} "
+                f"does not know")
+    if "no file named" in text and ("safetensors" in text or "pytorch_model.bin" in text):
+        return "a config.json without weights (no model.safetensors or pytorch_model.bin beside it)"
+    return f"{what} ({text.splitlines()[0] if text else type(error).__name__})"
+
+
+def load_model(loader, name, flag="--model", **kwargs):
+    """loader.from_pretrained(name, output_loading_info=True) through load_pretrained: the model and its loading
+    report, checked. Weights of the checkpoint's encoder that the model does not use, encoder weights the checkpoint
+    does not hold (they would be random) and weights of another shape than the config says are each a one-line
+    refusal naming how many and where; only a task head may be new (fresh_head tells). --init random is the one way
+    to ask for random weights."""
+    model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    problem = loading_problem(model, info)
+    if problem:
+        raise Fatal(f"{flag} {name}: {problem}; refusing to run the model on weights that are not the checkpoint's "
+                    f"(--init random is the way to ask for random weights)")
+    return model, info
+
+
+def encoder_key(model, key):
+    """Is this weight name (as the loading report gives it, with or without the base model's prefix) one of the
+    encoder's (embeddings, layers, pooler) rather than a task head's? A part the model leaves out (a pooler, in a
+    question-answering model) is not the encoder's."""
+    prefix = model.base_model_prefix + "."
+    parts = {part for part, _ in model.base_model.named_children()}
+    return (key[len(prefix):] if key.startswith(prefix) else key).split(".")[0] in parts
+
+
+def loading_problem(model, info):
+    """What the loading report says is wrong with the weights (None when only a task head is new)."""
+    def some(keys):
+        keys = sorted(keys)
+        return ", ".join(keys[:2]) + (", ..." if len(keys) > 2 else "")
+
+    mismatched = sorted(info["mismatched_keys"])
+    if mismatched:
+        key, in_file, by_config = mismatched[0]
+        where = "encoder" if encoder_key(model, key) else "head"
+        return (f"{len(mismatched)} weights of the checkpoint have another shape than its config.json gives (the "
+                f"{where}'s {key}: {tuple(in_file)} in the file, {tuple(by_config)} by the config)")
+    missing = [k for k in info["missing_keys"] if encoder_key(model, k)]
+    if missing:
+        return (f"{len(missing)} encoder weights are not in the checkpoint and would be initialised at random "
+                f"({some(missing)})")
+    unused = [k for k in info["unexpected_keys"] if encoder_key(model, k)]
+    if unused:
+        return f"{len(unused)} weights of the checkpoint's encoder would not be used ({some(unused)})"
+    return None
+
+
+def model_type_note(model):
+    """'' for a BERT (the article's architecture); otherwise which model type and class ran, for the log."""
+    config = model.config
+    return "" if config.model_type == "bert" else f" (model type {config.model_type}: {type(model).__name__})"
+
+
+def require_bert(name, flag, needs):
+    """Scripts whose computation reads BERT's own modules refuse any other model type in one line."""
+    config = load_pretrained(AutoConfig, name, flag)
+    if config.model_type != "bert":
+        raise Fatal(f"{flag} {name}: model type {config.model_type}; this script needs a BERT ({needs}), so it runs "
+                    f"on model_type bert only")
+    return config
 
 
 def load_hub_dataset(name, config, split, flag):

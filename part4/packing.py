@@ -16,7 +16,9 @@ step up to float rounding. CUDA and MPS draw dropout with fused kernels that no 
 hidden masks are drawn at the packed shape (the same distribution, not the same masks).
 
 One call, padding_free(model), makes a BERT model of any of the three head families pack its own training batches;
-the batch, the loss and the training step do not change. Evaluation stays padded (its inputs are sorted by length,
+the batch, the loss and the training step do not change. It checks the model first: any other model type, or a
+BertModel configured otherwise than packed_bert computes (padding_free_problem), keeps its padded steps, and the run's
+log says why in one line. Evaluation stays padded (its inputs are sorted by length,
 so it carries little padding to remove).
 """
 
@@ -25,6 +27,7 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+from transformers import BertModel
 from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
 
 
@@ -99,21 +102,71 @@ def packed_bert(bert, input_ids, attention_mask, token_type_ids):
     return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
 
 
+def packs(position_ids, inputs_embeds, kwargs):
+    """Does the packed forward compute what these inputs ask for? Only input_ids, attention_mask and token_type_ids
+    (and return_dict=True, which it returns): any other input with a value (position_ids, inputs_embeds,
+    output_attentions, output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded forward."""
+    return position_ids is None and inputs_embeds is None and all(
+        v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
+
+
 def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                      inputs_embeds=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask; padded
-    otherwise (evaluation, or inputs the packing does not take)."""
-    plain = position_ids is None and inputs_embeds is None and not kwargs.get("output_hidden_states")
-    if bert.training and plain and attention_mask is not None and input_ids is not None:
+    otherwise (evaluation, or any input the packing does not compute: packs)."""
+    mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
+    if bert.training and packs(position_ids, inputs_embeds, kwargs) and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
     return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                           position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
 
 
+LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.self.dropout",
+               "attention.output.dense", "attention.output.LayerNorm", "attention.output.dropout", "intermediate",
+               "output.dense", "output.LayerNorm", "output.dropout")
+EMBEDDING_PARTS = ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm", "dropout")
+
+
+def padding_free_problem(model):
+    """Why packed_bert would not compute this model's forward (None when it does): it re-implements BertModel's,
+    from these submodules, with absolute positions numbered from 0, hidden states of the embeddings' own size and
+    SDPA's or eager's attention (the same softmax(Q K^T * scaling + mask) V), for an encoder only."""
+    bert, config = model.base_model, model.config
+    if type(bert) is not BertModel:
+        return f"model type {config.model_type} ({type(bert).__name__}), and padding-free steps re-implement BertModel's forward"
+    attention = config._attn_implementation
+    settings = {"position_embedding_type": getattr(config, "position_embedding_type", "absolute") == "absolute",
+                "embedding_size": getattr(config, "embedding_size", config.hidden_size) == config.hidden_size,
+                f"attention {attention}": attention in ("sdpa", "eager"),
+                "is_decoder": not config.is_decoder and not getattr(config, "add_cross_attention", False)}
+    off = [name for name, ok in settings.items() if not ok]
+    if off:
+        return f"its configuration is not the one padding-free steps re-implement ({', '.join(off)})"
+    missing = [part for part in EMBEDDING_PARTS if not hasattr(bert.embeddings, part)] + [
+        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if not has_part(layer, part)]
+    if missing or not all(hasattr(layer.attention.self, "scaling") for layer in bert.encoder.layer):
+        return f"its BertModel lacks the parts padding-free steps use ({', '.join(sorted(set(missing))) or 'scaling'})"
+    return None
+
+
+def has_part(module, dotted):
+    for name in dotted.split("."):
+        module = getattr(module, name, None)
+    return module is not None
+
+
 def padding_free(model):
     """From now on the BERT inside model (any head family) trains on the real tokens of each batch only; the model's
-    weights, its state dict and its saved folder are unchanged. Returns model."""
-    bert = model.base_model
-    bert.forward = partial(packed_or_padded, bert, bert.forward)
+    weights, its state dict and its saved folder are unchanged. A model whose forward packed_bert does not compute
+    (padding_free_problem says why) is returned as it is, with padded steps. Returns model."""
+    if padding_free_problem(model) is None:
+        bert = model.base_model
+        bert.forward = partial(packed_or_padded, bert, bert.forward)
     return model
+
+
+def is_padding_free(model):
+    """Does the model train padding-free (padding_free applied, and it held)?"""
+    forward = model.base_model.forward
+    return isinstance(forward, partial) and forward.func is packed_or_padded

@@ -61,12 +61,12 @@ def collate(enc, idx, device, pad_to=None, pad_id=0):
     Rows that hold several inputs each (SWAG's four) make (batch, inputs, tokens) tensors; enc["targets"] names
     the columns that are the training targets, enc.get("masks") the token masks padded with False (SQuAD's passage)."""
     rows = [enc["input_ids"][i] for i in idx]
-    types = [enc["token_type_ids"][i] for i in idx]
+    types = [enc["token_type_ids"][i] for i in idx] if "token_type_ids" in enc else None   # none: RoBERTa, DistilBERT
     choices = isinstance(rows[0][0], list)
     if choices:
-        rows, types = [r for row in rows for r in row], [t for row in types for t in row]
+        rows, types = [r for row in rows for r in row], types and [t for row in types for t in row]
     L = pad_to or max(len(r) for r in rows)
-    batch = {"input_ids": padded(rows, L, pad_id), "token_type_ids": padded(types, L),
+    batch = {"input_ids": padded(rows, L, pad_id), **({"token_type_ids": padded(types, L)} if types else {}),
              "attention_mask": padded([[1] * len(r) for r in rows], L)}
     if choices:
         batch = {k: v.view(len(idx), -1, L) for k, v in batch.items()}

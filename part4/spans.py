@@ -131,7 +131,8 @@ def make_windows(tok, examples, max_len, stride):
     for w, ids in enumerate(enc["input_ids"]):
         seq = enc.sequence_ids(w)
         windows.append({"example": enc["overflow_to_sample_mapping"][w], "input_ids": ids,
-                        "token_type_ids": enc["token_type_ids"][w], "offsets": enc["offset_mapping"][w],
+                        **({"token_type_ids": enc["token_type_ids"][w]} if "token_type_ids" in enc else {}),
+                        "offsets": enc["offset_mapping"][w],
                         "passage": [s == 1 for s in seq]})
     return windows
 
@@ -210,7 +211,8 @@ def encode_squad(tok, examples, max_len, stride):
         starts.append(i)
         ends.append(j)
     per_question = np.asarray(windows_per_question(windows, len(kept)))
-    return {"input_ids": [w["input_ids"] for w in windows], "token_type_ids": [w["token_type_ids"] for w in windows],
+    segments = {"token_type_ids": [w["token_type_ids"] for w in windows]} if windows and "token_type_ids" in windows[0] else {}
+    return {"input_ids": [w["input_ids"] for w in windows], **segments,
             "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
             "targets": ("start_positions", "end_positions"), "questions": len(kept),
             "skipped": len(examples) - len(kept), "uncovered": len(uncovered_questions(tok, kept_examples, windows)),
@@ -277,7 +279,8 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
     batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[team.rank::team.world]
-    columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")}
+    columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
+               if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
 from part4 import spans
 from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
@@ -333,12 +333,18 @@ def read_squad_task(sources):
 
 # --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
 
+def segments(enc, rows):
+    """The token_type_ids column, rows(...) of it, where the tokenizer gives one (BERT, ELECTRA); none where the
+    model takes none (DistilBERT, RoBERTa)."""
+    return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
+
+
 def encode(tok, examples, max_len):
     """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
     columns = list(zip(*[texts for texts, _ in examples]))
     full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
     enc = tok(*columns, truncation=True, max_length=max_len)
-    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+    return {"input_ids": enc["input_ids"], **segments(enc, list),
             "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full], "targets": ("labels",)}
 
 
@@ -349,7 +355,7 @@ def encode_swag(tok, examples, max_len):
     full = tok(first, second, truncation=False)["input_ids"]
     enc = tok(first, second, truncation=True, max_length=max_len)
     fours = [slice(4 * k, 4 * k + 4) for k in range(len(examples))]             # the four pairs of each example
-    return {"input_ids": [enc["input_ids"][k] for k in fours], "token_type_ids": [enc["token_type_ids"][k] for k in fours],
+    return {"input_ids": [enc["input_ids"][k] for k in fours], **segments(enc, lambda t: [t[k] for k in fours]),
             "labels": [y for _, _, y in examples], "full_lengths": [max(len(f) for f in full[k]) for k in fours],
             "targets": ("labels",)}
 
@@ -457,7 +463,7 @@ def score_parts(scores, metrics, counts=False):
 class Classification:
     """GLUE (paper §4.1): the pooled [CLS] vector C, logits = C W^T + b, K labels (1 for STS-B)."""
     kind = "classification"            # which loss of the recipe trains it
-    model_class = BertForSequenceClassification
+    model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
     fresh = "random classifier layer"
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
@@ -554,7 +560,7 @@ class Classification:
 class MultipleChoice(Classification):
     """SWAG (paper §4.4): one vector w scores the pooled C_k of each of the four endings, softmax across them."""
     kind = "multiple_choice"
-    model_class = BertForMultipleChoice
+    model_class = AutoModelForMultipleChoice
     fresh = "random vector w"
     hub = "allenai/swag"
 
@@ -590,7 +596,7 @@ class MultipleChoice(Classification):
 class SpanExtraction:
     """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of overlapping windows."""
     kind = "span"
-    model_class = BertForQuestionAnswering
+    model_class = AutoModelForQuestionAnswering
     model_kwargs = {}
     fresh = "random start and end vectors S, E"
     eval_batch_size = spans.BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py

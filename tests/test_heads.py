@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
-from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+from safetensors.torch import load_file, save_file
+from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_heads as heads
 from part4.common import run_cli
@@ -91,6 +92,10 @@ def test_span_bias_of_a_trained_qa_checkpoint_is_read_and_cancels(tmp_path):
     with torch.no_grad():
         model.qa_outputs.bias.copy_(torch.tensor([0.7, -0.3]))
     model.save_pretrained(folder)
+    # with the pooler, as BERT SQuAD checkpoints saved before transformers 4 hold it: the GLUE and SWAG heads read it
+    path = os.path.join(folder, "model.safetensors")
+    pooler = BertModel(model.config).pooler.dense.state_dict()
+    save_file({**load_file(path), **{f"bert.pooler.dense.{k}": v for k, v in pooler.items()}}, path, {"format": "pt"})
     out = str(tmp_path / "results")
     assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
     span = read_results(out)["span"]
