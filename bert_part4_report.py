@@ -13,7 +13,7 @@ the rules that decide them:
                    the recipe, which needs no model, is judged whatever model ran);
   another split    our run scored another dev file than the article's (the offline evaluation part of
                    ../shared/data): shown, not judged;
-  another setting  our run used a library version requirements.txt excludes (tokenizers 0.23.2): shown, not judged;
+  another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2): shown, not judged;
   cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit): shown, not judged;
   shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
   in the log only  ours is printed in the run's log but kept in no JSON field;
@@ -167,7 +167,7 @@ def excluded_versions(versions, requirements):
     found = []
     for line in requirements.splitlines():
         line = line.split("#")[0].strip()
-        if line:
+        if line and not line.startswith("-"):                    # an option line (-r, --index-url) names no version
             need = Requirement(line)
             used = (versions or {}).get(need.name)
             if used and not need.specifier.contains(used, prereleases=True):

@@ -79,7 +79,7 @@ def test_the_window_count_differs_for_its_known_reason_and_a_version_requirement
 
 
 def test_excluded_versions_reads_the_requirements_specifiers():
-    requirements = "# a comment\ntorch>=2.2,<3\ntokenizers!=0.23.1,!=0.23.2  # why\n"
+    requirements = "# a comment\n-r other.txt\ntorch>=2.2,<3\ntokenizers!=0.23.1,!=0.23.2  # why\n"
     assert report.excluded_versions({"torch": "2.13.0+cpu", "tokenizers": "0.23.3"}, requirements) == ""
     assert report.excluded_versions({"torch": "3.0.0"}, requirements).startswith("torch 3.0.0, which")
     assert "tokenizers 0.23.1" in report.excluded_versions({"tokenizers": "0.23.1"}, requirements)
