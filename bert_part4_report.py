@@ -1,7 +1,7 @@
 """Part 4, number by number: every number the article prints beside ours, with a status for each.
 
-    python bert_part4_report.py                                   # results/ -> results/REPRODUCTION.md and .json
-    python bert_part4_report.py results/part4_sst2_lr2e-5.json    # one run against the article's lines
+    python bert_part4_report.py            # results/ -> results/REPRODUCTION.md and .json
+    python bert_part4_report.py results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json     # one run against the article's lines
 
 The article's numbers come from part4/article.py; ours from the results JSON the scripts wrote. The statuses and
 the rules that decide them:
@@ -9,12 +9,20 @@ the rules that decide them:
   within spread    a fine-tune's dev score inside the article's own spread (MRPC 2e-5 and its repeat);
   within tolerance inside a stated tolerance, with its reason (TOLERANCE below);
   differs          neither; with what the project knows of why, where it knows (KNOWN);
-  another model    our run used another checkpoint than the article's: shown, not judged;
-  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit, or another
-                   dev file): shown, not judged;
+  another model    our run used another checkpoint than the article's: shown, not judged (a count of the data or
+                   the recipe, which needs no model, is judged whatever model ran);
+  another split    our run scored another dev file than the article's (the offline evaluation part of
+                   ../shared/data): shown, not judged;
+  another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2): shown, not judged;
+  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit): shown, not judged;
   shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
   in the log only  ours is printed in the run's log but kept in no JSON field;
-  not run yet      no results file gives ours: the command that does, and what it needs.
+  not run yet      no results file gives ours, whatever its kind: the command that does, and what it needs.
+A number with several rows (several runs give it) counts once: "differs" if any judged row differs (a run the
+project stands behind that disagrees is not hidden by one that agrees), else "reproduced" if any judged row is
+the same or within the spread or a tolerance, else the first of UNJUDGED its rows show. "Reproduced" splits into
+the numbers that need no model (toy arithmetic, counts of the data and the recipe, arithmetic on quoted tables)
+and those of a model, reproduced on the article's own checkpoint.
 """
 
 import glob
@@ -22,6 +30,8 @@ import json
 import math
 import os
 import sys
+
+from packaging.requirements import Requirement
 
 from part4 import article
 from part4.common import ArgumentParser, Fatal, check_writable_dir, portable, read_results, run_cli, write_atomic
@@ -46,6 +56,9 @@ TOLERANCE = {
 }
 WINDOWS_DOC = "docs/squad-evaluation.md#the-window-count"
 WINDOW_TOKENIZERS = ("0.23.1", "0.23.2")     # the tokenizers that give the article's 10,753 windows
+REQUIREMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements.txt")
+OFFLINE = ("Without the Hub: every model flag takes a local folder (`--model DIR`, `--v1-model DIR`, ...), and the "
+           "data flags take the files of `../shared/data`, the data folder beside the checkout (docs/offline.md).")
 
 
 def build_parser():
@@ -54,7 +67,7 @@ def build_parser():
                                    "and REPRODUCTION.json there. Given one results JSON, compares that run only and "
                                    "writes nothing.")
     p.add_argument("run", nargs="?", help="one results JSON to compare against the article's lines (e.g. "
-                                          "results/part4_sst2_lr2e-5.json)")
+                                          "results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json)")
     p.add_argument("--results-dir", default="results", help="the folder to read and to write the report into "
                                                             "(default: results/)")
     return p
@@ -123,14 +136,43 @@ def same_model(recorded, checkpoint):
     return name == checkpoint or os.path.basename(name) == checkpoint.split("/")[-1]
 
 
-def cut_by(entry, data):
-    """What cut the run, in words, or '' (the flags that cut it; a dev score on fewer questions than the article's)."""
+def model_name(recorded):
+    """A model as the report names it: a Hub id as it is, a local folder by its folder's name (the runs record
+    'models/all-MiniLM-L6-v2' inside the checkout, 'all-MiniLM-L6-v2@2e8a342051c5' outside it: both 'all-MiniLM-L6-v2')."""
+    name = str(recorded or "").split("@")[0].rstrip("/")
+    local = "@" in str(recorded) or name.startswith(("models/", ".", "/", "~")) or name.count("/") > 1
+    return os.path.basename(name) if local else name
+
+
+def cut_by(data):
+    """The flags that cut the run, in words, or ''."""
     config = data["run"].get("config") or {}
-    flags = [f"--{k.replace('_', '-')} {config[k]}" for k in ("max_train_examples", "max_dev_examples", "limit")
-             if config.get(k) is not None]
-    if entry.n and lookup(data, entry.n[0]) != entry.n[1]:
-        flags.append(f"{lookup(data, entry.n[0])} of the article's {entry.n[1]} dev questions")
-    return ", ".join(flags)
+    return ", ".join(f"--{k.replace('_', '-')} {config[k]}" for k in ("max_train_examples", "max_dev_examples", "limit")
+                     if config.get(k) is not None)
+
+
+def split_of(entry, data):
+    """Another dev file than the article's, in words, or '': a dev score on fewer questions than the article's with no
+    flag that cut it (the offline evaluation part of ../shared/data)."""
+    if not entry.n or lookup(data, entry.n[0]) == entry.n[1]:
+        return ""
+    dev_file = (data["run"].get("config") or {}).get(entry.n[0].split("_dev")[0] + "_data")
+    part = "the offline evaluation part, " if "offline-eval" in str(dev_file) else ""
+    return (f"{part + str(dev_file) + ': ' if dev_file else ''}{lookup(data, entry.n[0])} of the article's "
+            f"{entry.n[1]} dev questions")
+
+
+def excluded_versions(versions, requirements):
+    """The libraries a run used at a version the requirements exclude, in words, or ''."""
+    found = []
+    for line in requirements.splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):                    # an option line (-r, --index-url) names no version
+            need = Requirement(line)
+            used = (versions or {}).get(need.name)
+            if used and not need.specifier.contains(used, prereleases=True):
+                found.append(f"{need.name} {used}, which requirements.txt excludes ({need.name}{need.specifier})")
+    return "; ".join(found)
 
 
 def printed(number, digits_of):
@@ -185,25 +227,39 @@ def tolerance(entry, data):
 def known_difference(entry, data):
     """What the project knows of why ours differs, or ''."""
     version = ((data["run"].get("versions") or {}).get("tokenizers")) or data.get("tokenizers")
-    if entry.key.startswith("v1.dev.windows") and version not in WINDOW_TOKENIZERS:
+    if entry.key.startswith("v1.dev.windows") and version and version not in WINDOW_TOKENIZERS:
         return (f"the window count: tokenizers {' and '.join(WINDOW_TOKENIZERS)} (the article's) cut 161 passages' "
                 f"windows short; tokenizers {version} covers every passage ({WINDOWS_DOC})")
     return ""
 
 
-def judge(entry, data):
-    """(status, note) of ours against the article's number, by the rules of the module's docstring."""
+def judge(entry, data, requirements=""):
+    """(status, note) of ours against the article's number, by the rules of the module's docstring; `requirements`
+    is the text of requirements.txt."""
+    recorded = (data["run"].get("config") or {}).get(entry.flag)
     if entry.kind in SHOWN:
-        return "shown", SHOWN[entry.kind]
+        return "shown", shown_note(entry, data)
+    if cut_by(data):
+        return "cut run", cut_by(data)
+    if split_of(entry, data):
+        return "another split", split_of(entry, data)
     if entry.model and (data.get("settings") or {}).get("init") == "random":
         return "another model", "random weights (--init random), not the article's pre-trained ones"
-    if entry.model and not same_model((data["run"].get("config") or {}).get(entry.flag), entry.model):
-        return "another model", f"ours: {(data['run'].get('config') or {}).get(entry.flag)}; article: {entry.model}"
-    if cut_by(entry, data):
-        return "cut run", cut_by(entry, data)
+    if entry.model and not same_model(recorded, entry.model):
+        return "another model", f"ours: {model_name(recorded)}; article: {entry.model}"
+    if excluded_versions(data["run"].get("versions"), requirements):
+        return "another setting", excluded_versions(data["run"].get("versions"), requirements)
     if entry.field.startswith("log "):
         return "in the log only", "printed in the run's log, kept in no JSON field"
     return verdict(entry, data)
+
+
+def shown_note(entry, data):
+    """Why a number is shown, not judged; a timing says on what ours ran (the article's ran on a GPU)."""
+    if entry.kind != "timing":
+        return SHOWN[entry.kind]
+    device = data["run"].get("device") or "an unrecorded device"
+    return f"a timing: ours on {device}, the article's on a GPU; machine and load move it"
 
 
 def verdict(entry, data):
@@ -229,40 +285,50 @@ def spread_of(entry):
 
 # --- Not run yet: the command that gives ours, and what it needs ---
 
-def command(entry):
-    """(the command that produces ours, what it needs) for an entry no results file gives."""
+def command(entry, results_dir="results"):
+    """(the command that gives ours in the article's setting, what it needs); it writes into results_dir."""
     if entry.script == article.FINETUNE:
         task, lr = dict(entry.match)["task"], dict(entry.match)["lr"]
         hours = "a GPU, about an hour" if task == "sst2" else "a GPU, minutes (a CPU: hours)"
         lr_text = f"{lr:.0e}".replace("e-0", "e-")                                   # 2e-5, as the article writes it
-        return f"python bert_part4_finetune.py {task} {lr_text}", f"the Hub (bert-base-uncased, GLUE); {hours}"
-    if entry.script == article.SQUAD:
+        run, needs = f"python bert_part4_finetune.py {task} {lr_text}", f"the Hub (bert-base-uncased, GLUE); {hours}"
+    elif entry.script == article.SQUAD:
         part = entry.field.split("_")[0] if entry.field.startswith(("v1_dev", "v2_dev")) else "demo"
         needs = ("the Hub (the checkpoint and the dev set); a GPU, about 10 minutes (a CPU: hours)" if part != "demo"
                  else "the Hub (both SQuAD checkpoints); a CPU, a minute")
-        return f"python bert_part4_squad.py --only {part}", needs
-    if entry.script == article.HEADS:
-        return "python bert_part4_heads.py", "the Hub (bert-base-uncased); a CPU, seconds"
-    if entry.model:
-        return "python bert_part4_math.py", "the Hub (the three public checkpoints); a CPU, minutes"
-    return "python bert_part4_math.py --only toys", "nothing: a CPU, seconds"
+        run = f"python bert_part4_squad.py --only {part}"
+    elif entry.script == article.HEADS:
+        run, needs = "python bert_part4_heads.py", "the Hub (bert-base-uncased); a CPU, seconds"
+    elif entry.model:
+        run, needs = "python bert_part4_math.py", "the Hub (the three public checkpoints); a CPU, minutes"
+    else:
+        run, needs = "python bert_part4_math.py --only toys", "nothing: a CPU, seconds"
+    if os.path.normpath(results_dir) != "results":
+        run += f" --results-dir {results_dir}"
+    return run, needs
 
 
 # --- The rows, the summary, the report ---
 
-def rows(runs):
-    """One row per entry and results file that gives it; an entry no file gives is one row, not run yet."""
+NOT_THE_ARTICLES = ("another model", "another split", "another setting", "cut run")
+
+
+def rows(runs, results_dir="results", requirements=""):
+    """One row per entry and results file that gives it; an entry no file gives is one row, not run yet. A row not
+    in the article's setting carries the command that gives it in that setting."""
     out = []
     for entry in article.ENTRIES:
         if entry.kind == "paper":
             continue
+        run, needs = command(entry, results_dir)
         files = [name for name, data in runs.items() if gives(entry, data)]
         for name in files:
-            status, note = judge(entry, runs[name])
-            mine = compare(entry, ours(runs[name], entry.field))[0] if status != "in the log only" else ""
-            out.append(row(entry, mine, status, note, name))
+            status, note = judge(entry, runs[name], requirements)
+            logged = status == "in the log only"
+            mine = "" if logged else compare(entry, ours(runs[name], entry.field))[0]
+            r = row(entry, mine, status, note, name[:-len(".json")] + ".log" if logged else name)
+            out.append(r | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
         if not files:
-            run, needs = command(entry)
             out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", "") | {"command": run})
     return out
 
@@ -282,14 +348,22 @@ def difference(entry, mine):
 
 
 REPRODUCED = ("same", "within spread", "within tolerance")
-ORDER = ("reproduced", "another model", "not run yet", "differs", "cut run", "in the log only", "shown")
+UNJUDGED = ("another model", "another split", "another setting", "cut run", "in the log only", "shown", "not run yet")
+ORDER = ("reproduced", "differs") + UNJUDGED
+RULE = ("A number with several rows (several runs give it) counts once: differs if any judged row differs, else "
+        "reproduced if any judged row is the same or within the spread or a tolerance, else the first of: "
+        f"{', '.join(UNJUDGED)}. Another setting: a library version requirements.txt excludes. A count of the data or "
+        "the recipe needs no model and is judged whatever model ran.")
 
 
 def entry_status(statuses):
-    """One status for an entry from all its rows: the best its files reach."""
+    """One status for an entry from all its rows (the module's docstring): differs if any judged row differs, else
+    reproduced if any is, else the first of UNJUDGED its rows show."""
+    if "differs" in statuses:
+        return "differs"
     if any(s in REPRODUCED for s in statuses):
         return "reproduced"
-    return next(s for s in ORDER[1:] if s in statuses)
+    return next(s for s in UNJUDGED if s in statuses)
 
 
 SHOWN = {"timing": "a timing: machine and load move it", "noise": "float rounding noise of a check",
@@ -297,66 +371,94 @@ SHOWN = {"timing": "a timing: machine and load move it", "noise": "float roundin
 
 
 def counted(table):
-    """{entry key: its one status}: the best its files reach; timings, random heads and noise always shown."""
+    """{entry key: its one status}, from all its rows."""
     by_entry = {}
     for r in table:
         by_entry.setdefault(r["key"], []).append(r["status"])
-    return {key: "shown" if article.NUMBERS[key].kind in SHOWN else entry_status(statuses)
-            for key, statuses in by_entry.items()}
+    return {key: entry_status(statuses) for key, statuses in by_entry.items()}
 
 
-def summary(table):
-    """The counts of the entries' statuses, and the summary line."""
-    counts = {s: 0 for s in ORDER}
-    for status in counted(table).values():
-        counts[status] += 1
-    judged = sum(counts.values()) - counts["shown"]
-    line = (f"{counts['reproduced']} of {judged} article numbers reproduced on the article's models; "
-            f"{counts['another model']} on another model; {counts['not run yet']} not run; {counts['differs']} differ; "
-            f"{counts['cut run']} only from cut runs; {counts['in the log only']} in the logs only "
-            f"(and {counts['shown']} timings, random-head numbers and rounding noise shown, not judged)")
-    return counts, line
+def summary(table, subject=None):
+    """The counts of the entries' statuses (reproduced also split by whether the number needs a model), and the
+    summary line; `subject` opens it (default: 'Of the article's N numbers')."""
+    status = counted(table)
+    counts = {s: sum(v == s for v in status.values()) for s in ORDER}
+    no_model = sum(v == "reproduced" and not article.NUMBERS[k].model for k, v in status.items())
+    split = {"need no model": no_model, "on the article's models": counts["reproduced"] - no_model}
+    subject = subject or f"Of the article's {len(status)} numbers"
+    line = (f"{subject}: reproduced {counts['reproduced']} ({no_model} need no model, {counts['reproduced'] - no_model} "
+            f"on the article's models); "
+            f"{counts['differs']} differ; {counts['another model']} on another model; {counts['another split']} on "
+            f"another split; {counts['another setting']} under another setting; {counts['cut run']} only from cut "
+            f"runs; {counts['in the log only']} in the logs only; {counts['shown']} shown, not judged (timings, "
+            f"random-head numbers, rounding noise); {counts['not run yet']} not run yet")
+    return counts, split, line
 
 
-def markdown(table, line, plots):
+def cell(text):
+    """A Markdown table cell: its `|` escaped, so that it stays one cell."""
+    return str(text).replace("|", "\\|")
+
+
+def table_row(cells):
+    return "| " + " | ".join(cell(c) for c in cells) + " |"
+
+
+def markdown(table, line, plots, notes=()):
     out = ["# The article's numbers, reproduced", "",
            "Generated by `python bert_part4_report.py` from the results files in this folder; do not edit by hand. "
            "The article's numbers are in `part4/article.py`; the statuses' rules are in `bert_part4_report.py`.", "",
-           f"**{line}**", ""] + by_section(table) + to_run(table)
+           f"**{line}**", "", RULE, ""] + [f"{n}\n" for n in notes] + by_section(table) + to_run(table)
     for section in dict.fromkeys(r["section"] for r in table):
         out += [f"## {section}", ""] + [f"Plot: [{p}]({p})" for p in plots.get(section, [])]
-        out += ["| What | Article | Ours | Difference | Status | Results file |", "|---|---|---|---|---|---|"]
+        out += [table_row(("What", "Article", "Ours", "Difference", "Status", "Results file")), "|---" * 6 + "|"]
         for r in (r for r in table if r["section"] == section):
             note = f"`{r['command']}`" if r["status"] == "not run yet" else r["note"]      # its needs: listed on top
             status = r["status"] + (f": {note}" if note else "")
-            out.append(f"| {r['what']} | {r['article']} | {r['ours']} | {r['difference']} | {status} | {r['file']} |")
+            out.append(table_row((r["what"], r["article"], r["ours"], r["difference"], status, r["file"])))
         out.append("")
     return "\n".join(out + quoted())
 
 
 def by_section(table):
     """The summary, one line a section: how many of its numbers reached each status."""
-    status, out = counted(table), ["| Section | " + " | ".join(ORDER) + " |", "|---" * (len(ORDER) + 1) + "|"]
+    status, out = counted(table), [table_row(("Section",) + ORDER), "|---" * (len(ORDER) + 1) + "|"]
     for section in dict.fromkeys(r["section"] for r in table):
         keys = dict.fromkeys(r["key"] for r in table if r["section"] == section)
-        out.append(f"| {section} | " + " | ".join(str(sum(status[k] == s for k in keys)) for s in ORDER) + " |")
+        out.append(table_row((section,) + tuple(sum(status[k] == s for k in keys) for s in ORDER)))
     return out + [""]
 
 
 def to_run(table):
-    """The commands that give the numbers not run yet, each once, with what it needs."""
-    commands = dict.fromkeys((r["command"], r["note"]) for r in table if r["status"] == "not run yet")
-    if not commands:
-        return []
-    return (["Not run yet here; the commands that give those numbers:", ""]
-            + [f"- {note}" for _, note in commands] + [""])
+    """The commands that give the numbers not run yet, then those that give in the article's setting the numbers
+    shown on another model, split or setting, each once, with what it needs."""
+    missing = dict.fromkeys(r["note"] for r in table if r["status"] == "not run yet")
+    other = dict.fromkeys(f"`{r['command']}` (needs {r['needs']})" for r in table if r["status"] in NOT_THE_ARTICLES)
+    out = []
+    if missing:
+        out += ["Not run yet here; the commands that give those numbers:", ""] + [f"- {c}" for c in missing] + [""]
+    if other:
+        out += ["Shown here on another model, split or setting; the commands that give them in the article's setting "
+                "(its checkpoints and data):", ""] + [f"- {c}" for c in other] + [""]
+    return out + ([OFFLINE, ""] if out else [])
 
 
 def quoted():
     """The paper's and the model pages' numbers the article quotes: the reference, nothing to re-run."""
     out = ["## Quoted from the paper and the checkpoints' model pages (the reference: nothing to re-run)", "",
            "| What | Article | Where |", "|---|---|---|"]
-    return out + [f"| {e.what} | {e.value} | {e.where} |" for e in article.ENTRIES if e.kind == "paper"] + [""]
+    return out + [table_row((e.what, e.value, e.where)) for e in article.ENTRIES if e.kind == "paper"] + [""]
+
+
+def models_note(runs):
+    """One line naming the fingerprints of the local models the runs recorded from outside the checkout, or none."""
+    flags = {e.flag for e in article.ENTRIES if e.flag}
+    marked = sorted({str(v) for data in runs.values() for k, v in (data["run"].get("config") or {}).items()
+                     if k in flags and "@" in str(v)})
+    if not marked:
+        return []
+    return [f"A local model is named by its folder's name; a folder outside the checkout is recorded with a fingerprint "
+            f"of its config and weights: {', '.join(marked)}."]
 
 
 def plots_by_section(results_dir):
@@ -370,37 +472,48 @@ def plots_by_section(results_dir):
     return found
 
 
-def one_run(path):
-    """The article's lines beside one results file's: printed, nothing written."""
+def read_requirements(path=REQUIREMENTS):
+    """The text of requirements.txt ('' where the checkout has none: then no version is excluded)."""
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def one_run(path, requirements):
+    """The article's lines beside one results file's, in the report's order (article, then ours): printed, nothing
+    written."""
     data = read_results(path)
     if data is None:
         raise Fatal(f"{portable(path)}: no such file")
     if not isinstance(data.get("run"), dict) or not data["run"].get("argv"):
         raise Fatal(f"{portable(path)}: not a results file of these scripts (no run block)")
-    table = [r for r in rows({portable(path): data}) if r["file"]]
+    table = [r for r in rows({portable(path): data}, os.path.dirname(path) or ".", requirements) if r["file"]]
     if not table:
         print(f"{portable(path)}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
               f"lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5")
     for r in table:
-        print(f"{r['what']}: ours {r['ours']}   article {r['article']}   {r['status']}" + (f" ({r['note']})" if r["note"]
-                                                                                         else ""))
+        print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {r['status']}"
+              + (f" ({r['note']})" if r["note"] else ""))
     if table:
-        print(summary(table)[1].replace("article numbers", "of this run's article numbers"))
+        print(summary(table, f"This run, {len(counted(table))} of the article's numbers")[2])
     return 0
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.run:
-        return one_run(args.run)
+        return one_run(args.run, read_requirements())
     if not os.path.isdir(args.results_dir):
         raise Fatal(f"--results-dir {args.results_dir}: no such directory")
     check_writable_dir(args.results_dir, "--results-dir")
-    table = rows(read_runs(args.results_dir))
-    counts, line = summary(table)
-    write_atomic(os.path.join(args.results_dir, REPORT_MD), markdown(table, line, plots_by_section(args.results_dir)))
+    runs = read_runs(args.results_dir)
+    table = rows(runs, args.results_dir, read_requirements())
+    counts, split, line = summary(table)
+    md = markdown(table, line, plots_by_section(args.results_dir), models_note(runs))
+    write_atomic(os.path.join(args.results_dir, REPORT_MD), md)
     write_atomic(os.path.join(args.results_dir, REPORT_JSON),
-                 json.dumps({"summary": line, "counts": counts, "rows": table}, indent=1) + "\n")
+                 json.dumps({"summary": line, "counts": counts, "reproduced": split, "rows": table}, indent=1) + "\n")
     print(line)
     print(f"written: {os.path.join(args.results_dir, REPORT_MD)}, {REPORT_JSON}")
     return 0

