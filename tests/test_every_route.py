@@ -205,8 +205,10 @@ def readme_and_docs():
 def test_readme_gives_cpu_users_a_cpu_build_and_names_every_test_package():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     cpu = next(line for line in readme.splitlines() if "whl/cpu" in line)
-    assert "pip install torch" in cpu and "--index-url https://download.pytorch.org/whl/cpu" in cpu
-    assert cpu.index("pip install torch") < cpu.index("requirements.txt")
+    assert 'pip install "torch>=' in cpu and "--index-url https://download.pytorch.org/whl/cpu" in cpu
+    assert cpu.index("pip install") < cpu.index("requirements.txt")
+    floor = next(line for line in open(os.path.join(ROOT, "requirements.txt")) if line.startswith("torch"))
+    assert floor.strip() in cpu                       # the CPU build taken in the range requirements.txt allows
     docs = readme_and_docs()
     packages = docs[docs.index("## Packages"):]
     for line in open(os.path.join(ROOT, "requirements-dev.txt")):
