@@ -45,6 +45,7 @@ from part4.common import (
     start_processes,
     write_atomic,
 )
+from part4.recipe import STRIDE, check_windows
 from part4.spans import (
     HUB_DATASETS,
     MAX_ANSWER,
@@ -99,8 +100,8 @@ def build_parser():
     p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
     p.add_argument("--max-len", type=int, default=384, help="window length in tokens (default 384, as paper/run_squad.py)")
-    p.add_argument("--stride", type=int, default=128, help="tokens shared by consecutive windows (default 128: run_squad.py's "
-                                                           "doc_stride, which there is the step; see below)")
+    p.add_argument("--stride", type=int, default=STRIDE, help=f"tokens shared by consecutive windows (default {STRIDE}: "
+                                                              "run_squad.py's doc_stride, which there is the step; see below)")
     p.add_argument("--n-best", type=int, default=N_BEST,
                    help="best starts and best ends tried per window (default 20, as run_squad.py)")
     p.add_argument("--max-answer", type=int, default=MAX_ANSWER, help="longest answer in tokens (default 30, as run_squad.py)")
@@ -119,8 +120,7 @@ def parse_args(argv):
     args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
     if args.limit is not None and args.limit <= 0:
         raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
-    if not 0 <= args.stride < args.max_len:
-        raise Fatal(f"--stride {args.stride}: must be at least 0 and below --max-len {args.max_len}")
+    check_windows(args.max_len, args.stride)
     check_positive({"--batch-size": args.batch_size, "--n-best": args.n_best, "--max-answer": args.max_answer})
     if args.tau_step <= 0 or args.tau_max < args.tau_min:
         raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")

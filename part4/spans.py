@@ -24,9 +24,10 @@ from part4.common import (
     gather,
     load_hub_dataset,
 )
+from part4.recipe import MAX_LEN as MAX_LEN  # run_squad.py's windows: 384 tokens, overlapping by 128 (the recipe's)
+from part4.recipe import STRIDE as STRIDE
 from part4.runs import batches_by_length, padded
 
-MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
 BATCH_SIZE = 64                        # windows per forward pass
 N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)

@@ -29,7 +29,7 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4 import spans
-from part4.common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script
+from part4.common import Fatal, autocast, file_problem, load_hub_dataset, not_a_script, portable, write_atomic
 from part4.runs import batches_by_length, collate
 
 
@@ -455,6 +455,45 @@ def score_parts(scores, metrics, counts=False):
     return parts
 
 
+# --- The test-server files: a run's predictions on its task's test sets (--glue-submission) ---
+
+MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
+
+
+def predict_tests(fit, test_dir):
+    """The run's predictions on its task's test sets, written as the GLUE server takes them into
+    test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
+    as the paper's submission. Returns the files, relative to test_dir."""
+    task, family = TASKS[fit.family.name], fit.family
+    majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
+    files = []
+    for server_file, enc in fit.data["tests"].items():
+        out = predict_logits(fit.model, enc, fit.device, fit.dtype, family.eval_batch_size)
+        labels = prediction_strings(out, task, majority)
+        path = os.path.join(test_dir, fit.report.name, server_file)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, submission_text(enc["index"], labels))
+        files.append(os.path.relpath(path, test_dir))
+        fit.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {portable(path)}"
+                   + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
+                      f"paper's WNLI submission; not the model)" if majority is not None else ""))
+    return files
+
+
+def prediction_strings(logits, task, majority=None):
+    """The server's label strings, by name: task.labels[k] for the predicted class k (0/1, entailment/neutral/...,
+    entailment/not_entailment); STS-B a score in [0, 5] with 3 decimals; `majority`: that class for every row."""
+    if not task.labels:
+        return [f"{v:.3f}" for v in np.clip(logits[:, 0], 0.0, 5.0)]
+    classes = np.full(len(logits), majority) if majority is not None else logits.argmax(-1)
+    return [task.labels[k] for k in classes]
+
+
+def submission_text(index, labels):
+    return "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, labels))
+
+
+
 # --- The head families: what differs between the tasks (one class per output layer) ---
 
 class Classification:
@@ -465,7 +504,6 @@ class Classification:
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
-    takes = ("data_dir",)              # the data flags of the command line it reads
 
     def __init__(self, name, max_len, stride=None, eval_batch_size=None):
         self.name, self.max_len, self.stride = name, max_len, None
@@ -477,10 +515,6 @@ class Classification:
         """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
         task = TASKS[name]
         return task.metrics, task.table_metric, {"num_labels": max(1, len(task.labels))}
-
-    @staticmethod
-    def check(max_len, stride):
-        """Settings this family cannot take (none for GLUE and SWAG)."""
 
     @property
     def headline_name(self):
@@ -549,6 +583,10 @@ class Classification:
     def read_tests(self, sources):
         return read_tests(sources)
 
+    def extra_outputs(self, fit, test_dir):
+        """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
+        return {"test_predictions": predict_tests(fit, test_dir)} if test_dir else {}
+
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
         return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
@@ -599,7 +637,6 @@ class SpanExtraction:
     fresh = "random start and end vectors S, E"
     eval_batch_size = 64               # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from 100 to 384 tokens
-    takes = ("train_data", "dev_data", "stride")
     metrics = ("em", "f1")
     headline_name = selection_name = "F1"
 
@@ -607,11 +644,6 @@ class SpanExtraction:
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.hub = spans.HUB_DATASETS[self.version]
-
-    @staticmethod
-    def check(max_len, stride):
-        if stride >= max_len:
-            raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len}")
 
     def data_problems(self, sources):
         return [file_problem(sources.train_data, "--train-data", self.hub),
@@ -685,6 +717,9 @@ class SpanExtraction:
                     f"{spans.fmt(s['has_ans']['em'])} F1 {spans.fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
                     f"EM {spans.fmt(s['no_ans']['em'])} F1 {spans.fmt(s['no_ans']['f1'])}")
         return line
+
+    def extra_outputs(self, fit, test_dir):
+        return {}
 
     def summary(self, train):
         return {"uncovered_questions": {"train": train["uncovered"],
