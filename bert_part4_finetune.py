@@ -267,11 +267,16 @@ def summarise(config, family, results, report, device):
     """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
     the article's number beside a run in its setting."""
     c = config.command
-    labels = {r["name"]: article_final(config.task, r["lr"]) for r in results
-              if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), c.init)}
+    labels = article_labels(config.task, results, c.init)
     payload = (lines.grid(c.grid, config.task, c.seeds, family, results, report, labels) if c.grid
                else lines.restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
     runs.save_summary(report, config, payload, device)
+
+
+def article_labels(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), init)}
 
 
 def task_inputs(settings, task, once_per_epoch=()):

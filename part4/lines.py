@@ -8,7 +8,7 @@ import sys
 from part4.cli import ARTICLE_MODEL, PAPER_OPTIMISER
 from part4.common import not_a_script, portable
 from part4.recipe import grid_size
-from part4.runs import by_setting, computation, mean_and_std
+from part4.runs import by_setting, computation, evaluations, mean_and_std
 from part4.tasks import METRIC_NAMES
 
 
@@ -50,10 +50,10 @@ def cut_lines(config, data, steps, every, job):
     flags = [f for f, n in (("--max-train-examples", c.max_train_examples),
                             ("--max-dev-examples", c.max_dev_examples)) if n]
     lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
-    recipe_every = max(1, steps // (config.evals or job.epochs))
-    if every != recipe_every:
-        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not every "
-                     f"{recipe_every}: a full run makes the recipe's {config.evals or job.epochs}; --evals sets them)")
+    asked = evaluations(config.evals, job.epochs)
+    if every != max(1, steps // asked):
+        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
+                     f"{asked}, which are for full runs; --evals sets them)")
     return lines
 
 

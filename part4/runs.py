@@ -393,11 +393,16 @@ def runs_folder(submission):
     return os.path.join(submission, "runs") if submission else None
 
 
+def evaluations(evals, epochs):
+    """The dev evaluations a run asks for: evals, or once per epoch where evals is 0."""
+    return evals or epochs
+
+
 def eval_every(evals, epochs, steps, cut):
     """Steps between two dev evaluations: steps // evals (evals 0: once per epoch); a run cut by --max-train-examples
     (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a full run keeps the
     recipe's, the article's ~30), unless --evals was given (cut is then False)."""
-    every = max(1, steps // (evals or epochs))
+    every = max(1, steps // evaluations(evals, epochs))
     return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
 
 
@@ -459,7 +464,7 @@ def run_settings(config, job, family, train_rows, dtype, processes):
     settings = {"task": config.task, "model": portable(c.model), "lr": job.lr, "batch_size": job.batch_size,
                 "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
                 "warmup": c.warmup, "weight_decay": c.weight_decay, "clip": c.clip,
-                "evals": config.evals or job.epochs, "grouped": config.grouped, "train_rows": train_rows,
+                "evals": evaluations(config.evals, job.epochs), "grouped": config.grouped, "train_rows": train_rows,
                 "dtype": str(dtype), "max_train_examples": c.max_train_examples, "max_dev_examples": c.max_dev_examples,
                 "processes": processes.world}
     return {**settings, "init": c.init} if c.init != "pretrained" else settings

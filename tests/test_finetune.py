@@ -13,7 +13,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-from part4 import tasks
+from part4 import recipe, tasks
 from part4.common import run_cli
 
 # --- the schedule and the optimiser ---
@@ -188,7 +188,7 @@ def test_grid_glue_runs_four_learning_rates_sorted(tiny_bert_dir, glue_dir, tmp_
     assert acc == sorted(acc, reverse=True)
     for lr in ("2e-5", "3e-5", "4e-5", "5e-5"):
         assert (tmp_path / f"part4_sst2_lr{lr}.json").exists()
-    assert len(ft.GRIDS["a3"]) == 18
+    assert len(recipe.grid_settings("a3", 32, 3)) == 18
 
 
 # --- bad input: one line, non-zero exit, nothing that looks finished ---

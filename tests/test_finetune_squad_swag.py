@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import runs, spans, tasks
+from part4 import cli, runs, spans, tasks
 from part4.common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -255,10 +255,12 @@ def test_squad_v2_fine_tune_end_to_end(tiny_bert_dir, tmp_path):
 def test_squad_defaults_are_the_papers():
     for task, (lr, batch, epochs) in (("squad", (5e-5, 32, 3)), ("squad_v2", (5e-5, 48, 2)), ("swag", (2e-5, 16, 3)),
                                       ("mrpc", (2e-5, 32, 3))):
-        args = ft.parse_args([task])
-        assert (args.lr, args.batch_size, args.epochs) == (lr, batch, epochs)
-    assert ft.parse_args(["squad"]).max_len == 384 and ft.parse_args(["squad"]).evals == 3
-    assert ft.parse_args(["squad_v2"]).evals == 2 and ft.parse_args(["sst2"]).evals == 30
+        settings = cli.parse([task])
+        assert (settings.lr, settings.batch_size, settings.epochs) == (lr, batch, epochs)
+    assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
+    for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
+        settings = cli.parse([task])
+        assert runs.evaluations(ft.task_inputs(settings, task)[0].evals, settings.epochs) == evals
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -393,10 +395,10 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(ft.parse_args(["swag"]).sources)
+    train, devs = tasks.read_swag(ft.task_inputs(cli.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]).sources)
+    train, devs = tasks.read_squad_task(ft.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)

@@ -13,7 +13,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import glue, tasks
+from part4 import cli, glue, lines, runs, tasks
 from part4.common import Fatal, run_cli
 from part4.runs import Job
 
@@ -77,8 +77,8 @@ def glue_data(tmp_path_factory):
 
 
 def config_for(argv):
-    command = ft.parse_args(argv)
-    return command.for_task(command.tasks[0])[0]
+    settings = cli.parse(argv)
+    return ft.task_inputs(settings, settings.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, *extra):
@@ -126,7 +126,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = ft.Report("x", str(tmp_path), quiet=True)
-        ranked = ft.grid("glue", task, None, family, results, report)["runs"]
+        ranked = lines.grid("glue", task, None, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
@@ -202,10 +202,10 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
     logits = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]])
-    assert glue.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert glue.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    assert tasks.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert tasks.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -327,9 +327,9 @@ def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
 def test_once_per_epoch_follows_each_runs_epochs():
     """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
     config = config_for(["swag", "--grid", "a3"])
-    assert [config.evals_of(Job(2e-5, 16, e, 0)) for e in (2, 3, 4)] == [2, 3, 4]
+    assert [runs.evaluations(config.evals, e) for e in (2, 3, 4)] == [2, 3, 4]
     glue_config = config_for(["mrpc", "--grid", "a3"])
-    assert glue_config.evals_of(Job(2e-5, 16, 2, 0)) == 30
+    assert runs.evaluations(glue_config.evals, 2) == 30
 
 
 def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):
@@ -345,12 +345,13 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in ft.final_line("mrpc", family, Job(2e-5, 32, 3, 0), final, 60)
-    other = ft.final_line("mrpc", family, Job(2e-5, 16, 3, 0), final, 60)
+    assert article in ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), final, 60)
+    other = ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
-    for job, init in ((Job(2e-5, 32, 3, 7), "pretrained"), (Job(2e-5, 32, 3, 0), "random")):
+    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7), "pretrained"),
+                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0), "random")):
         assert "0.8333" not in ft.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(2e-5, 32, 3, 0),
+    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0),
                         {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte

@@ -14,7 +14,7 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-from part4 import runs, tasks
+from part4 import lines, runs, tasks
 from part4.common import ALONE, Report, portable, run_cli
 from part4.runs import Job
 
@@ -172,12 +172,12 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
-        ft.grid("glue", "sst2", None, family, [result], report, init)
+        lines.grid("glue", "sst2", None, family, [result], report, ft.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
-        final = ft.final_line("sst2", family, Job(2e-5, 32, 3, 0), result["final"], 60.0, init)
+        final = ft.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not ft.article_setting(Job(2e-5, 32, 3, 1), "pretrained") and ft.article_setting(Job(5e-5, 32, 3, 0),
-                                                                                           "pretrained")
+    assert not ft.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1), "pretrained")
+    assert ft.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():
@@ -185,10 +185,10 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert ft.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert runs.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert ft.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert runs.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
 @pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
