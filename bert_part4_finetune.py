@@ -183,20 +183,20 @@ def train_loop(fit, job, config, state, steps, every):
         for epoch, idx in batches[step:]:                              # every weight is trained
             rows, weight = run.share(idx)                              # all of the batch when alone
             loss = train_step(ddp_model, collate(train, rows, fit.device), fit.opt, fit.sched, config.command.clip,
-                              fit.dtype, run.weighted(loss_fn, weight))
+                              run.weighted(loss_fn, weight), dtype=fit.dtype)
             run.add_loss(loss)
             step += 1
             bar.update()
             if step % every == 0 or step == steps:
                 curve.append(evaluation(fit, step, epoch, steps, job.lr, t0))
-            run.after_step(step, steps, every, model, fit.opt, fit.sched, {
+            run.after_step(step, steps, every, model, fit.opt, fit.sched, state={
                 "curve": curve, "before": state["before"], "lines": list(report.lines), "elapsed": time.time() - t0})
     return curve, time.time() - t0
 
 
-def train_step(model, batch, opt, sched, clip, dtype, loss_fn):
-    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule.
-    Returns the loss."""
+def train_step(model, batch, opt, sched, clip, loss_fn, dtype=None):
+    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule (dtype: the
+    autocast dtype, None for fp32). Returns the loss."""
     with autocast(batch["input_ids"].device, dtype):
         loss = loss_fn(model, batch)       # model(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=y).loss
     loss.backward()
@@ -268,7 +268,7 @@ def summarise(config, family, results, report, device):
     the article's number beside a run in its setting."""
     c = config.command
     labels = article_labels(config.task, results, c.init)
-    payload = (lines.grid(c.grid, config.task, c.seeds, family, results, report, labels) if c.grid
+    payload = (lines.grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
                else lines.restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
     runs.save_summary(report, config, payload, device)
 

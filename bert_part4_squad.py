@@ -210,7 +210,7 @@ def demo_v1(model, tok, device, search, report):
 
 def dev_v1(model, tok, examples, search, device, dtype, report, label, team):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, team)
+    answers, timing = predict(model, tok, examples, search, device, dtype, team=team)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
@@ -254,7 +254,7 @@ def demo_v2(model, tok, device, search, report):
 
 def dev_v2(model, tok, examples, search, device, dtype, report, label, team, taus):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, team)
+    answers, timing = predict(model, tok, examples, search, device, dtype, team=team)
     r, diff, chosen = score_v2(examples, answers, taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
@@ -322,7 +322,8 @@ def main(argv=None):
         report.say(f"work split: {team.world} processes ({team.backend}), each scores every {team.world}th batch of "
                    f"windows; the scores are gathered before the span search")
     label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
-    search = SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
+                        max_answer=args.max_answer)
     demo = {"v1": demo_v1, "v2": demo_v2}
     dev = {"v1": dev_v1, "v2": partial(dev_v2, taus=tau_grid(args.tau_min, args.tau_max, args.tau_step))}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
@@ -333,7 +334,8 @@ def main(argv=None):
         if "demo" in args.only:
             payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report, label, team)
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report=report,
+                                                       label=label, team=team)
             files.update(dev_files)
     if team.main:
         if "v2" in args.only:

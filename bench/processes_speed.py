@@ -49,7 +49,7 @@ def worker(args):
     enc = tasks.encode(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
-    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, team=team)
+    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=ft.library_loss, processes=team)
     if team.main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": team.world, "device": str(device.type),
                           "threads": torch.get_num_threads(), "backend": team.backend or "none"}), flush=True)

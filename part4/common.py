@@ -144,7 +144,7 @@ def start_processes(device_name="auto", backend="auto"):
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
-    return device, Processes(rank, world, True, backend)
+    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
 
 
 def end_processes():

@@ -101,7 +101,7 @@ def start(table, run, absent, team):
     other settings) are checked before its first run. Returns the table's report."""
     if table.submission:
         check_writable_dir(table.submission, "--glue-submission")
-        preflight([p for t in run for p in test_problems(Sources(t, table.data_dir))])
+        preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
     report = Report(table_name(table), table.results_dir, quiet=not team.main)
     check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table.recorded},
                        "a table of other settings")
@@ -192,7 +192,8 @@ def other_init(config, family, runs):
     for r in runs:
         settings = {k: v for k, v in r["settings"].items() if k != "init"}
         settings |= {"init": "random"} if init == "random" else {}
-        done = existing_result(results_path(other, Job(r["lr"], r["batch_size"], r["epochs"], r["seed"])), settings,
+        job = Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"])
+        done = existing_result(results_path(other, job), settings,
                                ignore=("processes", "evals"))           # evaluations change no final number
         if done is None:
             return None

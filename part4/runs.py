@@ -226,7 +226,7 @@ class Run:
         flag = torch.tensor([float(self.stop.received is not None)], device=self.device)
         return bool(summed(self.processes, flag).item() > 0)
 
-    def after_step(self, step, total, every, model, opt, sched, state):
+    def after_step(self, step, total, every, model, opt, sched, *, state):
         """A checkpoint at each evaluation before the last; on SIGTERM or Ctrl-C a checkpoint, then Stopped."""
         stopping = self.stop_requested()
         if stopping or (step % every == 0 and step < total):
@@ -539,7 +539,7 @@ def plan_runs(config, family, sources, jobs, where, report, summary=False, heade
                            recorded=summarised_runs)
     for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
         report.say(line)
-    plan = Plan(jobs, data, mode, where, report, {})
+    plan = Plan(jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
     train_rows = len(data["train"]["input_ids"])
     return replace(plan, earlier={k: e for k in plan.mine() if (e := done_before(config, jobs[k], family, train_rows,
                                                                                   where.dtype))})

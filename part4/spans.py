@@ -335,7 +335,8 @@ def predict(model, tok, examples, search, device, dtype, team=ALONE):
     windows = make_windows(tok, examples, search.max_len, search.stride)
     tokenize_seconds = time.perf_counter() - t0
     uncovered = len(uncovered_questions(tok, examples, windows))
-    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, search.max_answer, team)
+    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, max_answer=search.max_answer,
+                           team=team)
     answers = best_per_question(examples, windows, scored)
     per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
@@ -396,8 +397,8 @@ def score_v2(examples, answers, taus):
                                          for ex, a in zip(examples, answers))))
     has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
     em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
-    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus)
-    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
+    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=taus)
+    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=[0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
     exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]

@@ -675,7 +675,8 @@ class SpanExtraction:
     def evaluate(self, model, devs, tok, device, dtype):
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
-        search = spans.SpanSearch(self.max_len, self.stride, self.eval_batch_size, spans.N_BEST, spans.MAX_ANSWER)
+        search = spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
+                                  n_best=spans.N_BEST, max_answer=spans.MAX_ANSWER)
         out = {name: self.score(*spans.predict(model, tok, examples, search, device, dtype), examples)
                for name, examples in devs.items()}
         model.train()

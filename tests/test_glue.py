@@ -81,7 +81,7 @@ def config_for(argv):
     return ft.task_inputs(settings, settings.tasks[0])[0]
 
 
-def glue_cmd(model, data, out, *extra):
+def glue_cmd(model, data, out, extra=()):
     return ["glue", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device", "cpu",
             "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
 
@@ -145,7 +145,7 @@ def test_the_average_leaves_wnli_out_and_is_table_1s():
 
 def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, tmp_path):
     sub = tmp_path / "submission"
-    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--glue-submission", str(sub))) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--glue-submission", str(sub)])) == 0
     table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
     assert all(table["tasks"][t]["run"] for t in tasks.TASKS) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
@@ -188,8 +188,8 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
 def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue_data, tmp_path):
     """MNLI-m.tsv holds, for every test row, the name of the class the MNLI model scores highest."""
     sub = tmp_path / "sub"
-    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "mnli", "--glue-submission",
-                            str(sub), "--save-model", str(tmp_path / "m"))) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--tasks", "mnli", "--glue-submission",
+                            str(sub), "--save-model", str(tmp_path / "m")])) == 0
     model = BertForSequenceClassification.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1")).eval()
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1"))
     test = read_tsv(os.path.join(glue_data, "MNLI", "test_matched.tsv"))[1:]
@@ -227,7 +227,7 @@ def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
 
 def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
     data = write_glue(str(tmp_path / "data"), skip=("MNLI", "QQP", "QNLI", "SST-2", "CoLA", "STS-B"))
-    assert ft.main(glue_cmd(tiny_bert_dir, data, tmp_path / "out", "1e-3")) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, data, tmp_path / "out", ["1e-3"])) == 0
     log = (tmp_path / "out" / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text().splitlines()
     assert log[0].startswith("GLUE (paper §4.1): 3 of 9 tasks run (mrpc, rte, wnli); not run: ")
     assert "mnli (no MNLI/train.tsv, MNLI/dev_matched.tsv in --data-dir)" in log[0]
@@ -239,7 +239,7 @@ def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
 
 
 def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, glue_data, tmp_path):
-    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["--tasks", "rte,wnli"])
     assert ft.main(argv) == 0
     runs = sorted(tmp_path.glob("part4_rte_lr*.json"))
     assert [p.name for p in runs] == [f"part4_rte_lr{lr}_bs8_ep1.json" for lr in ("2e-5", "3e-5", "4e-5", "5e-5")]
@@ -253,14 +253,14 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
     family = tasks.FAMILIES["rte"]("rte", 128)
-    pre = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir]))
-    rnd = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir, "--init", "random"]))
+    pre = ft.new_model(family, tiny_bert_dir, "pretrained")
+    rnd = ft.new_model(family, tiny_bert_dir, "random")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
     for name, p in saved.bert.named_parameters():
         assert p.equal(dict(pre.bert.named_parameters())[name]), name
     assert not saved.bert.embeddings.word_embeddings.weight.equal(rnd.bert.embeddings.word_embeddings.weight)
     assert rnd.config.num_hidden_layers == saved.config.num_hidden_layers and rnd.num_labels == 2
-    glue_argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "rte")
+    glue_argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--tasks", "rte"])
     random_argv = ["glue", "1e-3", "--tasks", "rte", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir",
                    str(tmp_path), "--device", "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "2", "--init", "random"]
     assert ft.main(random_argv) == 0                                        # other evaluations: still shown beside
@@ -370,11 +370,11 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     out = tmp_path / "out"
-    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, glue_data, out, "--glue-submission", str(blocker / "sub"))) == 2
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, glue_data, out, ["--glue-submission", str(blocker / "sub")])) == 2
     assert "--glue-submission" in capsys.readouterr().err and not out.exists()
     bad = write_glue(str(tmp_path / "bad"))
     (tmp_path / "bad" / "RTE" / "test.tsv").write_text("index\tpremise\thypothesis\n0\ta\tb\n")
-    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, bad, out, "--glue-submission", str(tmp_path / "sub"))) == 2
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, bad, out, ["--glue-submission", str(tmp_path / "sub")])) == 2
     err = capsys.readouterr().err.strip()
     assert "RTE/test.tsv: no column 'sentence1' in the header" in err and "\n" not in err
     assert not out.exists() or not list(out.glob("*.json"))
@@ -392,7 +392,7 @@ def test_the_shared_glue_folder_runs_six_tasks():
 def test_glue_under_torchrun_gives_one_process_numbers(tiny_bert_dir, glue_data, tmp_path):
     """Two processes (gloo): the grid's runs spread over them, each run once, the same table as one process."""
     from test_processes import alone, torchrun
-    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["--tasks", "rte,wnli"])
     one = alone("finetune", argv + ["--results-dir", str(tmp_path / "one")])
     assert one.returncode == 0, one.stderr
     two = torchrun("finetune", argv + ["--results-dir", str(tmp_path / "two")])

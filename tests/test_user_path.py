@@ -32,15 +32,15 @@ def two_tasks(tmp_path_factory):
     return folder
 
 
-def glue_argv(model, data, out, *extra):
+def glue_argv(model, data, out, extra=()):
     return ["glue", "--tasks", "rte,wnli", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device",
             "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
 
 
 def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir, two_tasks, tmp_path, capsys):
     out, sub = tmp_path / "r", tmp_path / "sub"
-    assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, "--max-train-examples", "10", "--glue-submission",
-                             str(sub))) == 0
+    assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, ["--max-train-examples", "10", "--glue-submission",
+                             str(sub)])) == 0
     name = "part4_glue_table_bs8_ep1"
     log = (out / f"{name}.log").read_text().splitlines()
     md = (out / f"{name}.md").read_text()
@@ -108,13 +108,13 @@ def test_empty_files_and_bad_test_layouts_are_one_line_before_any_training(tiny_
     out = tmp_path / "sub_runs"
     data = copy_glue(two_tasks, tmp_path / "empty_test")
     header_only(data, "WNLI/test.tsv")                      # WNLI runs after RTE: caught before RTE trains
-    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s1")), capsys)
+    err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s1")]), capsys)
     assert "WNLI/test.tsv: no test examples (a header and no rows)" in err and not list(out.glob("*.json"))
 
     data = copy_glue(two_tasks, tmp_path / "no_tests")
     os.remove(os.path.join(data, "RTE", "test.tsv"))
     os.remove(os.path.join(data, "WNLI", "test.tsv"))
-    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s2")), capsys)
+    err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s2")]), capsys)
     assert "2 inputs cannot be used" in err and "RTE/test.tsv: no such file" in err and "WNLI/test.tsv: no such file" in err
 
     for bad, expected in ((lambda h: h + ["label"], "has a label column 'label'"),
@@ -123,7 +123,7 @@ def test_empty_files_and_bad_test_layouts_are_one_line_before_any_training(tiny_
         rows = read_tsv(os.path.join(data, "RTE", "test.tsv"))
         with open(os.path.join(data, "RTE", "test.tsv"), "w") as f:
             f.write("\t".join(bad(rows[0])) + "\n" + "".join("\t".join(r + ["x"]) + "\n" for r in rows[1:]))
-        err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s3")), capsys)
+        err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s3")]), capsys)
         assert "RTE/test.tsv" in err and expected in err and not list(out.glob("*.json"))
 
 
@@ -134,7 +134,7 @@ def test_a_results_file_that_is_not_json_is_named_and_left_as_it_is(tiny_bert_di
     one_run = ["rte", "--model", tiny_bert_dir, "--data-dir", two_tasks, "--results-dir", str(out), "--batch-size", "8",
                "--epochs", "1"]
     for name, argv in (("part4_rte_lr2e-5_bs8_ep1.json", one_run),
-                       ("part4_glue_table_lr2e-5_bs8_ep1.json", glue_argv(tiny_bert_dir, two_tasks, out, "2e-5"))):
+                       ("part4_glue_table_lr2e-5_bs8_ep1.json", glue_argv(tiny_bert_dir, two_tasks, out, ["2e-5"]))):
         (out / name).write_text(conflicted)
         err = refused(argv, capsys)
         assert name in err and "not a results file (not JSON" in err and "left as it is" in err
@@ -172,7 +172,7 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
-        lines.grid("glue", "sst2", None, family, [result], report, ft.article_labels("sst2", [result], init))
+        lines.grid("glue", "sst2", None, family, [result], report, labels=ft.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         final = ft.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
