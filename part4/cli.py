@@ -6,7 +6,7 @@ comes from), their checks before any work, and the Settings they become, once, b
 
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from part4.flags import ArgumentParser, Fatal, add_common_flags, check_positive, say_error
 from part4.recipe import (
@@ -275,7 +275,8 @@ def check_flags(a, task):
 
 def parse(argv):
     """The command line, checked, as the Settings every function below main takes its settings from; where a flag is
-    not given, the recipe's setting for the task (part4/recipe.py)."""
+    not given, the recipe's setting for the task (part4/recipe.py). A field of Settings named as its flag takes the
+    flag's value as given; the others are resolved here."""
     a = build_parser().parse_intermixed_args(argv)
     task = task_name(a.task)
     check_flags(a, task)
@@ -284,17 +285,14 @@ def parse(argv):
     max_len = a.max_len or recipe.max_len
     if task in DATA_FLAGS:
         check_windows(max_len, stride)
-    return Settings(
-        task=task, tasks=task_list(a.tasks) if task == "glue" else (task,), lr=learning_rate(a.lr, recipe.lr),
-        batch_size=a.batch_size or recipe.batch_size, epochs=a.epochs or recipe.epochs, seed=a.seed or 0,
-        seeds=a.seeds, grid=a.grid or ("glue" if task == "glue" and a.lr is None else None),   # glue: the paper's choice
-        evals=a.evals, grouped=GROUPED[a.group_by_length], max_len=max_len,
-        stride=stride if task in DATA_FLAGS else None, eval_batch_size=a.eval_batch_size, model=a.model,
-        init=a.init, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, submission=a.glue_submission,
-        warmup=a.warmup, weight_decay=a.weight_decay, clip=a.clip, max_train_examples=a.max_train_examples,
-        max_dev_examples=a.max_dev_examples, results_dir=a.results_dir, run_tag=a.run_tag, save_model=a.save_model,
-        parallel=a.parallel, padding_free=a.padding_free == "on", fused_adamw=a.fused_adamw == "on", device=a.device,
-        backend=a.backend, dtype=a.dtype, argv=tuple(sys.argv[1:] if argv is None else argv))
+    resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,), "lr": learning_rate(a.lr, recipe.lr),
+                "batch_size": a.batch_size or recipe.batch_size, "epochs": a.epochs or recipe.epochs, "seed": a.seed or 0,
+                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),  # glue: the paper's choice
+                "grouped": GROUPED[a.group_by_length], "max_len": max_len, "stride": stride if task in DATA_FLAGS else None,
+                "submission": a.glue_submission, "padding_free": a.padding_free == "on",
+                "fused_adamw": a.fused_adamw == "on", "argv": tuple(sys.argv[1:] if argv is None else argv)}
+    as_given = {f.name: getattr(a, f.name) for f in fields(Settings) if f.name not in resolved}   # a flag's own value
+    return Settings(**as_given, **resolved)
 
 
 def answer_now(argv):

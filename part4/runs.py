@@ -3,11 +3,12 @@
 What a training loop needs around it, each piece one call away: batches padded to their own longest row
 and batches grouped by length; a Run that shares each batch among the processes torchrun started, sums the
 loss over them, stops on a non-finite loss, checkpoints and resumes bitwise, and stops cleanly on SIGTERM or
-Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done. Below them, what a
-fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
-and the settings recorded with it, a results file of other settings never overwritten, preparing the data
-once for every run of a command, and saving a model folder. The paper's settings and grids are the recipe's
-(bert_part4_finetune.py); the checks of the command line that cite them, its room's (part4/cli.py).
+Ctrl-C. Below them, what a fine-tuning run needs that the paper does not say: its settings objects (Job, a
+task's Config made from the command's Settings, Where, Fit), how often it evaluates, its file names and the
+settings recorded with it, a results file of other settings never overwritten; the plan of one task's runs (the
+data prepared once, this process's share, the runs done before, the results collected from every process), a
+run's results saved and the summaries' means. This room answers the recipe's questions and never calls it: the
+recipe (bert_part4_finetune.py) trains each run itself. The paper's settings and grids are in part4/recipe.py.
 """
 
 import os
@@ -266,6 +267,7 @@ class Run:
         except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
+        saved = as_recorded_now(saved)
         if saved != self.settings:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
                         f"resume from it; delete it to start this run over")
@@ -294,6 +296,18 @@ def shard(idx, processes):
 
 # --- many runs: grids, seeds, and whole runs spread over processes ---
 
+DTYPE_NAMES = {None: "fp32", torch.bfloat16: "bf16"}     # the autocast dtype as run_settings records it
+EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of earlier versions recorded it
+
+
+def as_recorded_now(settings):
+    """Recorded settings with an earlier version's spelling of the same setting as this one writes it (dtype "None"
+    is "fp32"), so that its results and checkpoints stay valid; None stays None."""
+    if not settings or settings.get("dtype") not in EARLIER_DTYPES:
+        return settings
+    return {**settings, "dtype": EARLIER_DTYPES[settings["dtype"]]}
+
+
 def settings_diff(saved, ours, ignore=()):
     """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
     saved = saved or {}
@@ -309,7 +323,7 @@ def existing_result(path, settings, ignore=("processes",)):
     def same(s):
         return {k: v for k, v in s.items() if k not in ignore}
 
-    return done if same(done.get("settings") or {}) == same(settings) else None
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(settings) else None
 
 
 def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
@@ -319,7 +333,7 @@ def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
     saved = read_results(path)
     if saved is None:
         return
-    theirs = saved.get("settings") if recorded is None else recorded(saved)
+    theirs = as_recorded_now(saved.get("settings")) if recorded is None else recorded(saved)
     if theirs is None:
         raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                     f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
@@ -459,13 +473,14 @@ def run_settings(config, job, family, train_rows, dtype, processes):
     """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. How the
     run is computed (padding-free steps, the fused AdamW kernel) changes them by float rounding only, as any kernel
     does: it is recorded with the results (computation), not here, so results of either way stay valid. dtype: the
-    autocast dtype, recorded as its name ("bfloat16"), "None" where there is none (fp32), as earlier results hold it."""
+    autocast dtype, recorded as what the run computed in: "fp32" (no autocast) or "bf16"."""
     c = config.command
     settings = {"task": config.task, "model": portable(c.model), "lr": job.lr, "batch_size": job.batch_size,
                 "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
                 "warmup": c.warmup, "weight_decay": c.weight_decay, "clip": c.clip,
                 "evals": evaluations(config.evals, job.epochs), "grouped": config.grouped, "train_rows": train_rows,
-                "dtype": str(dtype), "max_train_examples": c.max_train_examples, "max_dev_examples": c.max_dev_examples,
+                "dtype": DTYPE_NAMES.get(dtype, str(dtype)), "max_train_examples": c.max_train_examples,
+                "max_dev_examples": c.max_dev_examples,
                 "processes": processes.world}
     return {**settings, "init": c.init} if c.init != "pretrained" else settings
 

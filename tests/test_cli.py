@@ -126,3 +126,20 @@ def test_the_recorded_command_line_says_what_happened(tiny_bert_dir, tmp_path):
     run = json.loads((tmp_path / "r" / "part4_sst2_lr5e-5_bs8_ep1.json").read_text())
     assert run["run"]["config"]["task"] == "sst2" and run["run"]["config"]["evals"] == 1 and run["lr"] == 5e-5
     assert run["run"]["config"]["padding_free"] is True and run["run"]["config"]["grouped"] is None
+
+
+def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_path):
+    """A run records "fp32" (no autocast) or "bf16"; a result of an earlier version, which wrote the string "None" for
+    fp32, is still the same settings (reused, never refused as other settings)."""
+    import torch
+    settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
+    config, family, _ = ft.task_inputs(settings, "rte")
+    job = ft.planned_runs(settings)[0]
+    ours = runs.run_settings(config, job, family, 10, None, runs.ALONE)
+    assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, runs.ALONE)["dtype"] == "bf16"
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
+    assert runs.existing_result(str(path), ours) is not None
+    runs.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
+    path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
+    assert runs.existing_result(str(path), ours) is None

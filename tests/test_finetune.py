@@ -20,7 +20,7 @@ from part4.common import run_cli
 
 
 def test_learning_rates_in_file_names():
-    assert [ft.lr_tag(x) for x in (2e-5, 5e-5, 2.5e-5, 1e-3, 0.1)] == ["2e-5", "5e-5", "2.5e-5", "1e-3", "1e-1"]
+    assert [recipe.lr_tag(x) for x in (2e-5, 5e-5, 2.5e-5, 1e-3, 0.1)] == ["2e-5", "5e-5", "2.5e-5", "1e-3", "1e-1"]
 
 
 @pytest.mark.parametrize("total, warmup_share", [(345, 0.1), (6315, 0.1), (10, 0.0), (7, 0.5)])

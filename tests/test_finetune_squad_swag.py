@@ -151,7 +151,7 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     target = tmp_path / "saved"
-    ft.save_model(model, tok, str(target))
+    runs.save_model(model, tok, str(target))
     again = BertForQuestionAnswering.from_pretrained(str(target)).eval()
     enc = tok("Where was Ada born?", LONG[:80], return_tensors="pt")
     with torch.no_grad():
@@ -162,11 +162,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
     with pytest.raises(OSError):
-        ft.save_model(model, tok, str(tmp_path / "never"))
+        runs.save_model(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
     with pytest.raises(OSError):
-        ft.save_model(model, tok, str(target))
+        runs.save_model(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
@@ -176,7 +176,7 @@ def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     old = os.umask(0o022)
     try:
-        ft.save_model(model, tok, str(tmp_path / "saved"))
+        runs.save_model(model, tok, str(tmp_path / "saved"))
     finally:
         os.umask(old)
     assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)
