@@ -90,9 +90,9 @@ class Settings:
     def recorded(self):
         """What a glue table's numbers depend on beyond its name: a table of other settings is not replaced."""
         keys = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay",
-                "clip", "max_train_examples", "max_dev_examples", "dtype", "run_tag")
-        table = {k: getattr(self, k) for k in keys}
-        table["group_by_length"] = {v: k for k, v in GROUPED.items()}[self.grouped]
+                "clip", "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
+        flag = {"group_by_length": {v: k for k, v in GROUPED.items()}[self.grouped]}      # as given: auto, on, off
+        table = {k: flag[k] if k in flag else getattr(self, k) for k in keys}
         if self.grid:                                  # no rate was given: each task's is chosen from the grid
             table["lr"] = f"chosen per task on dev from grid {self.grid}"
         return table

@@ -70,6 +70,11 @@ def missing_data(name, data_dir):
     return f"no {', '.join(f'{task.folder}/{f}' for f in absent)} in --data-dir" if absent else None
 
 
+def table_settings(table):
+    """What a table's numbers depend on beyond its name (table.recorded), with its model and data folder."""
+    return {"model": portable(table.model), "data_dir": portable(table.data_dir), **table.recorded}
+
+
 def table_name(table):
     """table: the command's Settings (part4/cli.py).
     part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
@@ -103,7 +108,7 @@ def start(table, run, absent, team):
         check_writable_dir(table.submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
     report = Report(table_name(table), table.results_dir, quiet=not team.main)
-    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table.recorded},
+    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
                        "a table of other settings")
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
@@ -113,7 +118,7 @@ def start(table, run, absent, team):
 
 def finish(table, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
-    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table.recorded}}
+    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table_settings(table)}}
     if table.submission:
         payload["submission"] = write_submission(table.submission, rows, report)
     text = markdown(payload, table)

@@ -143,3 +143,16 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     runs.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
     path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
     assert runs.existing_result(str(path), ours) is None
+
+
+def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
+    """The table's recorded settings name its model and data folder: a table of another model stops the command."""
+    from part4 import glue
+    from part4.common import Fatal
+    settings = cli.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
+    recorded = glue.table_settings(settings)
+    assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
+    other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
+    (tmp_path / f"{glue.table_name(settings)}.json").write_text(json.dumps(other))
+    with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
+        glue.start(settings, ["rte"], {}, runs.ALONE)
