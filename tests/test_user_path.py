@@ -192,7 +192,9 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
 
 
 @pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
-                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py")])
+                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py"),
+                                            ("cli", "bert_part4_finetune.py"), ("recipe", "bert_part4_finetune.py"),
+                                            ("lines", "bert_part4_finetune.py"), ("flags", "bert_part4_")])
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
