@@ -11,38 +11,36 @@
 One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
 learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
-ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input (each
-training step computed padding-free by default: every layer but attention on the real tokens only, the same run up
-to float rounding; part4/packing.py).
+ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input. Each
+training step is computed padding-free by default (every layer but attention on the real tokens only;
+part4/packing.py): on the CPU the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise
+(the same distribution, not the same masks). The settings are the recipe's (part4/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
-the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). Each run
-writes results/part4_<task>_lr<lr>.{log,json}.
+the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
+on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
+than every 10 steps (its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json}.
 """
 
-import math
-import os
-import re
-import statistics
 import sys
+
+from part4 import cli
+
+if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
+    cli.answer_now(sys.argv[1:])
+
+import math
+import re
 import time
-from dataclasses import dataclass
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 from transformers import AutoConfig
 
-from part4 import cli, glue
-from part4.article import (
-    ARTICLE_BEFORE,
-    ARTICLE_FINAL,
-    ARTICLE_MODEL,
-    ARTICLE_RUN,
-    PAPER_OPTIMISER,
-    article_final,
-)
+from part4 import glue, lines, runs
+from part4.article import ARTICLE_BEFORE, ARTICLE_FINAL, ARTICLE_RUN, article_final
 from part4.common import (
     ALONE,
     RANDOM_HEAD,
@@ -51,63 +49,19 @@ from part4.common import (
     autocast,
     autocast_dtype,
     has_fused_adamw,
-    line_plot,
     load_model,
     load_pretrained,
-    model_type_note,
-    portable,
     run_cli,
     seed_everything,
     start_processes,
 )
-from part4.packing import is_padding_free, padding_free, padding_free_problem
-from part4.runs import (
-    Fit,
-    Job,
-    Run,
-    collate,
-    epoch_batches,
-    lr_tag,
-    model_folders,
-    run_command,
-    run_name,
-    run_settings,
-    save_model,
-    summary_name,
-)
-from part4.tasks import METRIC_NAMES
+from part4.packing import padding_free
+from part4.recipe import grid_settings
+from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
+from part4.tasks import FAMILIES, Sources
 from part4.tasks import TASKS as GLUE_TASKS
 
-# --- The fine-tuning settings: the paper's for each task (§4.1-4.4, A.3), and what the article printed ---
-
-@dataclass(frozen=True)
-class Recipe:
-    lr: float
-    batch_size: int
-    epochs: int
-    max_len: int
-    evals: int             # dev evaluations per run; 0 = once per epoch
-
-
-RECIPES = {**{name: Recipe(2e-5, 32, 3, 128, 30) for name in GLUE_TASKS},   # §4.1; lr and ~30 evaluations: the article's
-           "squad": Recipe(5e-5, 32, 3, 384, 0),                            # §4.2; run_squad.py's 384-token windows
-           "squad_v2": Recipe(5e-5, 48, 2, 384, 0),                         # §4.3
-           "swag": Recipe(2e-5, 16, 3, 128, 0)}                             # §4.4
-
-GRIDS = {"glue": [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)],                       # paper §4.1
-         "a3": [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)]}   # paper A.3
-
-
-def grid_size(name):
-    """grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} = 2 x 3 x 3 = 18 runs"""
-    runs = GRIDS[name]
-    axes = [sorted({r[k] for r in runs}, reverse=k == 1) for k in range(3)]
-    named = [(n, [lr_tag(v) if n == "lr" else str(v) for v in a]) for n, a in zip(("batch", "lr", "epochs"), axes)
-             if len(a) > 1]
-    product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
-    return (f"grid {name} ({'paper A.3' if name == 'a3' else 'paper §4.1'}): "
-            + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named) + f"{product} = {len(runs)} runs")
-
+# --- The fine-tuning settings: the paper's for each task (part4/recipe.py); what the article printed: part4/article.py ---
 
 def article_setting(job, init):
     """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
@@ -160,48 +114,51 @@ LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
-def new_model(family, config):
+def new_model(family, model, init):
     """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
     the same architecture with every weight random (what pre-training buys, measured)."""
-    if config.init == "random":            # the architecture its config names (the log says which, if not a BERT)
-        return family.model_class.from_config(load_pretrained(AutoConfig, config.model, **family.model_kwargs))
-    return load_model(family.model_class, config.model, **family.model_kwargs)[0]   # its loading report checked
+    if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
+        return family.model_class.from_config(load_pretrained(AutoConfig, model, **family.model_kwargs))
+    return load_model(family.model_class, model, **family.model_kwargs)[0]      # its loading report checked
 
 
-def fine_tune(job, config, family, data, device, dtype, team=ALONE, quiet=False):
-    """Train one model from the pre-trained weights, the article's lines in its order; returns the results of the run
-    (on the team's rank 0). team: the processes that share this run, each taking its part of every batch."""
-    name = run_name(config, job)
-    report = Report(name, config.results_dir, quiet=quiet or not team.main)
+def fine_tune(job, config, family, data, where, processes=ALONE):
+    """Fine-tune one model with the paper's recipe, the article's lines in its order: the pre-trained weights with a
+    new output layer, or with --init random every weight random. Returns the run's results (on the first of the
+    processes that share it, each taking its part of every batch; None on the others)."""
+    c, device, name = config.command, where.device, run_name(config, job)
+    report = Report(name, c.results_dir, quiet=not (where.processes.main and processes.main))
     seed_everything(job.seed)
-    model = new_model(family, config).to(device)    # e.g. BertForSequenceClassification.from_pretrained(model, num_labels=2)
-    model = padding_free(model) if config.padding_free else model     # trains on the real tokens only: the same run
+    model = new_model(family, c.model, c.init).to(device)  # BertForSequenceClassification.from_pretrained(model, num_labels=2)
+    model = padding_free(model) if c.padding_free else model        # trains on the real tokens only: the same run
     model.train()
-    train, wd = data["train"]["input_ids"], config.weight_decay
-    fused = config.fused_adamw and has_fused_adamw(device)                      # the kernel, where torch has one
+    train, wd = data["train"]["input_ids"], c.weight_decay
+    fused = c.fused_adamw and has_fused_adamw(device)                           # the kernel, where torch has one
     groups = decay_groups(model, wd)
     opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=fused)    # no decay on biases and LayerNorm
     steps = job.epochs * math.ceil(len(train) / job.batch_size)    # the article's 3 * math.ceil(len(train) / 32)
-    warm = int(config.warmup * steps)                                           # warmup, then linear decay
+    warm = int(c.warmup * steps)                                                # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    run = Run(team, device, os.path.join(config.results_dir, name + ".checkpoint"),
-              run_settings(config, job, family, len(train), dtype, team))
-    fit = Fit(model, opt, sched, family, data, device, dtype, run, report)
-    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps)
-    curve, seconds = train_loop(fit, job, config, state, steps)
-    return finish(fit, job, config, state["before"], curve, steps, warm, seconds) if team.main else None
+    run = Run(processes, device, runs.checkpoint_path(config, name),
+              run_settings(config, job, family, len(train), where.dtype, processes))
+    fit = Fit(model=model, opt=opt, sched=sched, family=family, data=data, device=device, dtype=where.dtype, run=run,
+              report=report)
+    every = eval_every(config.evals, job.epochs, steps, c.evals is None and data["n_train"] < data["n_train_all"])
+    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps, every)
+    curve, seconds = train_loop(fit, job, config, state, steps, every)
+    numbers = {"steps": steps, "warmup_steps": warm, "before": state["before"], "curve": curve, "seconds": seconds}
+    return finish(fit, job, config, numbers) if processes.main else None
 
 
-def train_loop(fit, job, config, state, steps):
+def train_loop(fit, job, config, state, steps, every):
     """The article's loop over the batches of every epoch, from the step the run stands at (state): a training step,
-    the dev scores at each evaluation, a checkpoint. Returns the learning curve and the seconds (those of an
-    interrupted run included)."""
+    the dev scores every `every` steps and at the end, a checkpoint. Returns the learning curve and the seconds (those
+    of an interrupted run included)."""
     train, run, model, report = fit.data["train"], fit.run, fit.model, fit.report
     batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
         len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
         start=1) for idx in in_epoch]
-    eval_every = max(1, steps // config.evals_of(job))
     ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
     curve = list(state["curve"])
     loss_fn = LOSSES[fit.family.kind]
@@ -209,21 +166,21 @@ def train_loop(fit, job, config, state, steps):
                    disable=report.quiet) as bar:
         for epoch, idx in batches[step:]:                              # every weight is trained
             rows, weight = run.share(idx)                              # all of the batch when alone
-            loss = train_step(ddp_model, collate(train, rows, fit.device), fit.opt, fit.sched, config.clip, fit.dtype,
-                              run.weighted(loss_fn, weight))
+            loss = train_step(ddp_model, collate(train, rows, fit.device), fit.opt, fit.sched, config.command.clip,
+                              run.weighted(loss_fn, weight), dtype=fit.dtype)
             run.add_loss(loss)
             step += 1
             bar.update()
-            if step % eval_every == 0 or step == steps:
+            if step % every == 0 or step == steps:
                 curve.append(evaluation(fit, step, epoch, steps, job.lr, t0))
-            run.after_step(step, steps, eval_every, model, fit.opt, fit.sched, {
+            run.after_step(step, steps, every, model, fit.opt, fit.sched, state={
                 "curve": curve, "before": state["before"], "lines": list(report.lines), "elapsed": time.time() - t0})
     return curve, time.time() - t0
 
 
-def train_step(model, batch, opt, sched, clip, dtype, loss_fn):
-    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule.
-    Returns the loss."""
+def train_step(model, batch, opt, sched, clip, loss_fn, dtype=None):
+    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule (dtype: the
+    autocast dtype, None for fp32). Returns the loss."""
     with autocast(batch["input_ids"].device, dtype):
         loss = loss_fn(model, batch)       # model(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=y).loss
     loss.backward()
@@ -234,100 +191,37 @@ def train_step(model, batch, opt, sched, clip, dtype, loss_fn):
     return loss.detach()
 
 
-def begin(fit, job, config, warm, steps):
+def begin(fit, job, config, warm, steps, every):
     """A run from step 0: the preamble, then the score of the untrained head."""
-    for line in preamble(config, fit, job, steps, warm):
+    for line in lines.preamble(config, fit, job, steps, warm, every):
         fit.report.say(line)
-    main = fit.run.team.main
+    main, init = fit.run.processes.main, config.command.init
     before = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
-    fresh = fit.family.fresh if config.init == "pretrained" else "every weight random, --init random"
+    fresh = fit.family.fresh if init == "pretrained" else "every weight random, --init random"
     fit.report.say(f"before fine-tuning ({fresh}): {fit.family.format(before) if main else ''}"
                    + fit.family.baseline(fit.data["majority"], fit.data["devs"])
                    + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE and
-                      config.init == "pretrained" else ""))
+                      init == "pretrained" else ""))
     return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
 
 
 def evaluation(fit, step, epoch, steps, lr, t0):
     """The mean training loss since the last evaluation and the dev scores (on rank 0), as one log line."""
     mean = fit.run.mean_loss(step, lr)
-    main = fit.run.team.main
+    main = fit.run.processes.main
     scores = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
     point = {"step": step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(time.time() - t0, 1)}
-    fit.report.say(f"step {step:>5}/{steps}  epoch {epoch}  train loss {mean:.4f}  "
-                   f"{fit.family.format(scores) if main else ''}  ({time.time() - t0:.0f} s)")
+    fit.report.say(lines.step_line(step, steps, epoch, mean, fit.family.format(scores) if main else '', time.time() - t0))
     return point
 
 
-def finish(fit, job, config, before, curve, steps, warm, seconds):
-    """The FINAL line, the results JSON and log, the model kept when asked, and the learning curve."""
-    family, report, final = fit.family, fit.report, curve[-1]["dev"]
-    report.say(final_line(config.task, family, job, final, seconds, config.init))
-    best = best_seen(curve, family)
-    if family.selection(best["dev"]) > family.selection(final):
-        report.say(f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} at step "
-                   f"{best['step']}; not the result: the result is the model at the end of training, since picking the "
-                   f"best checkpoint by its dev score would flatter the dev score)")
-    result = {"name": report.name, "task": config.task, "model": portable(config.model), "lr": job.lr,
-              "batch_size": job.batch_size, "epochs": job.epochs, "steps": steps, "warmup_steps": warm, "seed": job.seed,
-              "device": str(fit.device), "before": before, "final": final, "curve": curve,
-              "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
-              "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
-              **family.summary(fit.data["train"]), "settings": fit.run.settings,
-              "computation": computation(is_padding_free(fit.model), fit.opt)}
-    if config.save_model:
-        folder = model_folders(config, [job])[0]
-        result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], folder))
-        report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
-    if config.test_dir:                   # --glue-submission: this run's test-set predictions, for the chosen one
-        result["test_predictions"] = glue.predict_tests(fit, config.test_dir, report)
-    report.save(result, cli=config.cli, device=fit.device)
-    fit.run.remove_checkpoint()
-    line_plot(os.path.join(config.results_dir, report.name + "_curve.png"), [c["step"] for c in curve],
-              {"train loss": [c["train_loss"] for c in curve]}, "step",
-              right=("dev score", [family.selection(c["dev"]) for c in curve]))
-    return result
-
-
-def best_seen(curve, family):
-    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
-    the first of any ties: reported beside the result, never taken for it."""
-    return max(curve, key=lambda c: family.selection(c["dev"]))
-
-
-def computation(padding_free, opt):
-    """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
-    padded ones, AdamW's fused kernel or its loop of tensor operations."""
-    return {"padding_free": padding_free, "fused_adamw": bool(opt.param_groups[0].get("fused"))}
-
-
-def preamble(config, fit, job, steps, warm):
-    """The derived quantities a run prints before it trains (STYLE 8): data, inputs cut, steps, warmup."""
-    data, team, device = fit.data, fit.run.team, fit.device
-    lines = [f"task {config.task}: {data['n_train']} training examples, "
-             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
-             + f", device {device.type}"
-             + (f" x {team.world} processes (each takes 1/{team.world} of every batch)" if team.world > 1 else "")]
-    lines += fit.family.describe(data["train"])
-    lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
-                 f"steps, weight decay {config.weight_decay}")
-    packed, model = is_padding_free(fit.model), fit.model.config
-    padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
-    if config.padding_free and not packed:
-        lines.append(f"padded steps, not padding-free: {padding_free_problem(fit.model)}")
-    lines.append(f"  (also: AdamW{' fused' if computation(packed, fit.opt)['fused_adamw'] else ''}, clip "
-                 f"{config.clip}, dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, "
-                 f"seed {job.seed}, autocast "
-                 f"{fit.dtype or 'off (fp32)'}, {padding}" + (", batches grouped by length (paper: random batches)"
-                                                              if config.grouped else "")
-                 + f"; model {portable(config.model)}{model_type_note(fit.model)}"
-                 + (", random weights (--init random)" if config.init == "random" else "") + f", article: {ARTICLE_MODEL})")
-    lines.append(f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})")
-    cut = [f"{n} of {every:,} {what} examples" for n, every, what in [(data["n_train"], data["n_train_all"], "training")]
-           + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < every]
-    flags = [f for f, n in (("--max-train-examples", config.max_train_examples),
-                            ("--max-dev-examples", config.max_dev_examples)) if n]
-    return lines + ([f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else [])
+def finish(fit, job, config, numbers):
+    """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved."""
+    final = numbers["curve"][-1]["dev"]
+    fit.report.say(final_line(config.task, fit.family, job, final, numbers["seconds"], config.command.init))
+    for line in lines.best_seen_line(runs.best_seen(numbers["curve"], fit.family), final, fit.family):
+        fit.report.say(line)
+    return runs.save_results(fit, config, job, {**numbers, "final": final})
 
 
 def final_line(task, family, job, final, seconds, init="pretrained"):
@@ -344,100 +238,63 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
 
-def planned_runs(grid, seeds, seed, lr, batch_size, epochs):
-    """The Job of every run this command asks for: the grid's settings (or the one given) with each seed. Grid glue
-    varies the learning rate only, at the batch size and epochs given (the paper's 32 and 3 by default)."""
-    seeds = range(seeds) if seeds else [seed]
-    settings = ([(batch_size, grid_lr, epochs) for _, grid_lr, _ in GRIDS["glue"]] if grid == "glue"
-                else GRIDS[grid] if grid else [(batch_size, lr, epochs)])
-    return [Job(lr, b, e, s) for b, lr, e in settings for s in seeds]
+def planned_runs(settings):
+    """The Job of every run this command asks for: each setting of the grid (grid glue: its learning rates at the
+    batch size and epochs given, the paper's 32 and 3 by default), or the one given, with each seed."""
+    seeds = range(settings.seeds) if settings.seeds else [settings.seed]
+    points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
+              else [(settings.batch_size, settings.lr, settings.epochs)])
+    return [Job(lr=lr, batch_size=b, epochs=e, seed=s) for b, lr, e in points for s in seeds]
 
 
-def restarts(task, lr, seeds, family, results, report):
-    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
-    summary = {}
-    for dev in results[0]["final"]:
-        for m in family.metrics:
-            values = [r["final"][dev][m] for r in results]
-            summary[f"{dev}.{m}"] = {"values": values, "mean": statistics.mean(values),
-                                     "std": statistics.stdev(values) if len(values) > 1 else 0.0}
-            report.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} "
-                       f"{summary[f'{dev}.{m}']['mean']:.4f} +- {summary[f'{dev}.{m}']['std']:.4f}  "
-                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
-    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
-            "summary": summary}
+def summarise(config, family, results, report, device):
+    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
+    the article's number beside a run in its setting."""
+    c = config.command
+    labels = article_labels(config.task, results, c.init)
+    payload = (lines.grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
+               else lines.restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
+    runs.save_summary(report, config, payload, device)
 
 
-def grid(name, task, seeds, family, results, report, init="pretrained"):
-    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
-    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first."""
-    if seeds:
-        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
-                   f"(paper, BERT-large: the best of several restarts on dev):")
-        points = {}
-        for r in results:
-            points.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(family.selection(r["final"]))
-        for (b, lr, e), v in sorted(points.items(), key=lambda kv: -statistics.mean(kv[1])):
-            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {statistics.mean(v):.4f} +- "
-                       f"{statistics.stdev(v) if len(v) > 1 else 0.0:.4f}")
-    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
-    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
-    for r in ranked:
-        article_run = article_setting(Job(r["lr"], r["batch_size"], r["epochs"], r["seed"]), init)
-        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
-                   f"({r['seconds']:.0f} s)" + (article_final(task, r["lr"]) if article_run else ""))
-    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
-                                   for r in ranked]}
+def article_labels(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), init)}
 
 
-def task_runs(config, family, sources, jobs, where, table_report=None):
-    """Every run of one task (with --grid, --seeds or glue, those done are skipped), then the summary of --seeds or
-    --grid; under glue, its lines go to the table's report and the table summarises. where: (device, dtype,
-    processes). Returns the runs' results (on rank 0), the task's family and Config, and the data (its sizes and
-    majority class)."""
-    task, team, summarise = config.task, where[2], table_report is None and config.many
-    report = table_report or Report(summary_name(config, config.grid, config.seeds, jobs[0]), config.results_dir,
-                                    quiet=not team.main)
-    header = [(f"{task}: " if table_report else "") + grid_size(config.grid)
-              + (f", x {config.seeds} seeds = {len(jobs)} runs" if config.seeds else "")] if config.grid else []
-    results, data = run_command(config, family, jobs, sources, fine_tune, where, config.parallel, report, header,
-                                summarise)
-    if summarise and team.main:
-        payload = (grid(config.grid, task, config.seeds, family, results, report, config.init) if config.grid else
-                   restarts(task, jobs[0].lr, config.seeds, family, results, report))
-        report.save({"task": task, "model": portable(config.model), **payload}, cli=config.cli, device=where[0])
-    return results, family, config, data
+def task_inputs(settings, task, once_per_epoch=()):
+    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
+    family = FAMILIES[task](task, settings.max_len, settings.stride, settings.eval_batch_size)
+    sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
+    return runs.task_config(settings, task, family, once_per_epoch), family, sources
 
 
-# --- The command line: the article's commands, every input checked before any work (part4/cli.py) ---
-
-def build_parser():
-    """The article's command line (part4/cli.py), the paper's settings of each task (RECIPES) its defaults."""
-    return cli.build_parser(RECIPES, GRIDS, ARTICLE_MODEL, PAPER_OPTIMISER)
-
-
-def parse_args(argv):
-    """The article's command line as a Command, with the paper's settings of each task (RECIPES) as its defaults."""
-    return cli.parse(argv, RECIPES, GRIDS, ARTICLE_MODEL, PAPER_OPTIMISER)
-
+# --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
 
 def main(argv=None):
-    command = parse_args(argv)
-    device, team = start_processes(*command.device_flags[:2])
-    where = (device, autocast_dtype(device, command.device_flags[2]), team)
-    jobs = planned_runs(command.grid, command.seeds, command.seed, command.lr, command.batch_size, command.epochs)
-    if command.table is None:
-        task_runs(*command.for_task(command.tasks[0]), jobs, where)
-        return 0
-    table = command.table       # every GLUE task, the learning rate chosen on dev, beside the paper's Table 1 (§4.1)
-    to_run, absent = glue.runnable(table)
-    report = glue.start(table, to_run, absent, team)
+    settings = cli.parse(argv)                  # the command line, checked, as Settings: each value once (part4/cli.py)
+    device, processes = start_processes(settings.device, settings.backend)
+    where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=processes)
+    in_table = settings.task == "glue"          # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
+    to_run, absent = glue.runnable(settings) if in_table else (settings.tasks, {})
+    table = glue.start(settings, to_run, absent, processes) if in_table else None
     rows = {}
-    for t in to_run:
-        results, family, config, data = task_runs(*command.for_task(t), jobs, where, report)
-        rows[t] = glue.choose(results, family, config, data) if team.main else None
-    if team.main:
-        glue.finish(table, rows, absent, report, command.config.cli, device)
+    for task in to_run:
+        config, family, sources = task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
+        jobs = planned_runs(settings)
+        report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
+        plan = runs.plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
+                              header=lines.grid_header(config, len(jobs), in_table))
+        mine = {k: runs.earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
+                for k in plan.mine()}
+        results = runs.collected(plan, mine)
+        if processes.main and in_table:
+            rows[task] = glue.choose(results, family, config, plan.data)
+        elif processes.main and settings.many:
+            summarise(config, family, results, report, device)
+    if processes.main and in_table:
+        glue.finish(settings, rows, absent, table, runs.recorded_command(settings), device)
     return 0
 
 

@@ -492,7 +492,7 @@ def main(argv=None):
     if models:
         payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device, report)
         qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, spans.MAX_LEN)
-        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report)
+        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)

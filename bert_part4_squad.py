@@ -50,6 +50,7 @@ from part4.common import (
     start_processes,
     write_atomic,
 )
+from part4.recipe import check_windows
 from part4.spans import (
     BATCH_SIZE,
     HUB_DATASETS,
@@ -117,8 +118,7 @@ def parse_args(argv):
     args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
     if args.limit is not None and args.limit <= 0:
         raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
-    if not 0 <= args.stride < args.max_len:
-        raise Fatal(f"--stride {args.stride}: must be at least 0 and below --max-len {args.max_len}")
+    check_windows(args.max_len, args.stride)
     check_positive({"--batch-size": args.batch_size, "--n-best": args.n_best, "--max-answer": args.max_answer})
     if args.tau_step <= 0 or args.tau_max < args.tau_min:
         raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
@@ -229,9 +229,9 @@ def demo_v1(model, tok, device, search, report):
     return results
 
 
-def dev_v1(model, tok, examples, search, device, dtype, report, label, team):
+def dev_v1(model, tok, examples, search, device, dtype, report, label, processes):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, team)
+    answers, timing = predict(model, tok, examples, search, device, dtype, processes=processes)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
@@ -273,9 +273,9 @@ def demo_v2(model, tok, device, search, report):
     return results
 
 
-def dev_v2(model, tok, examples, search, device, dtype, report, label, team, taus):
+def dev_v2(model, tok, examples, search, device, dtype, report, label, processes, taus):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, team)
+    answers, timing = predict(model, tok, examples, search, device, dtype, processes=processes)
     r, diff, chosen = score_v2(examples, answers, taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
@@ -334,16 +334,17 @@ def check_inputs(results_dir, only, models, data, limit):
 
 def main(argv=None):
     args = parse_args(argv)
-    device, team = start_processes(args.device)
+    device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples = all_agree(team, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
-    report = Report("part4_squad", args.results_dir, quiet=not team.main)
-    if team.world > 1:
-        report.say(f"work split: {team.world} processes ({team.backend}), each scores every {team.world}th batch of "
-                   f"windows; the scores are gathered before the span search")
+    examples = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
+    report = Report("part4_squad", args.results_dir, quiet=not processes.main)
+    if processes.world > 1:
+        report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
+                   f"{processes.world}th batch of windows; the scores are gathered before the span search")
     label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
-    search = SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
+                        max_answer=args.max_answer)
     demo = {"v1": demo_v1, "v2": demo_v2}
     dev = {"v1": dev_v1, "v2": partial(dev_v2, taus=tau_grid(args.tau_min, args.tau_max, args.tau_step))}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
@@ -355,9 +356,10 @@ def main(argv=None):
         if "demo" in args.only:
             payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report, label, team)
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report=report,
+                                                       label=label, processes=processes)
             files.update(dev_files)
-    if team.main:
+    if processes.main:
         if "v2" in args.only:
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():

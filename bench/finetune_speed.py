@@ -67,13 +67,13 @@ def tokenizer_and_models(args):
             lambda model_class, **kw: load_pretrained(model_class, args.model, **kw))
 
 
-def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e-5, team=ALONE):
+def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=None, lr=2e-5, processes=ALONE):
     """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), the mean batch width and the real tokens
     of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and train_step, and the Run
     that shares each batch under torchrun, as bert_part4_finetune.py uses them."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
-    run = Run(team, device, None, None)
+    run = Run(processes, device, None, None)
     trainer, widths, tokens = run.wrap(model), [], 0
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock
@@ -84,7 +84,7 @@ def time_steps(model, enc, batches, device, dtype, fused, pad_to, loss_fn, lr=2e
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
         tokens += int(batch["attention_mask"].sum()) if k >= 2 else 0
-        ft.train_step(trainer, batch, opt, sched, 1.0, dtype, run.weighted(loss_fn, weight))
+        ft.train_step(trainer, batch, opt, sched, 1.0, run.weighted(loss_fn, weight), dtype=dtype)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0, sum(widths) / len(widths), tokens
@@ -152,7 +152,7 @@ def report(label, steps, seconds, tokens, width=None):
     return steps / seconds
 
 
-def measure(args, device, dtype, fused, tok, data, make):
+def measure(args, device, dtype, fused, tok, data, *, make):
     """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer. The ways take
     turns, round after round (--rounds), and the fastest round of each is reported."""
     enc, loss_fn, lengths, model_class, kwargs = data
@@ -162,7 +162,7 @@ def measure(args, device, dtype, fused, tok, data, make):
     def ours(batches, free):
         torch.manual_seed(0)
         model = make(model_class, **kwargs).to(device).train()
-        return time_steps(padding_free(model) if free else model, enc, batches, device, dtype, fused, None, loss_fn)
+        return time_steps(padding_free(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
 
     def theirs():
         torch.manual_seed(0)
@@ -202,7 +202,7 @@ def main(argv=None):
     print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps, best of "
           f"{args.rounds} round(s); {'bf16 autocast' if dtype else 'fp32'}; AdamW {'fused' if fused else 'unfused'}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    rate, squad = measure(args, device, dtype, fused, tok, training_data(args, tok), make)
+    rate, squad = measure(args, device, dtype, fused, tok, training_data(args, tok), make=make)
     print(f"padding-free vs padded: {rate['padding-free'] / rate['padded']:.2f}x")
     if "Trainer" in rate:
         print(f"padding-free vs Trainer: {rate['padding-free'] / rate['Trainer']:.2f}x")

@@ -40,8 +40,8 @@ def parse(argv):
 
 
 def worker(args):
-    """The timed steps in this process (one of the team under torchrun); rank 0 prints a JSON line."""
-    device, team = start_processes(args.device)
+    """The timed steps in this process (one of the processes under torchrun); rank 0 prints a JSON line."""
+    device, processes = start_processes(args.device)
     torch.manual_seed(0)
     tok, _, make = tokenizer_and_models(args)
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
@@ -49,10 +49,11 @@ def worker(args):
     enc = tasks.encode(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
-    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", None, ft.library_loss, team=team)
-    if team.main:
-        print(json.dumps({"steps_per_s": args.steps / seconds, "processes": team.world, "device": str(device.type),
-                          "threads": torch.get_num_threads(), "backend": team.backend or "none"}), flush=True)
+    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=ft.library_loss,
+                             processes=processes)
+    if processes.main:
+        print(json.dumps({"steps_per_s": args.steps / seconds, "processes": processes.world, "device": str(device.type),
+                          "threads": torch.get_num_threads(), "backend": processes.backend or "none"}), flush=True)
 
 
 def measured(cmd):

@@ -91,7 +91,8 @@ def main(argv=None):
     examples = spans.read_squad_json(args.data, "1.1", "--data")[:args.limit]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
-    search = spans.SpanSearch(args.max_len, args.stride, args.batch_size, args.n_best, args.max_answer)
+    search = spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
+                              max_answer=args.max_answer)
     spans.predict(model, tok, examples[:8], search, device, dtype)         # warm-up
     ours, t_ours = spans.predict(model, tok, examples, search, device, dtype)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)

@@ -1,90 +1,135 @@
 """The command line of bert_part4_finetune.py: its flags (the article's commands, every default named with where it
-comes from), their checks before any work, and the Command they become, once, in parse. Nothing here trains: the
-recipe (bert_part4_finetune.py) reads its settings from the Command, and hands in its own defaults (RECIPES,
-GRIDS), so that they stay in the recipe where a reader looks for them.
+comes from), their checks before any work, and the Settings they become, once, by keyword, in parse. No torch here
+(nor anything that imports it): --help and every refused flag answer at once. The defaults are the recipe's
+(part4/recipe.py), read from there.
 """
 
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields
 
-from part4 import glue
-from part4.common import (
-    ArgumentParser,
-    Fatal,
-    add_common_flags,
-    check_positive,
-    command_line,
-    not_a_script,
-    portable,
+from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
+from part4.flags import ArgumentParser, Fatal, add_common_flags, check_positive, say_error
+from part4.recipe import (
+    CLIP,
+    GLUE_TASKS,
+    GRIDS,
+    RECIPES,
+    STRIDE,
+    WARMUP,
+    WEIGHT_DECAY,
+    check_windows,
+    grid_lrs,
+    lr_tag,
 )
-from part4.runs import Config, lr_tag
-from part4.tasks import FAMILIES, Sources
 
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
+ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
+SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE and SWAG read --data-dir
+DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
+GROUPED = {"auto": None, "on": True, "off": False}
 
 
 @dataclass(frozen=True)
-class Command:
-    """What one command line asks, its flags checked and turned into settings once (parse): every function
-    below main takes what it reads from here, never the flags."""
-    tasks: list             # the task; the glue command's tasks
-    config: Config          # what every run shares; its task's part (task, evaluations, grouping) is for_task's
-    sources: object         # where the data comes from (Sources; the task set by for_task)
-    grid: str
-    seeds: int
-    evals_flag: int         # --evals as given; None: the recipe's
-    group_by_length: str
-    shape: tuple            # (max_len, stride, eval_batch_size) of the head family
-    lr: float               # the learning rate, batch size, epochs and seed given (or the paper's)
-    batch_size: int
+class Settings:
+    """What one command line asks, each flag checked and resolved once (parse), each value in one field: every
+    function below main takes what it reads from here (or from a task's Config, which holds these), never the flags."""
+    task: str                   # the task; "glue" for the glue command
+    tasks: tuple                # the tasks run: the task; the glue command's --tasks, in GLUE's order
+    lr: float                   # the peak learning rate given, else the recipe's (a grid tries its own)
+    batch_size: int             # given, else the recipe's
     epochs: int
-    seed: int
-    recipes: dict           # the paper's settings of each task (bert_part4_finetune.RECIPES)
-    table: object = None    # the glue command: its GlueTable (part4/glue.py)
-    device_flags: tuple = ("auto", "auto", "auto")   # --device, --backend, --dtype
+    seed: int                   # the one fixed seed (0 unless given)
+    seeds: int                  # --seeds N: restarts 0..N-1; None: the one seed
+    grid: str                   # --grid (the glue command without a learning rate: "glue", the paper's choice)
+    evals: int                  # --evals as given; None: the recipe's for each task
+    grouped: bool               # --group-by-length on/off; None (auto): the head family's
+    max_len: int                # given, else the recipe's
+    stride: int                 # SQuAD: tokens two windows share
+    eval_batch_size: int        # given; None: the head family's
+    model: str
+    init: str                   # "pretrained" or "random"
+    data_dir: str
+    train_data: str
+    dev_data: str
+    submission: str             # --glue-submission: where the GLUE server's files go
+    warmup: float
+    weight_decay: float
+    clip: float
+    max_train_examples: int
+    max_dev_examples: int
+    results_dir: str
+    run_tag: str
+    save_model: str
+    parallel: str               # --parallel under torchrun: data or runs (None: the default for the command)
+    padding_free: bool          # how a run is computed, not what it computes: recorded apart (part4/runs.py)
+    fused_adamw: bool
+    device: str
+    backend: str
+    dtype: str                  # --dtype as given (auto, fp32, bf16): part4/common.py resolves it on the device
+    argv: tuple                 # the command line as given (recorded with the results)
 
     @property
-    def max_len(self):
-        return self.shape[0]
+    def many(self):
+        """--seeds or --grid: a summary, and whole runs spread over processes."""
+        return bool(self.seeds or self.grid)
 
     @property
-    def evals(self):
-        """Dev evaluations of a run of the first task: --evals, else the recipe's (0 in the recipe: once per epoch)."""
-        return self.for_task(self.tasks[0])[0].evals or self.epochs
+    def reuse(self):
+        """Several runs (grids, seeds, glue): those done are skipped, each keeps a model folder of its own."""
+        return self.many or self.task == "glue"
 
-    def for_task(self, task):
-        """One task's share of the command: what its runs share (the recipe's evaluations and grouping for the task;
-        the glue command evaluates MNLI and QQP once per epoch), its head family, and where its data comes from."""
-        family, recipe = FAMILIES[task](task, *self.shape), self.recipes[task]
-        evals = self.evals_flag if self.evals_flag is not None else (
-            0 if self.table and task in glue.ONCE_PER_EPOCH else recipe.evals)
-        grouped = {"on": True, "off": False}.get(self.group_by_length, family.grouped)
-        cli = {**self.config.cli, "config": {**self.config.cli["config"], "task": task, "evals": evals}}  # as it ran
-        config = replace(self.config, task=task, evals=evals, grouped=grouped, cli=cli,
-                         defaults=(recipe.batch_size, recipe.epochs))
-        return config, family, replace(self.sources, task=task)
+    @property
+    def cuts(self):
+        """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
+        return {"--max-train-examples": self.max_train_examples, "--max-dev-examples": self.max_dev_examples,
+                "--evals": self.evals}
+
+    @property
+    def recorded(self):
+        """What a glue table's numbers depend on beyond its name: a table of other settings is not replaced."""
+        keys = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay",
+                "clip", "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
+        flag = {"group_by_length": {v: k for k, v in GROUPED.items()}[self.grouped]}      # as given: auto, on, off
+        table = {k: flag[k] if k in flag else getattr(self, k) for k in keys}
+        if self.grid:                                  # no rate was given: each task's is chosen from the grid
+            table["lr"] = f"chosen per task on dev from grid {self.grid}"
+        return table
 
 
-def paper_defaults(recipes, field, text=str):
+def flags_record(settings, **ran):
+    """The command's settings as a results file records them (JSON values; ran: what a task's run resolved, e.g.
+    its task and evaluations). Under a grid no single learning rate was given: lr is null, the grid names them."""
+    record = {k: v for k, v in asdict(settings).items() if k != "argv"}
+    return {**record, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks), **ran}
+
+
+def paper_defaults(field, text=str):
     """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
-    return ", ".join(f"{label} {text(getattr(recipes[task], field))}" for task, label in FAMILY_NAMES.items())
+    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
 
 
-def build_parser(recipes, grids, article_model, paper_optimiser):
-    """The article's command line, every default named with where it comes from (recipes: the paper's settings)."""
+def build_parser():
+    """The article's command line, every default named with where it comes from (part4/recipe.py)."""
     p = ArgumentParser(
         description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
                     "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with "
                     "the paper's choice of learning rate, in a table beside its Table 1. Defaults are the paper's.",
         epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
                "table results/part4_glue_table.{log,json,md}.")
-    p.add_argument("task", help="one of " + ", ".join(recipes) + "; or glue: every GLUE task, the best learning rate "
+    p.add_argument("task", help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate "
                                 "of the paper's grid on each dev set, and Table 1 beside it (§4.1)")
-    p.add_argument("lr", nargs="?", help=f"peak learning rate (default: {paper_defaults(recipes, 'lr', lr_tag)}; glue: each of "
-                                         "the paper's grid 5e-5..2e-5, the best on dev; given, that one only)")
-    p.add_argument("--model", default=article_model, help="pre-trained BERT: Hub id or local folder (default and "
-                                                          "article: bert-base-uncased)")
+    p.add_argument("lr", nargs="?", help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of "
+                                         f"the paper's grid {grid_lrs('glue')}, the best on dev; given, that one only)")
+    add_data_flags(p)
+    add_recipe_flags(p)
+    add_run_flags(p)
+    return p
+
+
+def add_data_flags(p):
+    p.add_argument("--model", default=ARTICLE_MODEL, help=f"pre-trained BERT: Hub id or local folder (default and "
+                                                          f"article: {ARTICLE_MODEL})")
     p.add_argument("--init", choices=["pretrained", "random"], default="pretrained",
                    help="pretrained (the paper; default) or random: the same architecture from random weights, "
                         "fine-tuned with the same recipe, to measure what pre-training buys")
@@ -97,40 +142,50 @@ def build_parser(recipes, grids, article_model, paper_optimiser):
     p.add_argument("--glue-submission", metavar="DIR", help="glue: every run predicts the test set, and the chosen run "
                                                             "of each task is written to DIR as the GLUE server takes it "
                                                             "(CoLA.tsv ... AX.tsv, submission.zip)")
-    p.add_argument("--batch-size", type=int, help=f"default: the paper's ({paper_defaults(recipes, 'batch_size')})")
-    p.add_argument("--epochs", type=int, help=f"default: the paper's ({paper_defaults(recipes, 'epochs')})")
-    p.add_argument("--max-len", type=int, help=f"longest input in tokens (default: {paper_defaults(recipes, 'max_len')}: "
+
+
+def add_recipe_flags(p):
+    p.add_argument("--batch-size", type=int, help=f"default: the paper's ({paper_defaults('batch_size')})")
+    p.add_argument("--epochs", type=int, help=f"default: the paper's ({paper_defaults('epochs')})")
+    p.add_argument("--max-len", type=int, help=f"longest input in tokens (default: {paper_defaults('max_len')}: "
                                                "run_classifier.py's inputs, run_squad.py's windows)")
-    p.add_argument("--stride", type=int, help="SQuAD: tokens two windows share (default 128, as bert_part4_squad.py)")
-    p.add_argument("--warmup", type=float, default=0.1, help="share of steps with a rising lr (default 0.1, run_classifier.py)")
-    p.add_argument("--weight-decay", type=float, default=0.01,
-                   help="AdamW weight decay, not on biases and LayerNorm (default 0.01, paper A.2); AdamW is torch's, eps "
-                        "1e-8 with bias correction (paper: " + paper_optimiser + ")")
-    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0, run_classifier.py)")
+    p.add_argument("--stride", type=int, help=f"SQuAD: tokens two windows share (default {STRIDE}, as "
+                                              f"bert_part4_squad.py)")
+    p.add_argument("--warmup", type=float, default=WARMUP, help=f"share of steps with a rising lr (default {WARMUP}, "
+                                                                f"run_classifier.py)")
+    p.add_argument("--weight-decay", type=float, default=WEIGHT_DECAY,
+                   help=f"AdamW weight decay, not on biases and LayerNorm (default {WEIGHT_DECAY}, paper A.2); AdamW is "
+                        f"torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
+    p.add_argument("--clip", type=float, default=CLIP, help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
     p.add_argument("--seed", type=int, help="the one fixed seed (default 0; restarts: --seeds)")
     p.add_argument("--seeds", type=int, help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); "
                                              "with --grid or glue, each setting is chosen by its mean over the seeds "
                                              "(paper, BERT-large: the best restart on dev)")
-    p.add_argument("--grid", choices=sorted(grids), help="glue: lr 5e-5..2e-5 (§4.1); a3: batch x lr x epochs (A.3); "
-                                                         "with --seeds, every setting with every seed")
-    p.add_argument("--evals", type=int, help=f"dev evaluations during training (default: GLUE {recipes['cola'].evals}, as the "
-                                             "article, once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch)")
-    p.add_argument("--group-by-length", choices=["auto", "on", "off"], default="auto",
+    p.add_argument("--grid", choices=sorted(GRIDS), help=f"glue: lr {grid_lrs('glue')} (§4.1); a3: batch x lr x epochs "
+                                                         "(A.3); with --seeds, every setting with every seed")
+    p.add_argument("--evals", type=int, help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as "
+                                             "the article, once per epoch for MNLI and QQP under glue; SQuAD, SWAG once "
+                                             "per epoch; a run cut by --max-train-examples evaluates no more often than "
+                                             "every few steps: its preamble says how often)")
+    p.add_argument("--group-by-length", choices=list(GROUPED), default="auto",
                    help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on for "
                         "SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
-    p.add_argument("--padding-free", choices=["on", "off"], default="on",
-                   help="on (the default): every layer but attention runs on the real tokens of each training batch "
-                        "only, the dropout masks drawn as the padded model draws them: on the CPU the same run up to "
-                        "float rounding (CUDA and MPS: the same distribution of masks, not the same masks); off: every "
-                        "batch padded to its own longest input, today's computation. Not a setting of the results")
-    p.add_argument("--fused-adamw", choices=["on", "off"], default="on",
-                   help="on (the default): AdamW's fused kernel where torch has one (CUDA; the CPU and MPS from torch "
-                        "2.4), as Hugging Face's Trainer; off: its loop of tensor operations. The same numbers up to float "
-                        "rounding: not a setting of the results")
     p.add_argument("--max-train-examples", type=int, help="only the first N training examples (SQuAD: questions)")
     p.add_argument("--max-dev-examples", type=int, help="only the first N examples of each dev set (SQuAD: questions)")
-    p.add_argument("--eval-batch-size", type=int, help=f"dev batch size (default: {FAMILIES['cola'].eval_batch_size}; SQuAD "
-                                                       f"{FAMILIES['squad'].eval_batch_size} windows, as bert_part4_squad.py)")
+
+
+def add_run_flags(p):
+    p.add_argument("--padding-free", choices=["on", "off"], default="on",
+                   help="on (the default): each training step runs every layer but attention on the batch's real "
+                        "tokens only, skipping the padding: faster where batches hold much padding. On the CPU it is "
+                        "the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise (the same "
+                        "distribution, not the same masks). Choose off to train on padded batches, as the paper's code")
+    p.add_argument("--fused-adamw", choices=["on", "off"], default="on",
+                   help="on (the default): AdamW's fused kernel where torch has one (CUDA; the CPU and MPS from torch "
+                        "2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to float rounding. Choose "
+                        "off for torch's loop of tensor operations (e.g. to compare a run made that way)")
+    p.add_argument("--eval-batch-size", type=int, help="dev batch size (default: the head family's, part4/tasks.py; "
+                                                       "SQuAD's windows as bert_part4_squad.py)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
     p.add_argument("--save-model", help="keep the fine-tuned model in this folder (config, safetensors weights, "
                                         "tokenizer; several runs: one subfolder each)")
@@ -140,25 +195,51 @@ def build_parser(recipes, grids, article_model, paper_optimiser):
                    help="under torchrun: data = every batch split over the processes (default for one run); runs = "
                         "whole runs of --grid/--seeds spread over them (default for those)")
     p.add_argument("--backend", default="auto", help="under torchrun: auto (nccl on CUDA, gloo on CPU; the default), nccl, gloo")
-    return p
 
 
-def refuse_ignored(task, takes, given):
-    """A flag this command would not use is refused in one line, never ignored. takes: the data flags of the task's
-    family (GLUE and SWAG --data-dir; SQuAD --train-data, --dev-data, --stride); given: the flags' values."""
-    for name in ("data_dir", "train_data", "dev_data", "stride"):
-        if given[name] is not None and name not in takes:
-            flag = "--" + name.replace("_", "-")
-            raise Fatal(f"{flag}: {task} does not take it ({', '.join('--' + t.replace('_', '-') for t in takes)} "
-                        f"{'does' if len(takes) == 1 else 'do'})")
-    if given["grid"] and given["lr"] is not None:
-        raise Fatal(f"--grid {given['grid']} tries its own learning rates: drop the learning rate {given['lr']}, or drop "
-                    f"--grid")
-    if given["grid"] == "a3" and (given["batch_size"] or given["epochs"]):
+# --- The checks: every flag that this command would not use, or that cannot be, refused in one line ---
+
+def task_name(text):
+    """'SQuAD-v2' -> 'squad_v2': the task as the recipe names it; an unknown one is refused."""
+    task = text.lower().replace("-", "")
+    task = ALIASES.get(task, task)
+    if task not in RECIPES and task != "glue":
+        raise Fatal(f"unknown task '{task}': choose one of {', '.join(RECIPES)}, or glue")
+    return task
+
+
+def task_list(text):
+    """--tasks cola,mrpc -> ('cola', 'mrpc') in GLUE's order; every task by default; an unknown one is refused."""
+    if text is None:
+        return GLUE_TASKS
+    names = [t.strip().lower().replace("-", "") for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in GLUE_TASKS]
+    if unknown or not names:
+        raise Fatal(f"--tasks {text}: unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; choose from "
+                    f"{', '.join(GLUE_TASKS)}")
+    return tuple(t for t in GLUE_TASKS if t in names)
+
+
+def refuse_data_flags(task, data_dir, train_data, dev_data, stride):
+    """A data flag the task's family does not read is refused in one line, never ignored (GLUE and SWAG read
+    --data-dir; SQuAD --train-data, --dev-data, --stride)."""
+    takes = DATA_FLAGS.get(task, ("data_dir",))
+    given = {"data_dir": data_dir, "train_data": train_data, "dev_data": dev_data, "stride": stride}
+    for name, value in given.items():
+        if value is not None and name not in takes:
+            raise Fatal(f"--{name.replace('_', '-')}: {task} does not take it "
+                        f"({', '.join('--' + t.replace('_', '-') for t in takes)} {'does' if len(takes) == 1 else 'do'})")
+
+
+def refuse_conflicts(a, task):
+    """Flags that contradict each other or the command (a: the parsed flags, before any default)."""
+    if a.grid and a.lr is not None:
+        raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate {a.lr}, or drop --grid")
+    if a.grid == "a3" and (a.batch_size or a.epochs):
         raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
-    if given["seeds"] and given["seed"] is not None:
-        raise Fatal(f"--seeds {given['seeds']} runs the seeds 0..{given['seeds'] - 1}: drop --seed {given['seed']}")
-    for flag, value in (("--tasks", given["tasks"]), ("--glue-submission", given["glue_submission"])):
+    if a.seeds and a.seed is not None:
+        raise Fatal(f"--seeds {a.seeds} runs the seeds 0..{a.seeds - 1}: drop --seed {a.seed}")
+    for flag, value in (("--tasks", a.tasks), ("--glue-submission", a.glue_submission)):
         if value is not None and task != "glue":
             raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
 
@@ -181,52 +262,48 @@ def check_training(dtype, warmup, weight_decay, clip):
         raise Fatal("--warmup must be in [0, 1), --weight-decay >= 0 and --clip > 0")
 
 
-def parse(argv, recipes, grids, article_model, paper_optimiser):
-    """The command line, checked, as the Command every function below main takes its settings from (recipes,
-    grids: the paper's settings of each task and its grids, the defaults)."""
-    a = build_parser(recipes, grids, article_model, paper_optimiser).parse_intermixed_args(argv)
-    task = a.task.lower().replace("-", "")
-    task = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}.get(task, task)
-    if task not in recipes and task != "glue":
-        raise Fatal(f"unknown task '{task}': choose one of {', '.join(recipes)}, or glue")
-    recipe, family = recipes.get(task, recipes["cola"]), FAMILIES.get(task, FAMILIES["cola"])
-    refuse_ignored(task, family.takes, vars(a))
+def check_flags(a, task):
+    refuse_data_flags(task, a.data_dir, a.train_data, a.dev_data, a.stride)
+    refuse_conflicts(a, task)
     check_positive({f"--{name.replace('_', '-')}": getattr(a, name) for name in (
         "batch_size", "epochs", "max_len", "evals", "eval_batch_size", "seeds", "max_train_examples", "max_dev_examples")})
-    check_positive({"--stride": a.stride or None})
     check_training(a.dtype, a.warmup, a.weight_decay, a.clip)
-    tasks = glue.task_list(a.tasks) if task == "glue" else [task]
-    resolved = {"task": task, "lr": learning_rate(a.lr, recipe.lr), "seed": a.seed or 0,     # the paper's where not given
-                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),   # glue: the paper's choice
-                "batch_size": a.batch_size or recipe.batch_size, "epochs": a.epochs or recipe.epochs,
-                "max_len": a.max_len or recipe.max_len, "stride": 128 if a.stride is None else a.stride,
-                "eval_batch_size": a.eval_batch_size or family.eval_batch_size}
-    family.check(resolved["max_len"], resolved["stride"])
-    v = {**vars(a), **resolved}
-    many = bool(v["seeds"] or v["grid"])
-    config = Config(task, v["model"], v["warmup"], v["weight_decay"], v["clip"], recipe.evals, family.grouped,
-                    v["results_dir"], v["run_tag"], v["save_model"], many, bool(v["seeds"]), v["max_train_examples"],
-                    v["max_dev_examples"], command_line(argv, v), (recipe.batch_size, recipe.epochs), v["init"],
-                    many or task == "glue", glue.runs_folder(v["glue_submission"]), v["grid"], v["seeds"], v["parallel"],
-                    v["padding_free"] == "on", v["fused_adamw"] == "on")
-    return Command(tasks, config, Sources(task, v["data_dir"], v["train_data"], v["dev_data"]), v["grid"], v["seeds"],
-                   a.evals, v["group_by_length"], (v["max_len"], v["stride"], v["eval_batch_size"]),
-                   v["lr"], v["batch_size"], v["epochs"], v["seed"], recipes,
-                   glue_table(tasks, v, a.evals) if task == "glue" else None, (v["device"], v["backend"], v["dtype"]))
 
 
-def glue_table(tasks, flags, evals):
-    """The glue command's settings from the checked flags of parse: what its table is of and depends on."""
-    recorded = {"model": portable(flags["model"]), "data_dir": portable(flags["data_dir"]),
-                **{k: flags[k] for k in glue.TABLE_KEYS}}
-    if flags["grid"]:                                  # no rate was given: each task's is chosen from the grid
-        recorded["lr"] = f"chosen per task on dev from grid {flags['grid']}"
-    cuts = {"--max-train-examples": flags["max_train_examples"], "--max-dev-examples": flags["max_dev_examples"],
-            "--evals": evals}
-    return glue.GlueTable(tasks, flags["lr"], flags["grid"], flags["batch_size"], flags["epochs"], flags["seeds"],
-                          flags["init"], flags["model"], flags["data_dir"], flags["results_dir"], flags["run_tag"],
-                          flags["glue_submission"], cuts, recorded)
+# --- The command line, checked, as Settings ---
+
+def parse(argv):
+    """The command line, checked, as the Settings every function below main takes its settings from; where a flag is
+    not given, the recipe's setting for the task (part4/recipe.py). A field of Settings named as its flag takes the
+    flag's value as given; the others are resolved here."""
+    a = build_parser().parse_intermixed_args(argv)
+    task = task_name(a.task)
+    check_flags(a, task)
+    recipe = RECIPES.get(task, RECIPES[GLUE_TASKS[0]])       # the glue command: GLUE's recipe
+    stride = STRIDE if a.stride is None else a.stride
+    max_len = a.max_len or recipe.max_len
+    if task in DATA_FLAGS:
+        check_windows(max_len, stride)
+    resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,), "lr": learning_rate(a.lr, recipe.lr),
+                "batch_size": a.batch_size or recipe.batch_size, "epochs": a.epochs or recipe.epochs, "seed": a.seed or 0,
+                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),  # glue: the paper's choice
+                "grouped": GROUPED[a.group_by_length], "max_len": max_len, "stride": stride if task in DATA_FLAGS else None,
+                "submission": a.glue_submission, "padding_free": a.padding_free == "on",
+                "fused_adamw": a.fused_adamw == "on", "argv": tuple(sys.argv[1:] if argv is None else argv)}
+    as_given = {f.name: getattr(a, f.name) for f in fields(Settings) if f.name not in resolved}   # a flag's own value
+    return Settings(**as_given, **resolved)
+
+
+def answer_now(argv):
+    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
+    with its one line); a good command line returns, to be parsed again by main once torch is there."""
+    try:
+        parse(argv)
+    except Fatal as e:
+        say_error(f"error: {e}")
+        sys.exit(e.code)
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("part4/cli.py", "python bert_part4_finetune.py (--help lists its flags)"))
+    say_error("part4/cli.py is a module, not a script: run python bert_part4_finetune.py (--help lists its flags)")
+    sys.exit(2)

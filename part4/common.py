@@ -5,7 +5,6 @@ printing the log while keeping a copy of it, and writing results/<name>.log and 
 The science lives in the scripts themselves, so that each one reads top to bottom like the article.
 """
 
-import argparse
 import datetime
 import functools
 import hashlib
@@ -32,21 +31,10 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import AutoConfig
 from transformers.utils import logging as hf_logging
 
-
-class Fatal(Exception):
-    """A bad input or an unreachable resource: the script prints one line and exits with `code`."""
-
-    def __init__(self, message, code=2):
-        super().__init__(message)
-        self.code = code
-
-
-class Stopped(Exception):
-    """SIGTERM or Ctrl-C during training: the step was finished and a checkpoint saved; `message` says how to resume."""
-
-    def __init__(self, message, code):
-        super().__init__(message)
-        self.code = code
+from part4.flags import ArgumentParser as ArgumentParser  # the rooms and scripts import these from here too
+from part4.flags import Fatal, Stopped, say_error
+from part4.flags import add_common_flags as add_common_flags
+from part4.flags import check_positive as check_positive
 
 
 def run_cli(main, argv=None):
@@ -61,19 +49,6 @@ def run_cli(main, argv=None):
         return 130
     finally:
         end_processes()
-
-
-def say_error(line):
-    """One line on stderr in one write, so that the lines of several processes never run into each other."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (and exit code 2) like every other bad input."""
-
-    def error(self, message):
-        raise Fatal(f"{message} (see --help)")
 
 
 # --- device, precision and seeds (STYLE 13: chosen once, here) ---
@@ -171,7 +146,7 @@ def start_processes(device_name="auto", backend="auto"):
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
-    return device, Processes(rank, world, True, backend)
+    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
 
 
 def end_processes():
@@ -180,7 +155,7 @@ def end_processes():
         dist.destroy_process_group()
 
 
-def all_agree(team, work):
+def all_agree(processes, work):
     """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
     one line (no process is left waiting for the others)."""
     error = None
@@ -190,8 +165,8 @@ def all_agree(team, work):
         error, result = (str(e), e.code), None
     except OSError as e:                              # an unreadable file: as clear as any other bad input
         error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
-    if team.world > 1:
-        errors = [None] * team.world
+    if processes.world > 1:
+        errors = [None] * processes.world
         dist.all_gather_object(errors, error)
         error = next((e for e in errors if e), None)
     if error:
@@ -199,18 +174,18 @@ def all_agree(team, work):
     return result
 
 
-def gather(team, obj):
+def gather(processes, obj):
     """Every process's obj, in rank order, on every process."""
-    if team.world == 1:
+    if processes.world == 1:
         return [obj]
-    out = [None] * team.world
+    out = [None] * processes.world
     dist.all_gather_object(out, obj)
     return out
 
 
-def summed(team, t):
+def summed(processes, t):
     """The sum of a tensor over the processes (the tensor itself when alone)."""
-    if team.world > 1:
+    if processes.world > 1:
         t = t.clone()
         dist.all_reduce(t)
     return t
@@ -292,13 +267,6 @@ def dataset_cached(name):
 
     return (os.path.isdir(os.path.join(datasets.config.HF_DATASETS_CACHE, name.replace("/", "___")))
             or os.path.isdir(os.path.join(hub_constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
-
-
-def check_positive(values):
-    """{flag: value}: each that is given must be a positive number."""
-    for flag, value in values.items():
-        if value is not None and value <= 0:
-            raise Fatal(f"{flag} {value}: must be positive")
 
 
 def check_positions(max_len, config):
@@ -659,11 +627,6 @@ def library_versions():
 def rounded(values, digits):
     """A list printed as the article prints it: [-0.1763, -0.9611, 0.0659]."""
     return str([round(float(v), digits) for v in values])
-
-
-def add_common_flags(parser):
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)")
-    parser.add_argument("--results-dir", default="results", help="where the logs, JSON and plots go (default: results/)")
 
 
 _PLOT_NOTICE = []

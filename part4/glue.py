@@ -20,10 +20,8 @@ is 36 runs); the cost is one forward pass over the test sets per run.
 
 import dataclasses
 import os
-import statistics
 import sys
 import zipfile
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,45 +37,35 @@ from part4.common import (
     replace_atomically,
     write_atomic,
 )
+from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
 from part4.runs import (
     Job,
+    by_setting,
     check_not_replaced,
     existing_result,
     file_name,
-    lr_tag,
+    mean_and_std,
     results_path,
+    runs_folder,
     unless_paper,
 )
 from part4.tasks import (
     HF_DEV,
+    MAJORITY_CLASS,
     METRIC_NAMES,
     QNLI_VERSION,
     TASKS,
     Sources,
     label_name,
     paper_test_text,
-    predict_logits,
     test_problems,
 )
 
 ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%
-MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
 
 
-# --- Which tasks: --tasks, and those whose files are in --data-dir ---
-
-def task_list(text):
-    """--tasks cola,mrpc -> ['cola', 'mrpc'] in GLUE's order; every task by default; an unknown one is refused."""
-    if text is None:
-        return list(TASKS)
-    names = [t.strip().lower().replace("-", "") for t in text.split(",") if t.strip()]
-    unknown = [t for t in names if t not in TASKS]
-    if unknown or not names:
-        raise Fatal(f"--tasks {text}: unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; choose from "
-                    f"{', '.join(TASKS)}")
-    return [t for t in TASKS if t in names]
-
+# --- Which tasks: those of --tasks whose files are in --data-dir ---
 
 def missing_data(name, data_dir):
     """Why a task cannot run from data_dir (its training or dev file is absent), or None; the Hub has every task."""
@@ -91,40 +79,19 @@ def missing_data(name, data_dir):
     return f"no {', '.join(f'{task.folder}/{f}' for f in absent)} in --data-dir" if absent else None
 
 
-def runs_folder(submission):
-    """Where each run writes its test-set predictions: DIR/runs/<run name>/ (None without --glue-submission)."""
-    return os.path.join(submission, "runs") if submission else None
-
-
-@dataclass(frozen=True)
-class GlueTable:
-    """The glue command's settings (part4.cli.parse makes it once): what its table is of."""
-    tasks: list             # --tasks, in GLUE's order
-    lr: float               # the learning rate given, or the recipe's (under a grid: not in the table's name)
-    grid: str               # "glue" (the paper's choice of lr), "a3", or None (the lr given, no choice)
-    batch_size: int
-    epochs: int
-    seeds: int
-    init: str
-    model: str
-    data_dir: str
-    results_dir: str
-    run_tag: str
-    submission: str         # --glue-submission: where the GLUE server's files go
-    cuts: dict              # the flags that cut its runs ({"--max-train-examples": 200, ...}, None where not given)
-    settings: dict          # what its numbers depend on beyond its name (TABLE_KEYS): a table of others is not replaced
-
-
-TABLE_KEYS = ("lr", "grid", "batch_size", "epochs", "seeds", "seed", "init", "max_len", "warmup", "weight_decay", "clip",
-              "max_train_examples", "max_dev_examples", "group_by_length", "dtype", "run_tag")
+def table_settings(table):
+    """What a table's numbers depend on beyond its name (table.recorded), with its model and data folder."""
+    return {"model": portable(table.model), "data_dir": portable(table.data_dir), **table.recorded}
 
 
 def table_name(table):
-    """part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
+    """table: the command's Settings (part4/cli.py).
+    part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
     a3 = table.grid == "a3"
     return file_name("glue_table", None if table.grid else table.lr,
-                     None if a3 else unless_paper(table.batch_size, 32), None if a3 else unless_paper(table.epochs, 3),
+                     None if a3 else unless_paper(table.batch_size, GLUE_BATCH_SIZE),
+                     None if a3 else unless_paper(table.epochs, GLUE_EPOCHS),
                      grid="a3" if a3 else None, seeds=table.seeds, init=table.init, tag=table.run_tag)
 
 
@@ -142,15 +109,15 @@ def runnable(table):
     return run, absent
 
 
-def start(table, run, absent, team):
+def start(table, run, absent, processes):
     """Before any training: the submission folder and every test file in --data-dir (each problem in one message),
     a table of other settings in the way; then the table's first lines. Each task's own inputs (its data, results of
     other settings) are checked before its first run. Returns the table's report."""
     if table.submission:
         check_writable_dir(table.submission, "--glue-submission")
-        preflight([p for t in run for p in test_problems(Sources(t, table.data_dir))])
-    report = Report(table_name(table), table.results_dir, quiet=not team.main)
-    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table.settings},
+        preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
+    report = Report(table_name(table), table.results_dir, quiet=not processes.main)
+    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
                        "a table of other settings")
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
@@ -160,7 +127,7 @@ def start(table, run, absent, team):
 
 def finish(table, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
-    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table.settings}}
+    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table_settings(table)}}
     if table.submission:
         payload["submission"] = write_submission(table.submission, rows, report)
     text = markdown(payload, table)
@@ -182,9 +149,9 @@ def written_besides(table, rows, submission):
 
 def selection_line(table):
     if table.grid is None:
-        return (f"learning rate {lr_tag(table.lr)} for every task, as given: no selection (paper: the best of 5e-5, "
-                f"4e-5, 3e-5, 2e-5 on dev); batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}")
-    what = "learning rate (5e-5, 4e-5, 3e-5, 2e-5)" if table.grid == "glue" else "setting of grid a3 (paper A.3)"
+        return (f"learning rate {lr_tag(table.lr)} for every task, as given: no selection (paper: the best of "
+                f"{grid_lrs('glue')} on dev); batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}")
+    what = f"learning rate ({grid_lrs('glue')})" if table.grid == "glue" else "setting of grid a3 (paper A.3)"
     return (f"the best {what} of each task, chosen on dev in Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, "
             f"Spearman for STS-B, accuracy otherwise)" + (
                 f", the mean over {table.seeds} seeds (paper: for BERT-large, the best of several random restarts on "
@@ -224,11 +191,9 @@ def choose(results, family, config, data=None):
     whether there was one), its runs (one per seed), the best of them on dev (whose test predictions are submitted),
     every setting's score (mean and std over its seeds), and from data, how many examples the runs saw of how many
     and what always predicting the majority class scores on dev."""
-    settings = {}
-    for r in results:
-        settings.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(r)
+    settings = by_setting(results, lambda r: r)
     values = {key: [family.selection(r["final"]) for r in runs] for key, runs in settings.items()}
-    mean = {key: statistics.mean(v) for key, v in values.items()}
+    mean, std = ({key: mean_and_std(v)[k] for key, v in values.items()} for k in (0, 1))
     (batch, lr, epochs), runs = max(settings.items(), key=lambda kv: mean[kv[0]])
     dev = np.mean([scores(family, r["final"]) for r in runs], axis=0).tolist()
     sizes = {"train_examples": (data["n_train"], data["n_train_all"]),
@@ -239,7 +204,7 @@ def choose(results, family, config, data=None):
             "majority": baseline and {"class": label_name(family.name, data["majority"]), "dev": baseline},
             "runs": [r["name"] for r in runs], "submitted": max(runs, key=lambda r: family.selection(r["final"])),
             "settings": [{"lr": lr_, "batch_size": b, "epochs": e, "dev": 100 * mean[(b, lr_, e)],
-                          "std": 100 * statistics.stdev(values[(b, lr_, e)]) if len(values[(b, lr_, e)]) > 1 else 0.0,
+                          "std": 100 * std[(b, lr_, e)],
                           "seeds": len(values[(b, lr_, e)]), "chosen": (b, lr_, e) == (batch, lr, epochs)}
                          for (b, lr_, e) in settings],
             "other_init": other_init(config, family, runs), **sizes}
@@ -248,17 +213,19 @@ def choose(results, family, config, data=None):
 def other_init(config, family, runs):
     """The same setting's dev score from the other initialisation (random weights beside pre-trained ones, or the
     reverse), where its runs exist for the same settings; None where they do not."""
-    other = dataclasses.replace(config, init="pretrained" if config.init == "random" else "random")
+    init = "pretrained" if config.command.init == "random" else "random"
+    other = dataclasses.replace(config, command=dataclasses.replace(config.command, init=init))
     found = []
     for r in runs:
         settings = {k: v for k, v in r["settings"].items() if k != "init"}
-        settings |= {"init": "random"} if other.init == "random" else {}
-        done = existing_result(results_path(other, Job(r["lr"], r["batch_size"], r["epochs"], r["seed"])), settings,
+        settings |= {"init": "random"} if init == "random" else {}
+        job = Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"])
+        done = existing_result(results_path(other, job), settings,
                                ignore=("processes", "evals"))           # evaluations change no final number
         if done is None:
             return None
         found.append(scores(family, done["final"]))
-    return {"init": other.init, "dev": np.mean(found, axis=0).tolist()}
+    return {"init": init, "dev": np.mean(found, axis=0).tolist()}
 
 
 # --- The table: ours beside Table 1, each number labelled with what it is ---
@@ -426,39 +393,6 @@ def markdown(payload, table):
 
 
 # --- The test-server files: each run's predictions, then the chosen run's of every task (--glue-submission) ---
-
-def predict_tests(fit, test_dir, report):
-    """The run's predictions on its task's test sets, written as the GLUE server takes them into
-    test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
-    as the paper's submission. Returns the files, relative to test_dir."""
-    task, family = TASKS[fit.family.name], fit.family
-    majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
-    files = []
-    for server_file, enc in fit.data["tests"].items():
-        out = predict_logits(fit.model, enc, fit.device, fit.dtype, family.eval_batch_size)
-        labels = prediction_strings(out, task, majority)
-        path = os.path.join(test_dir, report.name, server_file)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomic(path, submission_text(enc["index"], labels))
-        files.append(os.path.relpath(path, test_dir))
-        report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
-                   + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
-                      f"paper's WNLI submission; not the model)" if majority is not None else ""))
-    return files
-
-
-def prediction_strings(logits, task, majority=None):
-    """The server's label strings, by name: task.labels[k] for the predicted class k (0/1, entailment/neutral/...,
-    entailment/not_entailment); STS-B a score in [0, 5] with 3 decimals; `majority`: that class for every row."""
-    if not task.labels:
-        return [f"{v:.3f}" for v in np.clip(logits[:, 0], 0.0, 5.0)]
-    classes = np.full(len(logits), majority) if majority is not None else logits.argmax(-1)
-    return [task.labels[k] for k in classes]
-
-
-def submission_text(index, labels):
-    return "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, labels))
-
 
 def write_submission(folder, rows, report):
     """The submitted run's files of every task copied into folder, their rows checked against the full test sets,

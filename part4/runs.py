@@ -3,25 +3,28 @@
 What a training loop needs around it, each piece one call away: batches padded to their own longest row
 and batches grouped by length; a Run that shares each batch among the processes torchrun started, sums the
 loss over them, stops on a non-finite loss, checkpoints and resumes bitwise, and stops cleanly on SIGTERM or
-Ctrl-C; run_many for grids, seeds and parallel runs, skipping what is already done. Below them, what a
-fine-tuning run needs that the paper does not say: its settings objects (Job, Config, Fit), its file names
-and the settings recorded with it, a results file of other settings never overwritten, preparing the data
-once for every run of a command, and saving a model folder. The paper's settings and grids are the recipe's
-(bert_part4_finetune.py); the checks of the command line that cite them, its room's (part4/cli.py).
+Ctrl-C. Below them, what a fine-tuning run needs that the paper does not say: its settings objects (Job, a
+task's Config made from the command's Settings, Where, Fit), how often it evaluates, its file names and the
+settings recorded with it, a results file of other settings never overwritten; the plan of one task's runs (the
+data prepared once, this process's share, the runs done before, the results collected from every process), a
+run's results saved and the summaries' means. This room answers the recipe's questions and never calls it: the
+recipe (bert_part4_finetune.py) trains each run itself. The paper's settings and grids are in part4/recipe.py.
 """
 
 import os
 import random
 import signal
+import statistics
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 import torch
 from transformers import AutoConfig, AutoTokenizer
 
+from part4.cli import flags_record
 from part4.common import (
     ALONE,
     Fatal,
@@ -31,7 +34,9 @@ from part4.common import (
     check_model_target,
     check_positions,
     check_writable_dir,
+    command_line,
     gather,
+    line_plot,
     load_pretrained,
     model_problem,
     not_a_script,
@@ -42,6 +47,8 @@ from part4.common import (
     replace_folder_atomically,
     summed,
 )
+from part4.packing import is_padding_free
+from part4.recipe import CUT_EVAL_EVERY, RECIPES, lr_tag
 
 # --- batches: padded to their own longest row (dynamic padding), grouped by length ---
 
@@ -174,8 +181,8 @@ class Run:
     part of every batch), the loss summed over them, the check for a non-finite loss, the checkpoint written at
     each evaluation and read back on a rerun, and a clean stop on SIGTERM or Ctrl-C (used as a context manager)."""
 
-    def __init__(self, team, device, checkpoint, settings):
-        self.team, self.device, self.checkpoint, self.settings = team, device, checkpoint, settings
+    def __init__(self, processes, device, checkpoint, settings):
+        self.processes, self.device, self.checkpoint, self.settings = processes, device, checkpoint, settings
         self.losses, self.stop = [], StopSignals()
 
     def __enter__(self):
@@ -186,15 +193,15 @@ class Run:
         return self.stop.__exit__(*exc)
 
     def wrap(self, model):
-        """The model each step trains through: itself alone, DistributedDataParallel within a team."""
-        if self.team.world == 1:
+        """The model each step trains through: itself alone, DistributedDataParallel across several processes."""
+        if self.processes.world == 1:
             return model
         ids = [self.device.index] if self.device.type == "cuda" else None
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
     def share(self, idx):
         """This process's rows of a global batch, and the weight of its loss (see shard)."""
-        return shard(idx, self.team)
+        return shard(idx, self.processes)
 
     @staticmethod
     def weighted(loss_fn, weight):
@@ -203,12 +210,12 @@ class Run:
 
     def add_loss(self, loss):
         """loss: this process's weighted loss (see weighted); its share of the batch's mean loss is kept."""
-        self.losses.append(loss / self.team.world)
+        self.losses.append(loss / self.processes.world)
 
     def mean_loss(self, step, lr):
         """The mean training loss since the last call, summed over the processes (one sync per evaluation, not per
         step); a non-finite loss stops the run, naming its step."""
-        window = summed(self.team, torch.stack(self.losses).float())
+        window = summed(self.processes, torch.stack(self.losses).float())
         if not torch.isfinite(window).all():
             k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
             raise Fatal(f"the training loss became {window[k].item()} at step {step - len(self.losses) + 1 + k} "
@@ -217,13 +224,13 @@ class Run:
         return window.mean().item()
 
     def stop_requested(self):
-        """Has any process of the team received SIGTERM or Ctrl-C? (All of them stop at the same step.)"""
-        if self.team.world == 1:
+        """Has any of the processes received SIGTERM or Ctrl-C? (All of them stop at the same step.)"""
+        if self.processes.world == 1:
             return self.stop.received is not None
         flag = torch.tensor([float(self.stop.received is not None)], device=self.device)
-        return bool(summed(self.team, flag).item() > 0)
+        return bool(summed(self.processes, flag).item() > 0)
 
-    def after_step(self, step, total, every, model, opt, sched, state):
+    def after_step(self, step, total, every, model, opt, sched, *, state):
         """A checkpoint at each evaluation before the last; on SIGTERM or Ctrl-C a checkpoint, then Stopped."""
         stopping = self.stop_requested()
         if stopping or (step % every == 0 and step < total):
@@ -237,8 +244,8 @@ class Run:
     def save(self, model, opt, sched, state):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses and RNG
         states: what a resumed run needs to continue exactly where this one stands."""
-        everyone = gather(self.team, {"losses": [float(x) for x in self.losses], "rng": rng_states()})
-        if self.team.main:
+        everyone = gather(self.processes, {"losses": [float(x) for x in self.losses], "rng": rng_states()})
+        if self.processes.main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
 
@@ -263,13 +270,14 @@ class Run:
         except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
+        saved = as_recorded_now(saved)
         if saved != self.settings:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
                         f"resume from it; delete it to start this run over")
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["opt"])          # its AdamW kernel (fused or not) comes with it: recorded as computed
         sched.load_state_dict(ckpt["sched"])
-        mine = ckpt["processes"][self.team.rank]
+        mine = ckpt["processes"][self.processes.rank]
         set_rng_states(mine["rng"])
         self.losses = [torch.tensor(x, device=self.device) for x in mine["losses"]]   # beside the losses to come
         return ckpt["state"]
@@ -279,17 +287,29 @@ class Run:
             os.remove(self.checkpoint)                 # the results are written: the checkpoint is spent
 
 
-def shard(idx, team):
+def shard(idx, processes):
     """This process's rows of a global batch, and the weight that makes the processes' mean gradients add up to
     the gradient of the whole batch's mean loss (DDP averages over processes). A process left without a row (a
     last batch shorter than the number of processes) takes one with weight 0."""
-    rows = np.array_split(np.asarray(idx), team.world)[team.rank].tolist()
+    rows = np.array_split(np.asarray(idx), processes.world)[processes.rank].tolist()
     if not rows:
         return idx[:1], 0.0
-    return rows, len(rows) * team.world / len(idx)
+    return rows, len(rows) * processes.world / len(idx)
 
 
 # --- many runs: grids, seeds, and whole runs spread over processes ---
+
+DTYPE_NAMES = {None: "fp32", torch.bfloat16: "bf16"}     # the autocast dtype as run_settings records it
+EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of earlier versions recorded it
+
+
+def as_recorded_now(settings):
+    """Recorded settings with an earlier version's spelling of the same setting as this one writes it (dtype "None"
+    is "fp32"), so that its results and checkpoints stay valid; None stays None."""
+    if not settings or settings.get("dtype") not in EARLIER_DTYPES:
+        return settings
+    return {**settings, "dtype": EARLIER_DTYPES[settings["dtype"]]}
+
 
 def settings_diff(saved, ours, ignore=()):
     """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
@@ -306,7 +326,7 @@ def existing_result(path, settings, ignore=("processes",)):
     def same(s):
         return {k: v for k, v in s.items() if k not in ignore}
 
-    return done if same(done.get("settings") or {}) == same(settings) else None
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(settings) else None
 
 
 def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
@@ -316,7 +336,7 @@ def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
     saved = read_results(path)
     if saved is None:
         return
-    theirs = saved.get("settings") if recorded is None else recorded(saved)
+    theirs = as_recorded_now(saved.get("settings")) if recorded is None else recorded(saved)
     if theirs is None:
         raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                     f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
@@ -327,32 +347,9 @@ def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
                     f"delete it")
 
 
-def run_many(items, run_one, done, team, mode, skipped):
-    """run_one(item, team) for every item, or done(item) where that returns an earlier result (marked skipped, and
-    said by skipped(result) on rank 0 in its turn; another process's after all are done). mode "runs": item k is run
-    by process k % N alone; mode "data": each by all the processes together. Returns the results in order on rank 0
-    (None elsewhere)."""
-    mine = {}
-    for k, item in enumerate(items):
-        if mode == "runs" and k % team.world != team.rank:
-            continue
-        earlier = done(item)
-        if earlier and team.main:
-            skipped(earlier)
-        result = {**earlier, "skipped": True} if earlier else run_one(item, team if mode == "data" else ALONE)
-        if result is not None:                       # data mode: only rank 0 holds the results
-            mine[k] = {**result, "process": team.rank}
-    if mode == "runs":
-        mine = {k: r for part in gather(team, mine) for k, r in part.items()}
-        for k in sorted(mine) if team.main else []:
-            if mine[k].get("skipped") and mine[k]["process"] != team.rank:
-                skipped(mine[k])
-    return [mine[k] for k in range(len(items))] if team.main else None
-
-
-def work_split(parallel, many, team, batch_sizes):
+def work_split(parallel, many, processes, batch_sizes):
     """How the processes share the work: "data" (every batch split over them) or "runs" (whole runs each)."""
-    if parallel and not team.launched:
+    if parallel and not processes.launched:
         raise Fatal(f"--parallel {parallel}: needs several processes started by torchrun "
                     f"(torchrun --nproc-per-node N bert_part4_finetune.py ...)")
     if parallel == "runs" and not many:
@@ -361,21 +358,21 @@ def work_split(parallel, many, team, batch_sizes):
     mode = parallel or ("runs" if many else "data")
     if mode == "data":
         for batch in sorted(set(batch_sizes)):
-            if batch % team.world:
-                raise Fatal(f"batch {batch} cannot be split over {team.world} processes: choose a batch size divisible "
-                            f"by {team.world} (the global batch stays the paper's; each process takes batch / N)")
+            if batch % processes.world:
+                raise Fatal(f"batch {batch} cannot be split over {processes.world} processes: choose a batch size divisible "
+                            f"by {processes.world} (the global batch stays the paper's; each process takes batch / N)")
     return mode
 
 
-def split_line(mode, team, n_runs):
+def split_line(mode, processes, n_runs):
     if mode == "data":
-        return (f"work split: {team.world} processes ({team.backend}), data parallel: each of the {n_runs} run(s) "
-                f"uses every process, each taking 1/{team.world} of every batch")
-    return (f"work split: {team.world} processes ({team.backend}), whole runs: process r trains runs r, r + "
-            f"{team.world}, ... of the {n_runs}, each alone on its own device")
+        return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{processes.world} of every batch")
+    return (f"work split: {processes.world} processes ({processes.backend}), whole runs: process r trains runs r, r + "
+            f"{processes.world}, ... of the {n_runs}, each alone on its own device")
 
 
-# --- one fine-tuning run's settings, its name and files, and the data prepared once for all runs of a command ---
+# --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
 
 @dataclass(frozen=True)
 class Job:
@@ -388,34 +385,50 @@ class Job:
 
 @dataclass(frozen=True)
 class Config:
-    """What every run of one command shares (from its flags)."""
+    """What every run of one task shares: the command's Settings (part4/cli.py; each value there, once) and what is the
+    task's own, made for the task (task_config)."""
     task: str
-    model: str
-    warmup: float
-    weight_decay: float
-    clip: float
-    evals: int                         # dev evaluations per run; 0 = once per epoch
-    grouped: bool
-    results_dir: str
-    run_tag: str
-    save_model: str
-    many: bool                         # --seeds or --grid: a summary, and whole runs spread over processes
-    many_seeds: bool                   # --seeds: the seed in every file name
-    max_train_examples: int
-    max_dev_examples: int
-    cli: dict                          # the command line as the results record it (command_line)
-    defaults: tuple = (None, None)     # the paper's batch size and epochs for the task: left out of file names
-    init: str = "pretrained"           # or "random": the same architecture from random weights
-    reuse: bool = False                # several runs (grids, seeds, glue): done ones skipped, a model folder each
+    command: object                    # the Settings of the command line
+    recipe: object                     # the task's Recipe (part4/recipe.py): its batch size and epochs, the paper's
+    evals: int                         # dev evaluations a run asks for; 0 = once per epoch (eval_every)
+    grouped: bool                      # training batches grouped by length
     test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
-    grid: str = None                   # --grid: the paper's grid its runs are of
-    seeds: int = None                  # --seeds: restarts 0..N-1
-    parallel: str = None               # --parallel under torchrun: data or runs (None: the default for the command)
-    padding_free: bool = False         # how a run is computed, not what it computes: never in run_settings
-    fused_adamw: bool = False          # the same
 
-    def evals_of(self, job):
-        return self.evals or job.epochs
+
+def task_config(settings, task, family, once_per_epoch=()):
+    """A task's Config from the command's Settings: --evals, else the recipe's (once per epoch for the tasks in
+    once_per_epoch: the glue command's MNLI and QQP); --group-by-length, else the family's."""
+    recipe = RECIPES[task]
+    evals = settings.evals if settings.evals is not None else (0 if task in once_per_epoch else recipe.evals)
+    return Config(task=task, command=settings, recipe=recipe, evals=evals,
+                  grouped=family.grouped if settings.grouped is None else settings.grouped,
+                  test_dir=runs_folder(settings.submission))
+
+
+def runs_folder(submission):
+    """Where each run writes its test-set predictions: DIR/runs/<run name>/ (None without --glue-submission)."""
+    return os.path.join(submission, "runs") if submission else None
+
+
+def evaluations(evals, epochs):
+    """The dev evaluations a run asks for: evals, or once per epoch where evals is 0."""
+    return evals or epochs
+
+
+def eval_every(evals, epochs, steps, cut):
+    """Steps between two dev evaluations: steps // evals (evals 0: once per epoch); a run cut by --max-train-examples
+    (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a full run keeps the
+    recipe's, the article's ~30), unless --evals was given (cut is then False)."""
+    every = max(1, steps // evaluations(evals, epochs))
+    return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a command runs: its device, the autocast dtype there (None: fp32), and the processes torchrun started."""
+    device: torch.device
+    dtype: object
+    processes: object
 
 
 @dataclass(frozen=True)
@@ -433,11 +446,7 @@ class Fit:
     report: Report
 
 
-def lr_tag(lr):
-    """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
-    mantissa, exponent = f"{lr:e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-
+# --- a run's name, files and recorded settings ---
 
 def file_name(head, lr=None, batch=None, epochs=None, seed=None, grid=None, seeds=None, init="pretrained", tag=None):
     """The one builder of result names, for runs, summaries and tables alike:
@@ -457,32 +466,36 @@ def unless_paper(value, paper):
 def run_name(config, job):
     """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
     paper's for the task, the seed with --seeds or when it is not 0."""
-    batch, epochs = config.defaults
-    return file_name(config.task, job.lr, unless_paper(job.batch_size, batch), unless_paper(job.epochs, epochs),
-                     job.seed if (config.many_seeds or job.seed != 0) else None, init=config.init, tag=config.run_tag)
+    c = config.command
+    return file_name(config.task, job.lr, unless_paper(job.batch_size, config.recipe.batch_size),
+                     unless_paper(job.epochs, config.recipe.epochs), job.seed if (c.seeds or job.seed != 0) else None,
+                     init=c.init, tag=c.run_tag)
 
 
-def run_settings(config, job, family, train_rows, dtype, team):
+def run_settings(config, job, family, train_rows, dtype, processes):
     """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. How the
     run is computed (padding-free steps, the fused AdamW kernel) changes them by float rounding only, as any kernel
-    does: it is recorded with the results (computation), not here, so results of either way stay valid."""
-    settings = {"task": config.task, "model": portable(config.model), "lr": job.lr, "batch_size": job.batch_size,
+    does: it is recorded with the results (computation), not here, so results of either way stay valid. dtype: the
+    autocast dtype, recorded as what the run computed in: "fp32" (no autocast) or "bf16"."""
+    c = config.command
+    settings = {"task": config.task, "model": portable(c.model), "lr": job.lr, "batch_size": job.batch_size,
                 "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
-                "warmup": config.warmup, "weight_decay": config.weight_decay, "clip": config.clip,
-                "evals": config.evals_of(job), "grouped": config.grouped, "train_rows": train_rows, "dtype": str(dtype),
-                "max_train_examples": config.max_train_examples, "max_dev_examples": config.max_dev_examples,
-                "processes": team.world}
-    return {**settings, "init": config.init} if config.init != "pretrained" else settings
+                "warmup": c.warmup, "weight_decay": c.weight_decay, "clip": c.clip,
+                "evals": evaluations(config.evals, job.epochs), "grouped": config.grouped, "train_rows": train_rows,
+                "dtype": DTYPE_NAMES.get(dtype, str(dtype)), "max_train_examples": c.max_train_examples,
+                "max_dev_examples": c.max_dev_examples,
+                "processes": processes.world}
+    return {**settings, "init": c.init} if c.init != "pretrained" else settings
 
 
-def summary_name(config, grid, seeds, job):
+def summary_name(config, job):
     """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
     the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
-    batch, epochs = config.defaults
-    if grid:
-        return file_name(config.task, grid=grid, seeds=seeds, init=config.init, tag=config.run_tag)
-    return file_name(config.task, job.lr, unless_paper(job.batch_size, batch), unless_paper(job.epochs, epochs),
-                     seeds=seeds, init=config.init, tag=config.run_tag)
+    c = config.command
+    if c.grid:
+        return file_name(config.task, grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag)
+    return file_name(config.task, job.lr, unless_paper(job.batch_size, config.recipe.batch_size),
+                     unless_paper(job.epochs, config.recipe.epochs), seeds=c.seeds, init=c.init, tag=c.run_tag)
 
 
 def summarised_runs(saved):
@@ -490,52 +503,111 @@ def summarised_runs(saved):
     return {"runs": sorted(r["name"] if isinstance(r, dict) else r for r in saved.get("runs", []))}
 
 
-def run_command(config, family, jobs, sources, fine_tune, where, parallel, report, header, summary):
-    """Every run of one task's command: the inputs checked and the data read and tokenised once, then every job
-    trained by fine_tune(job, config, family, data, device, dtype, team, quiet), those done before skipped where
-    config.reuse (each said in report in its turn, after the header lines). where: (device, dtype, processes);
-    summary: report is a summary to be written, never one of other runs. Returns the results (on rank 0) and the
-    data."""
-    device, dtype, team = where
-    mode = work_split(parallel, config.many, team, [job.batch_size for job in jobs])
-    data = all_agree(team, partial(prepare, config, family, sources, jobs, dtype))
+def checkpoint_path(config, name):
+    return os.path.join(config.command.results_dir, name + ".checkpoint")
+
+
+def results_path(config, job):
+    return os.path.join(config.command.results_dir, run_name(config, job) + ".json")
+
+
+def model_folders(config, jobs):
+    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
+    folder = config.command.save_model
+    if not folder:
+        return []
+    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.command.reuse else [folder]
+
+
+# --- the runs of one task: planned, the data prepared once, this process's share, those done before ---
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs of one task, as planned: the jobs, the data read and tokenised once for all of them, how the processes
+    share the work ("data": every run by all of them, each taking part of every batch; "runs": run k by process
+    k % N alone), and the report their skipped lines go to."""
+    jobs: list
+    data: dict
+    mode: str
+    where: Where
+    report: Report
+    earlier: dict                      # {k: the earlier results of run k} for the runs of this process done before
+
+    def mine(self):
+        """The runs this process takes part in, by their place in jobs."""
+        p = self.where.processes
+        return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
+
+    def sharing(self):
+        """The processes that train one run together: all of them in data mode, each alone in runs mode."""
+        return self.where.processes if self.mode == "data" else ALONE
+
+
+def plan_runs(config, family, sources, jobs, where, report, summary=False, header=()):
+    """Every run of one task's command planned: how the processes share them, the inputs checked and the data read and
+    tokenised once, the header lines said (and with them how the work is split), and the runs done before (where runs
+    are reused) found. report: the summary's or the table's; summary: it is to be written (a summary of --grid or
+    --seeds), and is never one of other runs."""
+    processes = where.processes
+    mode = work_split(config.command.parallel, config.command.many, processes, [job.batch_size for job in jobs])
+    data = all_agree(processes, partial(prepare, config, family, sources, jobs, where.dtype))
     if summary:
-        check_not_replaced(os.path.join(config.results_dir, report.name + ".json"),
+        check_not_replaced(os.path.join(config.command.results_dir, report.name + ".json"),
                            {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
                            recorded=summarised_runs)
-    for line in header + ([split_line(mode, team, len(jobs))] if team.launched else []):
+    for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
         report.say(line)
-
-    def skipped(r):
-        report.say(f"run {r['name']}: its results already exist for the same settings ({r['name']}.json): skipped")
-    results = run_jobs(jobs, config, family, data, team, mode, dtype, skipped,
-                       lambda job, run_team: fine_tune(job, config, family, data, device, dtype, run_team,
-                                                       quiet=not team.main))
-    return results, data
+    plan = Plan(jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
+    train_rows = len(data["train"]["input_ids"])
+    return replace(plan, earlier={k: e for k in plan.mine() if (e := done_before(config, jobs[k], family, train_rows,
+                                                                                  where.dtype))})
 
 
-def run_jobs(jobs, config, family, data, team, mode, dtype, skipped, train_one):
-    """train_one(job, team) for every job; where config.reuse, a job whose results exist for the same settings (and
-    its test-set predictions, with --glue-submission) is not run again: its results are returned, marked skipped."""
-    def done(job):
-        earlier = reusable(config, job, run_settings(config, job, family, len(data["train"]["input_ids"]), dtype, ALONE))
-        files = (earlier or {}).get("test_predictions")
-        if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
-                                                              for f in files)):
-            return None                                # its test predictions are missing: the run is run again
-        return earlier
-    return run_many(jobs, train_one, done, team, mode, skipped)
+def earlier_result(plan, k):
+    """Run k's earlier results when it was done before for the same settings (marked skipped, and said on rank 0 in
+    its turn), else None: the run is to be trained."""
+    earlier = plan.earlier.get(k)
+    if earlier and plan.where.processes.main:
+        plan.report.say(skipped_line(earlier))
+    return {**earlier, "skipped": True} if earlier else None
+
+
+def skipped_line(result):
+    return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
+
+
+def collected(plan, mine):
+    """Every run's results in the order of plan.jobs, on rank 0 (None elsewhere); mine: {k: results} of the runs this
+    process took part in (None where another process holds them). In runs mode the processes' results are gathered,
+    and the skipped runs of the other processes said after all are done."""
+    processes = plan.where.processes
+    mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
+    if plan.mode == "runs":
+        mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
+        for k in sorted(mine) if processes.main else []:
+            if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
+                plan.report.say(skipped_line(mine[k]))
+    return [mine[k] for k in range(len(plan.jobs))] if processes.main else None
+
+
+def done_before(config, job, family, train_rows, dtype):
+    """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
+    --glue-submission), else None."""
+    earlier = reusable(config, job, run_settings(config, job, family, train_rows, dtype, ALONE))
+    files = (earlier or {}).get("test_predictions")
+    if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                          for f in files)):
+        return None                                    # its test predictions are missing: the run is run again
+    return earlier
 
 
 def reusable(config, job, settings):
     """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
     The number of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
     uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
-    return existing_result(results_path(config, job), settings, ignore=("processes", "evals")) if config.reuse else None
-
-
-def results_path(config, job):
-    return os.path.join(config.results_dir, run_name(config, job) + ".json")
+    if not config.command.reuse:
+        return None
+    return existing_result(results_path(config, job), settings, ignore=("processes", "evals"))
 
 
 def check_not_overwritten(config, jobs, family, train_rows, dtype):
@@ -551,18 +623,19 @@ def prepare(config, family, sources, jobs, dtype):
     in the way), then read the data, cut it (--max-train-examples, --max-dev-examples) and tokenise it once, for
     every run of this invocation. What a cut run leaves out is kept as counts (n_train_all, n_dev_all), and the
     majority class is the whole training set's."""
-    check_writable_dir(config.results_dir, "--results-dir")
+    c = config.command
+    check_writable_dir(c.results_dir, "--results-dir")
     for folder in model_folders(config, jobs):
         check_model_target(folder, "--save-model")
-    preflight([model_problem(config.model, "--model"), *family.data_problems(sources)])
-    check_positions(family.max_len, load_pretrained(AutoConfig, config.model))
+    preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
+    check_positions(family.max_len, load_pretrained(AutoConfig, c.model))
     train_all, devs_all = family.read(sources)
-    train = train_all[:config.max_train_examples]
-    devs = {name: d[:config.max_dev_examples] for name, d in devs_all.items()}
+    train = train_all[:c.max_train_examples]
+    devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
     if not train or not all(devs.values()):
         raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
-    tok = load_pretrained(AutoTokenizer, config.model)
+    tok = load_pretrained(AutoTokenizer, c.model)
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
@@ -572,11 +645,49 @@ def prepare(config, family, sources, jobs, dtype):
             "majority": family.majority(train_all), "tests": family.encode_tests(tok, tests) if tests else {}}
 
 
-def model_folders(config, jobs):
-    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
-    if not config.save_model:
-        return []
-    return [os.path.join(config.save_model, run_name(config, job)) for job in jobs] if config.reuse else [config.save_model]
+# --- a run's results: its JSON and log, the model kept when asked, its curve; the summaries of seeds and grids ---
+
+def computation(padding_free, opt):
+    """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
+    padded ones, AdamW's fused kernel or its loop of tensor operations."""
+    return {"padding_free": padding_free, "fused_adamw": bool(opt.param_groups[0].get("fused"))}
+
+
+def best_seen(curve, family):
+    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
+    the first of any ties: reported beside the result, never taken for it."""
+    return max(curve, key=lambda c: family.selection(c["dev"]))
+
+
+def save_results(fit, config, job, n):
+    """The results JSON and log of a run (n: its steps, warmup steps, scores before and after, curve and seconds;
+    where it ran, its settings and computation), the model kept when asked, the task's own outputs (its family's
+    extra_outputs: GLUE's test-set predictions with --glue-submission), the checkpoint removed and the learning curve
+    drawn. Returns the results."""
+    c, report, best = config.command, fit.report, best_seen(n["curve"], fit.family)
+    result = {"name": report.name, "task": config.task, "model": portable(c.model), "lr": job.lr,
+              "batch_size": job.batch_size, "epochs": job.epochs, "steps": n["steps"], "warmup_steps": n["warmup_steps"],
+              "seed": job.seed, "device": str(fit.device), "before": n["before"], "final": n["final"], "curve": n["curve"],
+              "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": n["seconds"],
+              "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
+              **fit.family.summary(fit.data["train"]), "settings": fit.run.settings,
+              "computation": computation(is_padding_free(fit.model), fit.opt)}
+    if c.save_model:
+        result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
+        report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
+    result |= fit.family.extra_outputs(fit, config.test_dir)
+    report.save(result, cli=recorded_command(c, task=config.task, evals=config.evals), device=fit.device)
+    fit.run.remove_checkpoint()
+    line_plot(os.path.join(c.results_dir, report.name + "_curve.png"), [p["step"] for p in n["curve"]],
+              {"train loss": [p["train_loss"] for p in n["curve"]]}, "step",
+              right=("dev score", [fit.family.selection(p["dev"]) for p in n["curve"]]))
+    return result
+
+
+def recorded_command(settings, **ran):
+    """The command line as a results file records it: its argv, and its settings (ran: a task's own, e.g. its
+    evaluations)."""
+    return command_line(settings.argv, flags_record(settings, **ran))
 
 
 def save_model(model, tok, path):
@@ -585,6 +696,26 @@ def save_model(model, tok, path):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return replace_folder_atomically(path, write)
+
+
+def by_setting(results, score):
+    """{(batch_size, lr, epochs): [score(r) of each of its runs]}, in the order the settings first come."""
+    out = {}
+    for r in results:
+        out.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(score(r))
+    return out
+
+
+def mean_and_std(values):
+    """The mean and the sample standard deviation of values over seeds (0 for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def save_summary(report, config, payload, device):
+    """The summary of --seeds or --grid, as its own results file beside the runs'."""
+    c = config.command
+    report.save({"task": config.task, "model": portable(c.model), **payload},
+                cli=recorded_command(c, task=config.task, evals=config.evals), device=device)
 
 
 if __name__ == "__main__":

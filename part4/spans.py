@@ -24,9 +24,10 @@ from part4.common import (
     gather,
     load_hub_dataset,
 )
+from part4.recipe import MAX_LEN as MAX_LEN  # run_squad.py's windows: 384 tokens, overlapping by 128 (the recipe's)
+from part4.recipe import STRIDE as STRIDE
 from part4.runs import batches_by_length, collate
 
-MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
 BATCH_SIZE = 64                        # windows per forward pass
 N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
@@ -272,19 +273,19 @@ class SpanSearch:
     max_answer: int = MAX_ANSWER  # longest answer in tokens
 
 
-def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, team=ALONE):
+def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, processes=ALONE):
     """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
     Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
     n = len(windows)
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
-    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[team.rank::team.world]
+    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[processes.rank::processes.world]
     columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
                if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
-                   disable=not team.main)
+                   disable=not processes.main)
         for idx in batches:
             inputs = collate(columns, idx, device)
             passage = inputs.pop("passage")                     # (B, L): the passage's tokens
@@ -300,9 +301,9 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
             bar.update(len(idx))
         bar.close()
-    if team.world > 1:                                  # every process's windows, into the same arrays
+    if processes.world > 1:                                  # every process's windows, into the same arrays
         mine = [i for idx in batches for i in idx]
-        for rows, parts in gather(team, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
+        for rows, parts in gather(processes, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
             best[rows], i_best[rows], j_best[rows], s_null[rows] = parts
     return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
 
@@ -325,13 +326,14 @@ def windows_per_question(windows, n_questions):
     return np.bincount([w["example"] for w in windows], minlength=n_questions).tolist()
 
 
-def predict(model, tok, examples, search, device, dtype, team=ALONE):
+def predict(model, tok, examples, search, device, dtype, processes=ALONE):
     """Windows -> model -> span search -> the best answer of every question, with timings. search: a SpanSearch."""
     t0 = time.perf_counter()
     windows = make_windows(tok, examples, search.max_len, search.stride)
     tokenize_seconds = time.perf_counter() - t0
     uncovered = len(uncovered_questions(tok, examples, windows))
-    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, search.max_answer, team)
+    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, max_answer=search.max_answer,
+                           processes=processes)
     answers = best_per_question(examples, windows, scored)
     per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
@@ -392,8 +394,8 @@ def score_v2(examples, answers, taus):
                                          for ex, a in zip(examples, answers))))
     has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
     em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
-    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus)
-    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, [0.0])[0]
+    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=taus)
+    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=[0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
     exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]

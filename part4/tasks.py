@@ -30,7 +30,7 @@ from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnsweri
 
 from part4 import spans
 from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
-from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script
+from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script, write_atomic
 from part4.runs import batches_by_length, collate
 
 
@@ -458,6 +458,45 @@ def score_parts(scores, metrics, counts=False):
     return parts
 
 
+# --- The test-server files: a run's predictions on its task's test sets (--glue-submission) ---
+
+MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
+
+
+def predict_tests(fit, test_dir):
+    """The run's predictions on its task's test sets, written as the GLUE server takes them into
+    test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
+    as the paper's submission. Returns the files, relative to test_dir."""
+    task, family = TASKS[fit.family.name], fit.family
+    majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
+    files = []
+    for server_file, enc in fit.data["tests"].items():
+        out = predict_logits(fit.model, enc, fit.device, fit.dtype, family.eval_batch_size)
+        labels = prediction_strings(out, task, majority)
+        path = os.path.join(test_dir, fit.report.name, server_file)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, submission_text(enc["index"], labels))
+        files.append(os.path.relpath(path, test_dir))
+        fit.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
+                       + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
+                          f"paper's WNLI submission; not the model)" if majority is not None else ""))
+    return files
+
+
+def prediction_strings(logits, task, majority=None):
+    """The server's label strings, by name: task.labels[k] for the predicted class k (0/1, entailment/neutral/...,
+    entailment/not_entailment); STS-B a score in [0, 5] with 3 decimals; `majority`: that class for every row."""
+    if not task.labels:
+        return [f"{v:.3f}" for v in np.clip(logits[:, 0], 0.0, 5.0)]
+    classes = np.full(len(logits), majority) if majority is not None else logits.argmax(-1)
+    return [task.labels[k] for k in classes]
+
+
+def submission_text(index, labels):
+    return "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, labels))
+
+
+
 # --- The head families: what differs between the tasks (one class per output layer) ---
 
 class Classification:
@@ -468,7 +507,6 @@ class Classification:
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
-    takes = ("data_dir",)              # the data flags of the command line it reads
 
     def __init__(self, name, max_len, stride=None, eval_batch_size=None):
         self.name, self.max_len, self.stride = name, max_len, None
@@ -481,9 +519,6 @@ class Classification:
         task = TASKS[name]
         return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
 
-    @staticmethod
-    def check(max_len, stride):
-        """Settings this family cannot take (none for GLUE and SWAG)."""
 
     def data_problems(self, sources):
         if sources.data_dir is not None:
@@ -551,6 +586,10 @@ class Classification:
     def read_tests(self, sources):
         return read_tests(sources)
 
+    def extra_outputs(self, fit, test_dir):
+        """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
+        return {"test_predictions": predict_tests(fit, test_dir)} if test_dir else {}
+
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
         return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
@@ -601,7 +640,6 @@ class SpanExtraction:
     fresh = "random start and end vectors S, E"
     eval_batch_size = spans.BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from a short passage's to the full window length
-    takes = ("train_data", "dev_data", "stride")
     metrics = ("em", "f1")
     selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
     selection_name = METRIC_NAMES["f1"]
@@ -610,11 +648,6 @@ class SpanExtraction:
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.hub = spans.HUB_DATASETS[self.version]
-
-    @staticmethod
-    def check(max_len, stride):
-        if stride >= max_len:
-            raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len}")
 
     def data_problems(self, sources):
         return [file_problem(sources.train_data, "--train-data", self.hub),
@@ -646,7 +679,8 @@ class SpanExtraction:
     def evaluate(self, model, devs, tok, device, dtype):
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
-        search = spans.SpanSearch(self.max_len, self.stride, self.eval_batch_size, spans.N_BEST, spans.MAX_ANSWER)
+        search = spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
+                                  n_best=spans.N_BEST, max_answer=spans.MAX_ANSWER)
         out = {name: self.score(*spans.predict(model, tok, examples, search, device, dtype), examples)
                for name, examples in devs.items()}
         model.train()
@@ -687,6 +721,9 @@ class SpanExtraction:
                     f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
                     f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
         return line
+
+    def extra_outputs(self, fit, test_dir):
+        return {}
 
     def summary(self, train):
         return {"uncovered_questions": {"train": train["uncovered"],

@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import common, spans, tasks
+from part4 import cli, common, recipe, spans, tasks
 from part4.common import run_cli
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -24,7 +24,7 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_help_states_every_default(name):
-    parser = SCRIPTS[name].build_parser()
+    parser = (cli if name == "finetune" else SCRIPTS[name]).build_parser()
     for action in parser._actions:
         if action.dest == "help" or action.default in (None, False):
             continue
@@ -140,9 +140,9 @@ def test_the_article_final_line_and_its_repeat():
     assert ft.article_final("mrpc", 2e-5) == ("   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
                                               "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
     assert "0.8701 (355/408)" in ft.article_final("mrpc", 5e-5) and ft.article_final("rte", 2e-5) == ""
-    assert ft.grid_size("a3") == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
+    assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
                                   "= 2 x 3 x 3 = 18 runs")
-    assert ft.grid_size("glue") == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
+    assert recipe.grid_size("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
 
 
 def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny_bert_dir, tmp_path):

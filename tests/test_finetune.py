@@ -13,14 +13,14 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-from part4 import tasks
+from part4 import recipe, tasks
 from part4.common import run_cli
 
 # --- the schedule and the optimiser ---
 
 
 def test_learning_rates_in_file_names():
-    assert [ft.lr_tag(x) for x in (2e-5, 5e-5, 2.5e-5, 1e-3, 0.1)] == ["2e-5", "5e-5", "2.5e-5", "1e-3", "1e-1"]
+    assert [recipe.lr_tag(x) for x in (2e-5, 5e-5, 2.5e-5, 1e-3, 0.1)] == ["2e-5", "5e-5", "2.5e-5", "1e-3", "1e-1"]
 
 
 @pytest.mark.parametrize("total, warmup_share", [(345, 0.1), (6315, 0.1), (10, 0.0), (7, 0.5)])
@@ -110,13 +110,13 @@ def glue_dir(tmp_path_factory):
     return folder
 
 
-def run(tiny_bert_dir, glue_dir, out, *extra):
+def run(tiny_bert_dir, glue_dir, out, extra=()):
     argv = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue_dir, "--results-dir", str(out), "--device", "cpu", *extra]
     assert ft.main(argv) == 0
 
 
 def test_a_tiny_model_learns_a_synthetic_task(tiny_bert_dir, glue_dir, tmp_path):
-    run(tiny_bert_dir, glue_dir, tmp_path, "1e-3", "--batch-size", "16", "--epochs", "4", "--evals", "4")
+    run(tiny_bert_dir, glue_dir, tmp_path, ["1e-3", "--batch-size", "16", "--epochs", "4", "--evals", "4"])
     r = json.loads((tmp_path / "part4_sst2_lr1e-3_bs16_ep4.json").read_text())
     assert r["steps"] == 4 * math.ceil(600 / 16) == 152 and r["warmup_steps"] == 15
     assert r["final"]["dev"]["accuracy"] >= 0.95 > r["before"]["dev"]["accuracy"] + 0.3
@@ -125,7 +125,7 @@ def test_a_tiny_model_learns_a_synthetic_task(tiny_bert_dir, glue_dir, tmp_path)
 
 
 def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
-    run(tiny_bert_dir, glue_dir, tmp_path, "--max-train-examples", "100", "--evals", "3")
+    run(tiny_bert_dir, glue_dir, tmp_path, ["--max-train-examples", "100", "--evals", "3"])
     r = json.loads((tmp_path / "part4_sst2_lr2e-5.json").read_text())
     for key in ("task", "lr", "batch_size", "epochs", "steps", "warmup_steps", "seed", "device", "before", "final",
                 "curve", "seconds"):
@@ -154,11 +154,11 @@ def test_main_end_to_end_json_and_log(tiny_bert_dir, glue_dir, tmp_path):
 
 def test_two_cpu_runs_with_one_seed_give_identical_losses(tiny_bert_dir, glue_dir, tmp_path):
     for k in range(2):
-        run(tiny_bert_dir, glue_dir, tmp_path / str(k), "--max-train-examples", "64", "--evals", "4", "--seed", "3")
+        run(tiny_bert_dir, glue_dir, tmp_path / str(k), ["--max-train-examples", "64", "--evals", "4", "--seed", "3"])
     a, b = (json.loads((tmp_path / str(k) / "part4_sst2_lr2e-5_seed3.json").read_text()) for k in range(2))
     assert [c["train_loss"] for c in a["curve"]] == [c["train_loss"] for c in b["curve"]]
     c = tmp_path / "other"
-    run(tiny_bert_dir, glue_dir, c, "--max-train-examples", "64", "--evals", "4", "--seed", "4")
+    run(tiny_bert_dir, glue_dir, c, ["--max-train-examples", "64", "--evals", "4", "--seed", "4"])
     other = json.loads((c / "part4_sst2_lr2e-5_seed4.json").read_text())
     assert [x["train_loss"] for x in other["curve"]] != [x["train_loss"] for x in a["curve"]]
 
@@ -171,8 +171,8 @@ def test_stsb_is_a_regression_with_pearson_and_spearman(tiny_bert_dir, glue_dir,
 
 
 def test_seeds_give_mean_and_std_of_the_runs(tiny_bert_dir, glue_dir, tmp_path):
-    run(tiny_bert_dir, glue_dir, tmp_path, "--max-train-examples", "64", "--max-dev-examples", "40", "--seeds", "2",
-        "--evals", "2")
+    run(tiny_bert_dir, glue_dir, tmp_path, ["--max-train-examples", "64", "--max-dev-examples", "40", "--seeds", "2",
+        "--evals", "2"])
     runs = [json.loads((tmp_path / f"part4_sst2_lr2e-5_seed{s}.json").read_text()) for s in range(2)]
     summary = json.loads((tmp_path / "part4_sst2_lr2e-5_seeds2.json").read_text())["summary"]["dev.accuracy"]
     values = [r["final"]["dev"]["accuracy"] for r in runs]
@@ -181,15 +181,15 @@ def test_seeds_give_mean_and_std_of_the_runs(tiny_bert_dir, glue_dir, tmp_path):
 
 
 def test_grid_glue_runs_four_learning_rates_sorted(tiny_bert_dir, glue_dir, tmp_path):
-    run(tiny_bert_dir, glue_dir, tmp_path, "--max-train-examples", "32", "--max-dev-examples", "40", "--grid", "glue",
-        "--evals", "1")
+    run(tiny_bert_dir, glue_dir, tmp_path, ["--max-train-examples", "32", "--max-dev-examples", "40", "--grid", "glue",
+        "--evals", "1"])
     g = json.loads((tmp_path / "part4_sst2_grid_glue.json").read_text())
     assert sorted(r["lr"] for r in g["runs"]) == [2e-5, 3e-5, 4e-5, 5e-5]
     acc = [r["final"]["dev"]["accuracy"] for r in g["runs"]]
     assert acc == sorted(acc, reverse=True)
     for lr in ("2e-5", "3e-5", "4e-5", "5e-5"):
         assert (tmp_path / f"part4_sst2_lr{lr}.json").exists()
-    assert len(ft.GRIDS["a3"]) == 18
+    assert len(recipe.grid_settings("a3", 32, 3)) == 18
 
 
 # --- bad input: one line, non-zero exit, nothing that looks finished ---
@@ -339,8 +339,8 @@ def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
 
 
 def test_grid_with_seeds_runs_every_setting_with_every_seed(tiny_bert_dir, glue_dir, tmp_path):
-    run(tiny_bert_dir, glue_dir, tmp_path, "--max-train-examples", "32", "--max-dev-examples", "20", "--grid", "glue",
-        "--seeds", "2", "--evals", "1", "--epochs", "1")
+    run(tiny_bert_dir, glue_dir, tmp_path, ["--max-train-examples", "32", "--max-dev-examples", "20", "--grid", "glue",
+        "--seeds", "2", "--evals", "1", "--epochs", "1"])
     g = json.loads((tmp_path / "part4_sst2_grid_glue_seeds2.json").read_text())
     assert sorted((r["lr"], r["name"].endswith("_seed1")) for r in g["runs"]) == sorted(
         (lr, s) for lr in (2e-5, 3e-5, 4e-5, 5e-5) for s in (False, True))

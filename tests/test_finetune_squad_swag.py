@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import runs, spans, tasks
+from part4 import cli, runs, spans, tasks
 from part4.common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -151,7 +151,7 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     target = tmp_path / "saved"
-    ft.save_model(model, tok, str(target))
+    runs.save_model(model, tok, str(target))
     again = BertForQuestionAnswering.from_pretrained(str(target)).eval()
     enc = tok("Where was Ada born?", LONG[:80], return_tensors="pt")
     with torch.no_grad():
@@ -162,11 +162,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
     with pytest.raises(OSError):
-        ft.save_model(model, tok, str(tmp_path / "never"))
+        runs.save_model(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
     with pytest.raises(OSError):
-        ft.save_model(model, tok, str(target))
+        runs.save_model(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
@@ -176,7 +176,7 @@ def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     old = os.umask(0o022)
     try:
-        ft.save_model(model, tok, str(tmp_path / "saved"))
+        runs.save_model(model, tok, str(tmp_path / "saved"))
     finally:
         os.umask(old)
     assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)
@@ -257,10 +257,12 @@ def test_squad_v2_fine_tune_end_to_end(tiny_bert_dir, tmp_path):
 def test_squad_defaults_are_the_papers():
     for task, (lr, batch, epochs) in (("squad", (5e-5, 32, 3)), ("squad_v2", (5e-5, 48, 2)), ("swag", (2e-5, 16, 3)),
                                       ("mrpc", (2e-5, 32, 3))):
-        args = ft.parse_args([task])
-        assert (args.lr, args.batch_size, args.epochs) == (lr, batch, epochs)
-    assert ft.parse_args(["squad"]).max_len == 384 and ft.parse_args(["squad"]).evals == 3
-    assert ft.parse_args(["squad_v2"]).evals == 2 and ft.parse_args(["sst2"]).evals == 30
+        settings = cli.parse([task])
+        assert (settings.lr, settings.batch_size, settings.epochs) == (lr, batch, epochs)
+    assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
+    for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
+        settings = cli.parse([task])
+        assert runs.evaluations(ft.task_inputs(settings, task)[0].evals, settings.epochs) == evals
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -395,10 +397,10 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(ft.parse_args(["swag"]).sources)
+    train, devs = tasks.read_swag(ft.task_inputs(cli.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(ft.parse_args(["squad_v2"]).sources)
+    train, devs = tasks.read_squad_task(ft.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)

@@ -14,7 +14,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import article, glue, tasks
+from part4 import article, cli, glue, lines, runs, tasks
 from part4.common import Fatal, Report, fmt, run_cli
 from part4.runs import Job
 
@@ -78,11 +78,11 @@ def glue_data(tmp_path_factory):
 
 
 def config_for(argv):
-    command = ft.parse_args(argv)
-    return command.for_task(command.tasks[0])[0]
+    settings = cli.parse(argv)
+    return ft.task_inputs(settings, settings.tasks[0])[0]
 
 
-def glue_cmd(model, data, out, *extra):
+def glue_cmd(model, data, out, extra=()):
     return ["glue", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device", "cpu",
             "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
 
@@ -158,7 +158,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = ft.Report("x", str(tmp_path), quiet=True)
-        ranked = ft.grid("glue", task, None, family, results, report)["runs"]
+        ranked = lines.grid("glue", task, None, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
@@ -203,7 +203,7 @@ def test_the_average_leaves_wnli_out_and_is_table_1s():
 
 def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, tmp_path):
     sub = tmp_path / "submission"
-    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--glue-submission", str(sub))) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--glue-submission", str(sub)])) == 0
     table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
     assert all(table["tasks"][t]["run"] for t in tasks.TASKS) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
@@ -270,8 +270,8 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
 def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue_data, tmp_path):
     """MNLI-m.tsv holds, for every test row, the name of the class the MNLI model scores highest."""
     sub = tmp_path / "sub"
-    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "mnli", "--glue-submission",
-                            str(sub), "--save-model", str(tmp_path / "m"))) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--tasks", "mnli", "--glue-submission",
+                            str(sub), "--save-model", str(tmp_path / "m")])) == 0
     model = BertForSequenceClassification.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1")).eval()
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "m" / "part4_mnli_lr1e-3_bs8_ep1"))
     test = read_tsv(os.path.join(glue_data, "MNLI", "test_matched.tsv"))[1:]
@@ -284,10 +284,10 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
     logits = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]])
-    assert glue.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert glue.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert glue.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    assert tasks.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert tasks.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -309,7 +309,7 @@ def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
 
 def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
     data = write_glue(str(tmp_path / "data"), skip=("MNLI", "QQP", "QNLI", "SST-2", "CoLA", "STS-B"))
-    assert ft.main(glue_cmd(tiny_bert_dir, data, tmp_path / "out", "1e-3")) == 0
+    assert ft.main(glue_cmd(tiny_bert_dir, data, tmp_path / "out", ["1e-3"])) == 0
     log = (tmp_path / "out" / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text().splitlines()
     assert log[0].startswith("GLUE (paper §4.1): 3 of 9 tasks run (mrpc, rte, wnli); not run: ")
     assert "mnli (no MNLI/train.tsv, MNLI/dev_matched.tsv in --data-dir)" in log[0]
@@ -321,7 +321,7 @@ def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
 
 
 def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, glue_data, tmp_path):
-    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["--tasks", "rte,wnli"])
     assert ft.main(argv) == 0
     runs = sorted(tmp_path.glob("part4_rte_lr*.json"))
     assert [p.name for p in runs] == [f"part4_rte_lr{lr}_bs8_ep1.json" for lr in ("2e-5", "3e-5", "4e-5", "5e-5")]
@@ -335,14 +335,14 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
     family = tasks.FAMILIES["rte"]("rte", 128)
-    pre = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir]))
-    rnd = ft.new_model(family, config_for(["rte", "--model", tiny_bert_dir, "--init", "random"]))
+    pre = ft.new_model(family, tiny_bert_dir, "pretrained")
+    rnd = ft.new_model(family, tiny_bert_dir, "random")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
     for name, p in saved.bert.named_parameters():
         assert p.equal(dict(pre.bert.named_parameters())[name]), name
     assert not saved.bert.embeddings.word_embeddings.weight.equal(rnd.bert.embeddings.word_embeddings.weight)
     assert rnd.config.num_hidden_layers == saved.config.num_hidden_layers and rnd.num_labels == 2
-    glue_argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "1e-3", "--tasks", "rte")
+    glue_argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--tasks", "rte"])
     random_argv = ["glue", "1e-3", "--tasks", "rte", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir",
                    str(tmp_path), "--device", "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "2", "--init", "random"]
     assert ft.main(random_argv) == 0                                        # other evaluations: still shown beside
@@ -409,9 +409,9 @@ def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
 def test_once_per_epoch_follows_each_runs_epochs():
     """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
     config = config_for(["swag", "--grid", "a3"])
-    assert [config.evals_of(Job(2e-5, 16, e, 0)) for e in (2, 3, 4)] == [2, 3, 4]
+    assert [runs.evaluations(config.evals, e) for e in (2, 3, 4)] == [2, 3, 4]
     glue_config = config_for(["mrpc", "--grid", "a3"])
-    assert glue_config.evals_of(Job(2e-5, 16, 2, 0)) == 30
+    assert runs.evaluations(glue_config.evals, 2) == 30
 
 
 def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):
@@ -427,12 +427,13 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in ft.final_line("mrpc", family, Job(2e-5, 32, 3, 0), final, 60)
-    other = ft.final_line("mrpc", family, Job(2e-5, 16, 3, 0), final, 60)
+    assert article in ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), final, 60)
+    other = ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
-    for job, init in ((Job(2e-5, 32, 3, 7), "pretrained"), (Job(2e-5, 32, 3, 0), "random")):
+    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7), "pretrained"),
+                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0), "random")):
         assert "0.8333" not in ft.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(2e-5, 32, 3, 0),
+    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0),
                         {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte
@@ -451,11 +452,11 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     out = tmp_path / "out"
-    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, glue_data, out, "--glue-submission", str(blocker / "sub"))) == 2
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, glue_data, out, ["--glue-submission", str(blocker / "sub")])) == 2
     assert "--glue-submission" in capsys.readouterr().err and not out.exists()
     bad = write_glue(str(tmp_path / "bad"))
     (tmp_path / "bad" / "RTE" / "test.tsv").write_text("index\tpremise\thypothesis\n0\ta\tb\n")
-    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, bad, out, "--glue-submission", str(tmp_path / "sub"))) == 2
+    assert run_cli(ft.main, glue_cmd(tiny_bert_dir, bad, out, ["--glue-submission", str(tmp_path / "sub")])) == 2
     err = capsys.readouterr().err.strip()
     assert "RTE/test.tsv: no column 'sentence1' in the header" in err and "\n" not in err
     assert not out.exists() or not list(out.glob("*.json"))
@@ -473,7 +474,7 @@ def test_the_shared_glue_folder_runs_six_tasks():
 def test_glue_under_torchrun_gives_one_process_numbers(tiny_bert_dir, glue_data, tmp_path):
     """Two processes (gloo): the grid's runs spread over them, each run once, the same table as one process."""
     from test_processes import alone, torchrun
-    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, "--tasks", "rte,wnli")
+    argv = glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["--tasks", "rte,wnli"])
     one = alone("finetune", argv + ["--results-dir", str(tmp_path / "one")])
     assert one.returncode == 0, one.stderr
     two = torchrun("finetune", argv + ["--results-dir", str(tmp_path / "two")])

@@ -87,7 +87,7 @@ def test_five_training_steps_with_dropout_are_the_padded_steps(kind, labels):
         opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=1e-3, weight_decay=0.01, fused=FUSED_CPU)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         torch.manual_seed(5)
-        losses[name] = [ft.train_step(model, batch, opt, sched, 1.0, None, loss_fn).item() for _ in range(5)]
+        losses[name] = [ft.train_step(model, batch, opt, sched, 1.0, loss_fn).item() for _ in range(5)]
         losses[name + " rng"] = torch.get_rng_state()
     assert max(abs(x - y) for x, y in zip(losses["padded"], losses["packed"])) < 1e-5
     assert len(set(losses["padded"])) == 5                                       # dropout changes every step's loss

@@ -69,7 +69,7 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
-        rows, weight = runs.shard(idx, Processes(rank, world))
+        rows, weight = runs.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
         (ft.library_loss(model, runs.collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx

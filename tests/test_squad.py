@@ -248,7 +248,7 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
     em_ans, f1_ans = map(np.array, zip(*(spans.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
-    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus)   # s_hat = diff, s_null = 0
+    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus=taus)   # s_hat = diff, s_null = 0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
         scores = [spans.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]

@@ -15,7 +15,7 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-from part4 import runs, tasks
+from part4 import lines, runs, tasks
 from part4.common import ALONE, Report, run_cli
 from part4.runs import Job
 
@@ -33,15 +33,15 @@ def two_tasks(tmp_path_factory):
     return folder
 
 
-def glue_argv(model, data, out, *extra):
+def glue_argv(model, data, out, extra=()):
     return ["glue", "--tasks", "rte,wnli", "--model", model, "--data-dir", data, "--results-dir", str(out), "--device",
             "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
 
 
 def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir, two_tasks, tmp_path, capsys):
     out, sub = tmp_path / "r", tmp_path / "sub"
-    assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, "--max-train-examples", "10", "--glue-submission",
-                             str(sub))) == 0
+    assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, ["--max-train-examples", "10", "--glue-submission",
+                             str(sub)])) == 0
     name = "part4_glue_table_bs8_ep1"
     log = (out / f"{name}.log").read_text().splitlines()
     md = (out / f"{name}.md").read_text()
@@ -132,13 +132,13 @@ def test_empty_files_and_bad_test_layouts_are_one_line_before_any_training(tiny_
     out = tmp_path / "sub_runs"
     data = copy_glue(two_tasks, tmp_path / "empty_test")
     header_only(data, "WNLI/test.tsv")                      # WNLI runs after RTE: caught before RTE trains
-    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s1")), capsys)
+    err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s1")]), capsys)
     assert "WNLI/test.tsv: no test examples (a header and no rows)" in err and not list(out.glob("*.json"))
 
     data = copy_glue(two_tasks, tmp_path / "no_tests")
     os.remove(os.path.join(data, "RTE", "test.tsv"))
     os.remove(os.path.join(data, "WNLI", "test.tsv"))
-    err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s2")), capsys)
+    err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s2")]), capsys)
     assert "2 inputs cannot be used" in err and "RTE/test.tsv: no such file" in err and "WNLI/test.tsv: no such file" in err
 
     for bad, expected in ((lambda h: h + ["label"], "has a label column 'label'"),
@@ -147,7 +147,7 @@ def test_empty_files_and_bad_test_layouts_are_one_line_before_any_training(tiny_
         rows = read_tsv(os.path.join(data, "RTE", "test.tsv"))
         with open(os.path.join(data, "RTE", "test.tsv"), "w") as f:
             f.write("\t".join(bad(rows[0])) + "\n" + "".join("\t".join(r + ["x"]) + "\n" for r in rows[1:]))
-        err = refused(glue_argv(tiny_bert_dir, data, out, "2e-5", "--glue-submission", str(tmp_path / "s3")), capsys)
+        err = refused(glue_argv(tiny_bert_dir, data, out, ["2e-5", "--glue-submission", str(tmp_path / "s3")]), capsys)
         assert "RTE/test.tsv" in err and expected in err and not list(out.glob("*.json"))
 
 
@@ -158,7 +158,7 @@ def test_a_results_file_that_is_not_json_is_named_and_left_as_it_is(tiny_bert_di
     one_run = ["rte", "--model", tiny_bert_dir, "--data-dir", two_tasks, "--results-dir", str(out), "--batch-size", "8",
                "--epochs", "1"]
     for name, argv in (("part4_rte_lr2e-5_bs8_ep1.json", one_run),
-                       ("part4_glue_table_lr2e-5_bs8_ep1.json", glue_argv(tiny_bert_dir, two_tasks, out, "2e-5"))):
+                       ("part4_glue_table_lr2e-5_bs8_ep1.json", glue_argv(tiny_bert_dir, two_tasks, out, ["2e-5"]))):
         (out / name).write_text(conflicted)
         err = refused(argv, capsys)
         assert name in err and "not a results file (not JSON" in err and "left as it is" in err
@@ -196,12 +196,12 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
-        ft.grid("glue", "sst2", None, family, [result], report, init)
+        lines.grid("glue", "sst2", None, family, [result], report, labels=ft.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
-        final = ft.final_line("sst2", family, Job(2e-5, 32, 3, 0), result["final"], 60.0, init)
+        final = ft.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not ft.article_setting(Job(2e-5, 32, 3, 1), "pretrained") and ft.article_setting(Job(5e-5, 32, 3, 0),
-                                                                                           "pretrained")
+    assert not ft.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1), "pretrained")
+    assert ft.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():
@@ -209,14 +209,16 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert ft.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert runs.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert ft.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert runs.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
 @pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
-                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py")])
+                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py"),
+                                            ("cli", "bert_part4_finetune.py"), ("recipe", "bert_part4_finetune.py"),
+                                            ("lines", "bert_part4_finetune.py"), ("flags", "bert_part4_")])
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
                        cwd=ROOT)

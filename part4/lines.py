@@ -1,0 +1,122 @@
+"""What a fine-tuning run prints, each line formatted here, where every run's lines come from: the preamble (the
+derived quantities first, STYLE 8), the line before training, each evaluation's line, the best dev score seen, and
+the summaries of restarts and grids. bert_part4_finetune.py says them; the FINAL line, which carries the article's
+numbers, is its own."""
+
+import sys
+
+from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
+from part4.common import model_type_note, not_a_script, portable
+from part4.packing import is_padding_free, padding_free_problem
+from part4.recipe import grid_size
+from part4.runs import by_setting, computation, evaluations, mean_and_std
+from part4.tasks import METRIC_NAMES
+
+
+def preamble(config, fit, job, steps, warm, every):
+    """The derived quantities a run prints before it trains: data, inputs cut, steps, warmup, how it is computed,
+    and what a cut run leaves out (every: the steps between two dev evaluations)."""
+    c, data, processes, device = config.command, fit.data, fit.run.processes, fit.device
+    lines = [f"task {config.task}: {data['n_train']} training examples, "
+             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
+             + f", device {device.type}"
+             + (f" x {processes.world} processes (each takes 1/{processes.world} of every batch)"
+                if processes.world > 1 else "")]
+    lines += fit.family.describe(data["train"])
+    lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
+                 f"steps, weight decay {c.weight_decay}")
+    return lines + computed(config, fit, job) + cut_lines(config, data, steps, every, job)
+
+
+def computed(config, fit, job):
+    """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
+    do not compute trains padded, and the first line says why."""
+    c, packed, model = config.command, is_padding_free(fit.model), fit.model.config
+    padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
+    fused = " fused" if computation(packed, fit.opt)["fused_adamw"] else ""
+    why = [f"padded steps, not padding-free: {padding_free_problem(fit.model)}"] if c.padding_free and not packed else []
+    return why + [f"  (also: AdamW{fused}, clip {c.clip}, "
+                  f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
+                  f"autocast {fit.dtype or 'off (fp32)'}, {padding}"
+                  + (", batches grouped by length (paper: random batches)" if config.grouped else "")
+                  + f"; model {portable(c.model)}{model_type_note(fit.model)}"
+                  + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
+                  f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+
+
+def cut_lines(config, data, steps, every, job):
+    """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
+    not the recipe's."""
+    c = config.command
+    cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data["n_train"], data["n_train_all"], "training")]
+           + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < whole]
+    flags = [f for f, n in (("--max-train-examples", c.max_train_examples),
+                            ("--max-dev-examples", c.max_dev_examples)) if n]
+    lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
+    asked = evaluations(config.evals, job.epochs)
+    if every != max(1, steps // asked):
+        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
+                     f"{asked}, which are for full runs; --evals sets them)")
+    return lines
+
+
+def step_line(step, steps, epoch, loss, scores, seconds):
+    """'step   100/6315  epoch 1  train loss 0.3120  dev accuracy 0.9060  (95 s)' (scores: the family's, formatted)."""
+    return f"step {step:>5}/{steps}  epoch {epoch}  train loss {loss:.4f}  {scores}  ({seconds:.0f} s)"
+
+
+def best_seen_line(best, final, family):
+    """The best dev score seen during training, when it beats the final one: said beside the result, never taken for
+    it ([] when the final one is the best)."""
+    if family.selection(best["dev"]) <= family.selection(final):
+        return []
+    return [f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} at step "
+            f"{best['step']}; not the result: the result is the model at the end of training, since picking the best "
+            f"checkpoint by its dev score would flatter the dev score)"]
+
+
+def restarts(task, lr, seeds, family, results, report):
+    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
+    summary = {}
+    for dev in results[0]["final"]:
+        for m in family.metrics:
+            values = [r["final"][dev][m] for r in results]
+            mean, std = mean_and_std(values)
+            summary[f"{dev}.{m}"] = {"values": values, "mean": mean, "std": std}
+            report.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} {mean:.4f} +- {std:.4f}  "
+                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
+    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
+            "summary": summary}
+
+
+def grid(name, task, seeds, family, results, report, labels=None):
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
+    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
+    {run name: the article's number for its setting} where there is one."""
+    if seeds:
+        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
+                   f"(paper, BERT-large: the best of several restarts on dev):")
+        points = {key: mean_and_std(v) for key, v in by_setting(results, lambda r: family.selection(r["final"])).items()}
+        for (b, lr, e), (mean, std) in sorted(points.items(), key=lambda kv: -kv[1][0]):
+            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {mean:.4f} +- {std:.4f}")
+    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
+    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
+    for r in ranked:
+        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
+                   f"({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
+    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
+                                   for r in ranked]}
+
+
+def grid_header(config, n_runs, in_table):
+    """'rte: grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs' (no line without --grid)."""
+    c = config.command
+    if not c.grid:
+        return []
+    return [(f"{config.task}: " if in_table else "") + grid_size(c.grid, c.batch_size, c.epochs)
+            + (f", x {c.seeds} seeds = {n_runs} runs" if c.seeds else "")]
+
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/lines.py", "python bert_part4_finetune.py (--help lists its flags)"))

@@ -1,0 +1,158 @@
+"""The command line and the recipe's settings: --help and every refused flag answer before torch loads, each setting
+has one home and is set once by keyword, and a cut run evaluates less often than a full one."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+from test_finetune import write_sst2
+
+import bert_part4_finetune as ft
+from part4 import cli, recipe, runs, spans, tasks
+
+SCRIPT_AS_MAIN = ("import runpy, sys\n"
+                  "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
+                  "try:\n"
+                  "    runpy.run_path('bert_part4_finetune.py', run_name='__main__')\n"
+                  "except SystemExit as e:\n"
+                  "    print('exit', e.code, 'torch' in sys.modules, 'transformers' in sys.modules)\n")
+
+
+@pytest.mark.parametrize("argv, code, err", [
+    (["--help"], 0, ""),
+    (["mrpc", "--stride", "3"], 2, "error: --stride: mrpc does not take it (--data-dir does)"),
+    (["squad", "--stride", "384"], 2, "error: --stride 384: must be below the window length --max-len 384 (and at least 0)"),
+    (["glue", "--tasks", "cola,xyz"], 2, "error: --tasks cola,xyz: unknown GLUE task(s) xyz; choose from cola, sst2, mrpc, "
+                                         "stsb, qqp, mnli, qnli, rte, wnli"),
+    (["mrpc", "abc"], 2, "error: learning rate 'abc' is not a number (e.g. 2e-5)"),
+    (["rte", "--batch-size", "0"], 2, "error: --batch-size 0: must be positive"),
+])
+def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
+    """The script run as a script: the answer comes with torch and transformers not yet in sys.modules."""
+    out = subprocess.run([sys.executable, "-c", SCRIPT_AS_MAIN, *argv], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == f"exit {code} False False", out.stdout + out.stderr
+    assert out.stderr.strip() == err
+    if code == 0:
+        assert out.stdout.startswith("usage: bert_part4_finetune.py") and "--padding-free" in out.stdout
+
+
+def test_the_command_line_room_imports_no_torch():
+    out = subprocess.run([sys.executable, "-c", "import sys; from part4 import cli; cli.parse(['glue']); "
+                          "print(sorted(m for m in ('torch', 'transformers', 'numpy') if m in sys.modules))"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_the_recipes_task_names_are_the_tasks_rooms():
+    assert recipe.GLUE_TASKS == tuple(tasks.TASKS)
+    assert set(recipe.RECIPES) == set(tasks.FAMILIES)
+    assert spans.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and spans.STRIDE == cli.parse(["squad"]).stride == 128
+
+
+def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
+    """Every field of Settings comes from the command line (or the recipe where it is not given); a task's Config
+    holds the command's Settings itself (no copy of its values) and what is the task's own."""
+    settings = cli.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2", "--group-by-length", "on"])
+    assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
+    assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
+    mnli, _, _ = ft.task_inputs(settings, "mnli", ("mnli",))
+    rte, _, sources = ft.task_inputs(settings, "rte", ("mnli",))
+    assert mnli.command is settings and rte.command is settings
+    assert (mnli.evals, rte.evals) == (0, recipe.RECIPES["rte"].evals) and rte.grouped is True
+    assert sources == tasks.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
+    assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "evals", "grouped",
+                                                                 "test_dir"}
+    defaults = cli.parse(["mrpc"])
+    assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
+
+
+def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
+    assert recipe.grid_settings("glue", 32, 3) == [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
+    assert recipe.grid_settings("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
+    a3 = recipe.grid_settings("a3", 32, 3)
+    assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
+    jobs = ft.planned_runs(cli.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"]))
+    assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
+    assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
+                                             "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
+
+
+@pytest.mark.parametrize("steps, evals, epochs", [(30, 30, 3), (9, 30, 3), (345, 30, 3), (6315, 30, 3), (100, 0, 4),
+                                                  (3, 0, 3), (234, 30, 3)])
+def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(steps, evals, epochs):
+    """Brute force: the steps at which a run evaluates, full (steps // evaluations apart) and cut (never closer than
+    CUT_EVAL_EVERY steps, unless the run is shorter: then once, at its end)."""
+    asked = evals or epochs
+    full = runs.eval_every(evals, epochs, steps, cut=False)
+    assert full == max(1, steps // asked)
+    cut = runs.eval_every(evals, epochs, steps, cut=True)
+    points = [s for s in range(1, steps + 1) if s % cut == 0 or s == steps]
+    assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
+    assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full
+
+
+def test_a_cut_run_says_how_often_it_evaluates(tiny_bert_dir, tmp_path):
+    """SST-2 cut to 80 of 96 examples, batch 8: 30 steps; the recipe's 30 evaluations would be one a step, the cut run
+    makes 3 and says so. The same 30 steps uncut (all 80 examples of the file) keep the recipe's 30."""
+    cut_dir, full_dir = write_sst2(str(tmp_path / "cut"), n_train=96), write_sst2(str(tmp_path / "full"), n_train=80)
+    common = ["sst2", "1e-3", "--model", tiny_bert_dir, "--batch-size", "8", "--device", "cpu", "--padding-free", "off"]
+    assert ft.main(common + ["--data-dir", cut_dir, "--max-train-examples", "80", "--results-dir", str(tmp_path / "a")]) == 0
+    assert ft.main(common + ["--data-dir", full_dir, "--results-dir", str(tmp_path / "b")]) == 0
+    cut = json.loads((tmp_path / "a" / "part4_sst2_lr1e-3_bs8.json").read_text())
+    full = json.loads((tmp_path / "b" / "part4_sst2_lr1e-3_bs8.json").read_text())
+    assert cut["steps"] == full["steps"] == 30
+    assert [c["step"] for c in cut["curve"]] == [10, 20, 30] and len(full["curve"]) == 30
+    assert cut["final"] == full["final"]                          # the same examples, the same run: only the curve differs
+    log = (tmp_path / "a" / "part4_sst2_lr1e-3_bs8.log").read_text()
+    assert "  (a cut run: a dev evaluation every 10 steps, 3 in all, not the recipe's 30, which are for full runs; " \
+           "--evals sets them)" in log
+    given = ft.main(common + ["--data-dir", cut_dir, "--max-train-examples", "80", "--evals", "30", "--results-dir",
+                              str(tmp_path / "c")])
+    assert given == 0 and len(json.loads((tmp_path / "c" / "part4_sst2_lr1e-3_bs8.json").read_text())["curve"]) == 30
+
+
+def test_the_recorded_command_line_says_what_happened(tiny_bert_dir, tmp_path):
+    """Under a grid no single learning rate was given: the recorded lr is null, each run's own is in its file."""
+    data = write_sst2(str(tmp_path / "d"), n_train=16)
+    argv = ["sst2", "--grid", "glue", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
+            "--device", "cpu", "--results-dir", str(tmp_path / "r"), "--evals", "1"]
+    assert ft.main(argv) == 0
+    summary = json.loads((tmp_path / "r" / "part4_sst2_grid_glue.json").read_text())
+    assert summary["run"]["config"]["lr"] is None and summary["run"]["config"]["grid"] == "glue"
+    run = json.loads((tmp_path / "r" / "part4_sst2_lr5e-5_bs8_ep1.json").read_text())
+    assert run["run"]["config"]["task"] == "sst2" and run["run"]["config"]["evals"] == 1 and run["lr"] == 5e-5
+    assert run["run"]["config"]["padding_free"] is True and run["run"]["config"]["grouped"] is None
+
+
+def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_path):
+    """A run records "fp32" (no autocast) or "bf16"; a result of an earlier version, which wrote the string "None" for
+    fp32, is still the same settings (reused, never refused as other settings)."""
+    import torch
+    settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
+    config, family, _ = ft.task_inputs(settings, "rte")
+    job = ft.planned_runs(settings)[0]
+    ours = runs.run_settings(config, job, family, 10, None, runs.ALONE)
+    assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, runs.ALONE)["dtype"] == "bf16"
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
+    assert runs.existing_result(str(path), ours) is not None
+    runs.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
+    path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
+    assert runs.existing_result(str(path), ours) is None
+
+
+def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
+    """The table's recorded settings name its model and data folder: a table of another model stops the command."""
+    from part4 import glue
+    from part4.common import Fatal
+    settings = cli.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
+    recorded = glue.table_settings(settings)
+    assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
+    other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
+    (tmp_path / f"{glue.table_name(settings)}.json").write_text(json.dumps(other))
+    with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
+        glue.start(settings, ["rte"], {}, runs.ALONE)
