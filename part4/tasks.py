@@ -29,7 +29,7 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
 from part4 import spans
-from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
+from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST, TABLE1_BASE
 from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script, write_atomic
 from part4.runs import batches_by_length, collate
 
@@ -61,28 +61,39 @@ class Task:
     hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
 
 
-TASKS = {
-    "cola": Task("CoLA", (3,), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "mcc"), "mcc",
-                 (("test", "CoLA.tsv", 1063),), (52.1,), "", "MCC 56.53"),
-    "sst2": Task("SST-2", ("sentence",), ("sentence",), ("0", "1"), ("dev",), ("accuracy", "f1"), "accuracy",
-                 (("test", "SST-2.tsv", 1821),), (93.5,), "92.7", "accuracy 92.32"),
-    "mrpc": Task("MRPC", ("#1 String", "#2 String"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy", "f1"),
-                 "f1", (("test", "MRPC.tsv", 1725),), (88.9,), "86.7", "F1 88.85, accuracy 84.07 (5 epochs)"),
-    "stsb": Task("STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), (), ("dev",), ("pearson", "spearman"),
-                 "spearman", (("test", "STS-B.tsv", 1379),), (85.8,), "", "Pearson 88.64, Spearman 88.48"),
-    "qqp": Task("QQP", ("question1", "question2"), ("question1", "question2"), ("0", "1"), ("dev",), ("accuracy", "f1"),
-                "f1", (("test", "QQP.tsv", 390965),), (71.2,), "", "F1 87.49, accuracy 90.71"),
-    "mnli": Task("MNLI", ("sentence1", "sentence2"), ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
-                 ("dev_matched", "dev_mismatched"), ("accuracy",), "accuracy",
-                 (("test_matched", "MNLI-m.tsv", 9796), ("test_mismatched", "MNLI-mm.tsv", 9847),
-                  ("diagnostic", "AX.tsv", 1104)), (84.6, 83.4), "84.4",
-                 "accuracy 83.91/84.10 (matched/mismatched)"),
-    "qnli": Task("QNLI", ("question", "sentence"), ("question", "sentence"), ("entailment", "not_entailment"), ("dev",),
-                 ("accuracy",), "accuracy", (("test", "QNLI.tsv", 5463),), (90.5,), "88.4", "accuracy 90.66"),
-    "rte": Task("RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("entailment", "not_entailment"), ("dev",),
-                ("accuracy",), "accuracy", (("test", "RTE.tsv", 3000),), (66.4,), "", "accuracy 65.70"),
-    "wnli": Task("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), ("0", "1"), ("dev",), ("accuracy",),
-                 "accuracy", (("test", "WNLI.tsv", 146),), (), "", "accuracy 56.34 (5 epochs)"),
+TASKS = {       # paper_test: Table 1's BERT-base row (part4/article.py)
+    "cola": Task(folder="CoLA", columns=(3,), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
+                 metrics=("accuracy", "mcc"), selection_metric="mcc", tests=(("test", "CoLA.tsv", 1063),),
+                 paper_test=TABLE1_BASE.get("cola", ()), hf_dev="MCC 56.53"),
+    "sst2": Task(folder="SST-2", columns=("sentence",), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
+                 metrics=("accuracy", "f1"), selection_metric="accuracy", tests=(("test", "SST-2.tsv", 1821),),
+                 paper_test=TABLE1_BASE.get("sst2", ()), paper_dev="92.7", hf_dev="accuracy 92.32"),
+    "mrpc": Task(folder="MRPC", columns=("#1 String", "#2 String"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
+                 dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "MRPC.tsv", 1725),),
+                 paper_test=TABLE1_BASE.get("mrpc", ()), paper_dev="86.7", hf_dev="F1 88.85, accuracy 84.07 (5 epochs)"),
+    "stsb": Task(folder="STS-B", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=(),
+                 dev_files=("dev",), metrics=("pearson", "spearman"), selection_metric="spearman",
+                 tests=(("test", "STS-B.tsv", 1379),), paper_test=TABLE1_BASE.get("stsb", ()),
+                 hf_dev="Pearson 88.64, Spearman 88.48"),
+    "qqp": Task(folder="QQP", columns=("question1", "question2"), hub_columns=("question1", "question2"), labels=("0", "1"),
+                dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "QQP.tsv", 390965),),
+                paper_test=TABLE1_BASE.get("qqp", ()), hf_dev="F1 87.49, accuracy 90.71"),
+    "mnli": Task(folder="MNLI", columns=("sentence1", "sentence2"), hub_columns=("premise", "hypothesis"),
+                 labels=("entailment", "neutral", "contradiction"), dev_files=("dev_matched", "dev_mismatched"),
+                 metrics=("accuracy",), selection_metric="accuracy",
+                 tests=(("test_matched", "MNLI-m.tsv", 9796), ("test_mismatched", "MNLI-mm.tsv", 9847),
+                        ("diagnostic", "AX.tsv", 1104)),
+                 paper_test=TABLE1_BASE.get("mnli", ()), paper_dev="84.4", hf_dev="accuracy 83.91/84.10 (matched/mismatched)"),
+    "qnli": Task(folder="QNLI", columns=("question", "sentence"), hub_columns=("question", "sentence"),
+                 labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",),
+                 selection_metric="accuracy", tests=(("test", "QNLI.tsv", 5463),), paper_test=TABLE1_BASE.get("qnli", ()),
+                 paper_dev="88.4", hf_dev="accuracy 90.66"),
+    "rte": Task(folder="RTE", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"),
+                labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy",
+                tests=(("test", "RTE.tsv", 3000),), paper_test=TABLE1_BASE.get("rte", ()), hf_dev="accuracy 65.70"),
+    "wnli": Task(folder="WNLI", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
+                 dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy", tests=(("test", "WNLI.tsv", 146),),
+                 paper_test=TABLE1_BASE.get("wnli", ()), hf_dev="accuracy 56.34 (5 epochs)"),
 }
 HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
 QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"
