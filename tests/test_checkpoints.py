@@ -7,7 +7,6 @@ RoBERTa (positions start after the padding index, no segments) and BERT are buil
 import copy
 import json
 import os
-import types
 
 import pytest
 import torch
@@ -105,7 +104,7 @@ def fails_in_one_line(main, argv, capsys, out):
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
     family = tasks.FAMILIES["sst2"]("sst2", 128)
-    model = ft.new_model(family, types.SimpleNamespace(init="pretrained", model=folder))
+    model = ft.new_model(family, folder, "pretrained")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
     ours = model.base_model.state_dict()
