@@ -40,7 +40,7 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from part4 import glue, lines, runs
-from part4.article import ARTICLE_BEFORE, ARTICLE_FINAL, ARTICLE_RUN, article_final
+from part4.article import ARTICLE_BEFORE
 from part4.common import (
     ALONE,
     RANDOM_HEAD,
@@ -59,13 +59,9 @@ from part4.packing import padding_free
 from part4.recipe import grid_settings
 from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
 from part4.tasks import FAMILIES, Sources
-from part4.tasks import TASKS as GLUE_TASKS
 
 # --- The fine-tuning settings: the paper's for each task (part4/recipe.py); what the article printed: part4/article.py ---
 
-def article_setting(job, init):
-    """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
-    return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
 
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
@@ -218,22 +214,12 @@ def evaluation(fit, step, epoch, steps, lr, t0):
 def finish(fit, job, config, numbers):
     """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved."""
     final = numbers["curve"][-1]["dev"]
-    fit.report.say(final_line(config.task, fit.family, job, final, numbers["seconds"], config.command.init))
+    fit.report.say(lines.final_line(config.task, fit.family, job, final, numbers["seconds"], config.command.init))
     for line in lines.best_seen_line(runs.best_seen(numbers["curve"], fit.family), final, fit.family):
         fit.report.say(line)
     return runs.save_results(fit, config, job, {**numbers, "final": final})
 
 
-def final_line(task, family, job, final, seconds, init="pretrained"):
-    """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
-    number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
-    ours) and the published ones, labelled."""
-    line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
-    article_run = article_setting(job, init)
-    line += article_final(task, job.lr) if article_run else ""
-    if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
-    return line + "".join(f"   [{r}]" for r in family.references())
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
@@ -247,20 +233,8 @@ def planned_runs(settings):
     return [Job(lr=lr, batch_size=b, epochs=e, seed=s) for b, lr, e in points for s in seeds]
 
 
-def summarise(config, family, results, report, device):
-    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
-    the article's number beside a run in its setting."""
-    c = config.command
-    labels = article_labels(config.task, results, c.init)
-    payload = (lines.grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
-               else lines.restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
-    runs.save_summary(report, config, payload, device)
 
 
-def article_labels(task, results, init):
-    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
-    return {r["name"]: article_final(task, r["lr"]) for r in results
-            if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), init)}
 
 
 def task_inputs(settings, task, once_per_epoch=()):
@@ -292,7 +266,7 @@ def main(argv=None):
         if processes.main and in_table:
             rows[task] = glue.choose(results, family, config, plan.data)
         elif processes.main and settings.many:
-            summarise(config, family, results, report, device)
+            lines.summarise(config, family, results, report, device)
     if processes.main and in_table:
         glue.finish(settings, rows, absent, table, runs.recorded_command(settings), device)
     return 0

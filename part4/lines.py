@@ -1,16 +1,17 @@
 """What a fine-tuning run prints, each line formatted here, where every run's lines come from: the preamble (the
-derived quantities first, STYLE 8), the line before training, each evaluation's line, the best dev score seen, and
-the summaries of restarts and grids. bert_part4_finetune.py says them; the FINAL line, which carries the article's
-numbers, is its own."""
+derived quantities first, STYLE 8), the line before training, each evaluation's line, the FINAL line with the
+article's number beside a run in its setting, the best dev score seen, and the summaries of restarts and grids.
+bert_part4_finetune.py says them."""
 
 import sys
 
-from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
+from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
 from part4.common import model_type_note, not_a_script, portable
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
-from part4.runs import by_setting, computation, evaluations, mean_and_std
+from part4.runs import Job, by_setting, computation, evaluations, mean_and_std, save_summary
 from part4.tasks import METRIC_NAMES
+from part4.tasks import TASKS as GLUE_TASKS
 
 
 def preamble(config, fit, job, steps, warm, every):
@@ -116,6 +117,40 @@ def grid_header(config, n_runs, in_table):
     return [(f"{config.task}: " if in_table else "") + grid_size(c.grid, c.batch_size, c.epochs)
             + (f", x {c.seeds} seeds = {n_runs} runs" if c.seeds else "")]
 
+
+# --- The FINAL line and the summaries of restarts and grids, the article's number beside a run in its setting ---
+
+def article_setting(job, init):
+    """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
+    return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
+
+
+def final_line(task, family, job, final, seconds, init="pretrained"):
+    """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
+    number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
+    ours) and the published ones, labelled."""
+    line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
+    article_run = article_setting(job, init)
+    line += article_final(task, job.lr) if article_run else ""
+    if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
+        line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
+    return line + "".join(f"   [{r}]" for r in family.references())
+
+
+def article_labels(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), init)}
+
+
+def summarise(config, family, results, report, device):
+    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
+    the article's number beside a run in its setting."""
+    c = config.command
+    labels = article_labels(config.task, results, c.init)
+    payload = (grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
+               else restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
+    save_summary(report, config, payload, device)
 
 
 if __name__ == "__main__":

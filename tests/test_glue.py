@@ -427,13 +427,13 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), final, 60)
-    other = ft.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0), final, 60)
+    assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), final, 60)
+    other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
     for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7), "pretrained"),
                       (Job(lr=2e-5, batch_size=32, epochs=3, seed=0), "random")):
-        assert "0.8333" not in ft.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = ft.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0),
+        assert "0.8333" not in lines.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
+    rte = lines.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0),
                         {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte

@@ -196,12 +196,12 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
-        lines.grid("glue", "sst2", None, family, [result], report, labels=ft.article_labels("sst2", [result], init))
+        lines.grid("glue", "sst2", None, family, [result], report, labels=lines.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
-        final = ft.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
+        final = lines.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not ft.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1), "pretrained")
-    assert ft.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0), "pretrained")
+    assert not lines.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1), "pretrained")
+    assert lines.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():
