@@ -459,6 +459,16 @@ def plots(payload, folder):
         plt.close(fig)
 
 
+def check_models(sst2_model, squad_model, squad2_model, flow_questions, flow_data):
+    """The models and the attention flow's data (when it has questions to run), checked before any work; sections 1b
+    and 2 read BERT's own modules, so those two models must be BERTs."""
+    preflight([model_problem(sst2_model, "--sst2-model"), model_problem(squad_model, "--squad-model"),
+               model_problem(squad2_model, "--squad2-model"),
+               flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")])
+    require_bert(sst2_model, "--sst2-model", "section 1b reads BERT's pooler, bert.pooler")
+    require_bert(squad_model, "--squad-model", "section 2 reads BERT's attention over [CLS] question [SEP] passage [SEP]")
+
+
 def main(argv=None):
     args = parse_args(argv)
     check_writable_dir(args.results_dir, "--results-dir")
@@ -466,12 +476,7 @@ def main(argv=None):
     models = args.only == "all"
     if models:
         device = pick_device(args.device)
-        preflight([model_problem(args.sst2_model, "--sst2-model"), model_problem(args.squad_model, "--squad-model"),
-                   model_problem(args.squad2_model, "--squad2-model"),
-                   args.flow_questions and file_problem(args.flow_data, "--flow-data", "rajpurkar/squad")])
-        require_bert(args.sst2_model, "--sst2-model", "section 1b reads BERT's pooler, bert.pooler")
-        require_bert(args.squad_model, "--squad-model", "section 2 reads BERT's attention over [CLS] question [SEP] "
-                                                        "passage [SEP]")
+        check_models(args.sst2_model, args.squad_model, args.squad2_model, args.flow_questions, args.flow_data)
         seed_everything(0)
         flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
