@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 
 import bert_part4_report as report
-from part4 import article
+from part4 import article, cli
 from part4.common import Fatal
 
 RESULTS = os.path.join(ROOT, "results")
@@ -225,8 +225,10 @@ def parses(command):
     """Run the parser of the script a command names on its flags, in-process (nothing is trained or loaded)."""
     words = shlex.split(command)
     at = next(k for k, w in enumerate(words) if re.fullmatch(r"(.*/)?bert_part4_\w+\.py", w))
-    module = importlib.import_module(os.path.basename(words[at])[:-3])
-    parse = getattr(module, "parse_args", None) or module.build_parser().parse_args
+    name = os.path.basename(words[at])[:-3]
+    module = importlib.import_module(name)
+    parse = ({"bert_part4_finetune": cli.parse}.get(name)           # the fine-tuning's command line: part4/cli.py
+             or getattr(module, "parse_args", None) or module.build_parser().parse_args)
     return parse(words[at + 1:])
 
 
