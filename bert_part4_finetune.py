@@ -11,8 +11,8 @@
 One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
 learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
-ends), gradient clipping at 1.0, dropout 0.1, one fixed seed, batches padded to their own longest input. Each
-training step is computed padding-free by default (every layer but attention on the real tokens only;
+ends), gradient clipping at 1.0, dropout 0.1 (the model's config), one fixed seed, batches padded to their own
+longest input. Each training step is computed padding-free by default (every layer but attention on the real tokens only;
 part4/packing.py): on the CPU the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise
 (the same distribution, not the same masks). The settings are the recipe's (part4/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
@@ -20,7 +20,8 @@ its metric. Batch size and epochs default to the paper's for each task (GLUE 32 
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
 the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
 on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
-than every 10 steps (its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json}.
+than every 10 steps (its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep,
+_seed, _random-init or a --run-tag where those are not the paper's).
 """
 
 import sys
@@ -59,10 +60,6 @@ from part4.packing import padding_free
 from part4.recipe import grid_settings
 from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
 from part4.tasks import FAMILIES, Sources
-
-# --- The fine-tuning settings: the paper's for each task (part4/recipe.py); what the article printed: part4/article.py ---
-
-
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -126,7 +123,7 @@ def fine_tune(job, config, family, data, where, processes=ALONE):
     report = Report(name, c.results_dir, quiet=not (where.processes.main and processes.main))
     seed_everything(job.seed)
     model = new_model(family, c.model, c.init).to(device)  # BertForSequenceClassification.from_pretrained(model, num_labels=2)
-    model = padding_free(model) if c.padding_free else model        # trains on the real tokens only: the same run
+    model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
     model.train()
     train, wd = data["train"]["input_ids"], c.weight_decay
     fused = c.fused_adamw and has_fused_adamw(device)                           # the kernel, where torch has one
@@ -220,8 +217,6 @@ def finish(fit, job, config, numbers):
     return runs.save_results(fit, config, job, {**numbers, "final": final})
 
 
-
-
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
 
 def planned_runs(settings):
@@ -231,10 +226,6 @@ def planned_runs(settings):
     points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])
     return [Job(lr=lr, batch_size=b, epochs=e, seed=s) for b, lr, e in points for s in seeds]
-
-
-
-
 
 
 def task_inputs(settings, task, once_per_epoch=()):

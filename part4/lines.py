@@ -10,8 +10,7 @@ from part4.common import model_type_note, not_a_script, portable
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
 from part4.runs import Job, by_setting, computation, evaluations, mean_and_std, save_summary
-from part4.tasks import METRIC_NAMES
-from part4.tasks import TASKS as GLUE_TASKS
+from part4.tasks import METRIC_NAMES, TASKS
 
 
 def preamble(config, fit, job, steps, warm, every):
@@ -132,7 +131,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
-    if task in GLUE_TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
+    if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
         line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
     return line + "".join(f"   [{r}]" for r in family.references())
 

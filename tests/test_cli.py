@@ -29,6 +29,9 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
                                          "stsb, qqp, mnli, qnli, rte, wnli"),
     (["mrpc", "abc"], 2, "error: learning rate 'abc' is not a number (e.g. 2e-5)"),
     (["rte", "--batch-size", "0"], 2, "error: --batch-size 0: must be positive"),
+    (["rte", "--dtype", "foo"], 2, "error: --dtype foo: choose auto, fp32 or bf16"),
+    (["2e-5", "rte"], 2, "error: unknown task '2e-5': choose one of cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
+                         "squad, squad_v2, swag, or glue"),
 ])
 def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
     """The script run as a script: the answer comes with torch and transformers not yet in sys.modules."""
