@@ -40,7 +40,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 from transformers import AutoConfig
 
-from part4 import glue, lines, runs
+from part4 import glue, lines, runs, tasks
 from part4.article import ARTICLE_BEFORE
 from part4.common import (
     ALONE,
@@ -59,7 +59,6 @@ from part4.common import (
 from part4.packing import padding_free
 from part4.recipe import grid_settings
 from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
-from part4.tasks import FAMILIES, Sources
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -228,13 +227,6 @@ def planned_runs(settings):
     return [Job(lr=lr, batch_size=b, epochs=e, seed=s) for b, lr, e in points for s in seeds]
 
 
-def task_inputs(settings, task, once_per_epoch=()):
-    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
-    family = FAMILIES[task](task, settings.max_len, settings.stride, settings.eval_batch_size)
-    sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
-    return runs.task_config(settings, task, family, once_per_epoch), family, sources
-
-
 # --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
 
 def main(argv=None):
@@ -246,7 +238,7 @@ def main(argv=None):
     table = glue.start(settings, to_run, absent, processes) if in_table else None
     rows = {}
     for task in to_run:
-        config, family, sources = task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
+        config, family, sources = tasks.task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
         jobs = planned_runs(settings)
         report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
         plan = runs.plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,

@@ -31,7 +31,7 @@ from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnsweri
 from part4 import spans
 from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST, TABLE1_BASE
 from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script, write_atomic
-from part4.runs import batches_by_length, collate
+from part4.runs import batches_by_length, collate, task_config
 
 
 @dataclass(frozen=True)
@@ -746,6 +746,15 @@ class SpanExtraction:
 
 FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
             "squad_v2": SpanExtraction}
+
+
+# --- One task's share of a fine-tuning command ---
+
+def task_inputs(settings, task, once_per_epoch=()):
+    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
+    family = FAMILIES[task](task, settings.max_len, settings.stride, settings.eval_batch_size)
+    sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
+    return task_config(settings, task, family, once_per_epoch), family, sources
 
 
 if __name__ == "__main__":

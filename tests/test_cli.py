@@ -62,8 +62,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     settings = cli.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2", "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
-    mnli, _, _ = ft.task_inputs(settings, "mnli", ("mnli",))
-    rte, _, sources = ft.task_inputs(settings, "rte", ("mnli",))
+    mnli, _, _ = tasks.task_inputs(settings, "mnli", ("mnli",))
+    rte, _, sources = tasks.task_inputs(settings, "rte", ("mnli",))
     assert mnli.command is settings and rte.command is settings
     assert (mnli.evals, rte.evals) == (0, recipe.RECIPES["rte"].evals) and rte.grouped is True
     assert sources == tasks.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
@@ -136,7 +136,7 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     fp32, is still the same settings (reused, never refused as other settings)."""
     import torch
     settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
-    config, family, _ = ft.task_inputs(settings, "rte")
+    config, family, _ = tasks.task_inputs(settings, "rte")
     job = ft.planned_runs(settings)[0]
     ours = runs.run_settings(config, job, family, 10, None, runs.ALONE)
     assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, runs.ALONE)["dtype"] == "bf16"

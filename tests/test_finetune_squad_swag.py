@@ -262,7 +262,7 @@ def test_squad_defaults_are_the_papers():
     assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = cli.parse([task])
-        assert runs.evaluations(ft.task_inputs(settings, task)[0].evals, settings.epochs) == evals
+        assert runs.evaluations(tasks.task_inputs(settings, task)[0].evals, settings.epochs) == evals
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -397,10 +397,10 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(ft.task_inputs(cli.parse(["swag"]), "swag")[2])
+    train, devs = tasks.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(ft.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = tasks.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)

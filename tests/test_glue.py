@@ -79,7 +79,7 @@ def glue_data(tmp_path_factory):
 
 def config_for(argv):
     settings = cli.parse(argv)
-    return ft.task_inputs(settings, settings.tasks[0])[0]
+    return tasks.task_inputs(settings, settings.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, extra=()):
