@@ -50,7 +50,7 @@ class Number:
 
 
 def number(key, value, what, where, script="", field="", **kw):
-    return Number(key, value, what, where, script, field, **kw)
+    return Number(key=key, value=value, what=what, where=where, script=script, field=field, **kw)
 
 
 # --- The classification layer: the toy, by hand (math.py section 1a) ---

@@ -225,7 +225,7 @@ def edited_config(folder, target, **changes):
     return target
 
 
-def sst2_argv(model, glue, out, *extra):
+def sst2_argv(model, glue, out, extra=()):
     return ["sst2", "--model", model, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu", *extra]
 
 
@@ -268,8 +268,8 @@ def test_unknown_type_missing_weights_and_misspelled_folders(tiny_bert_dir, tmp_
 def test_init_random_builds_the_configs_own_architecture(checkpoints, tmp_path):
     """--init random reads only the config: a config.json alone is enough, and the log names what it built."""
     glue, out = write_sst2(str(tmp_path / "glue"), n_train=16, n_dev=8), tmp_path / "r"
-    assert ft.main(sst2_argv(checkpoints["electra"][0], glue, out, "--init", "random", "--batch-size", "8",
-                             "--epochs", "1", "--evals", "1")) == 0
+    assert ft.main(sst2_argv(checkpoints["electra"][0], glue, out, ["--init", "random", "--batch-size", "8",
+                             "--epochs", "1", "--evals", "1"])) == 0
     (log,) = [(out / n).read_text() for n in os.listdir(out) if n.endswith(".log")]
     assert "(model type electra: ElectraForSequenceClassification), random weights (--init random)" in log
 
@@ -320,8 +320,8 @@ def test_an_eager_bert_folder_trains_padding_free_as_the_same_run(tmp_path):
     got = {}
     for way in ("on", "off"):
         out = tmp_path / way
-        assert ft.main(sst2_argv(folder, glue, out, "1e-3", "--batch-size", "8", "--epochs", "1", "--evals", "3",
-                                 "--padding-free", way, "--fused-adamw", "off")) == 0
+        assert ft.main(sst2_argv(folder, glue, out, ["1e-3", "--batch-size", "8", "--epochs", "1", "--evals", "3",
+                                 "--padding-free", way, "--fused-adamw", "off"])) == 0
         got[way] = json.loads((out / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
     assert got["on"]["computation"]["padding_free"] is True and got["off"]["computation"]["padding_free"] is False
     for x, y in zip(got["off"]["curve"], got["on"]["curve"], strict=True):

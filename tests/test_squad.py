@@ -148,11 +148,11 @@ def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeyp
 
     def spy(start, end, passage, n_best, max_answer, top=1, window=None):
         seen.append((passage, window))
-        return real(start, end, passage, n_best, max_answer, top, window)
+        return real(start, end, passage, n_best, max_answer, top=top, window=window)
     monkeypatch.setattr(spans, "best_spans", spy)
     calls = []
     monkeypatch.setattr(model, "forward", lambda **inputs: calls.append(inputs) or type(model).forward(model, **inputs))
-    spans.score_windows(model, windows, torch.device("cpu"), None, 3, 20, 30)
+    spans.score_windows(model, windows, torch.device("cpu"), None, batch_size=3, n_best=20, max_answer=30)
     order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
     assert len(calls) == len(seen) == -(-len(windows) // 3)
     for k, (inputs, (passage, window)) in enumerate(zip(calls, seen)):
@@ -408,7 +408,7 @@ def test_the_span_search_settings_have_one_home():
     assert (spans.MAX_LEN, spans.STRIDE, spans.N_BEST, spans.MAX_ANSWER, spans.BATCH_SIZE) == (384, 128, 20, 30, 64)
     args = sq.parse_args([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
-    assert spans.SpanSearch() == spans.SpanSearch(384, 128, 64, 20, 30)
+    assert spans.SpanSearch() == spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
     assert tasks.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "spans.py"), values) == ["20", "30", "64"]
