@@ -388,7 +388,8 @@ def summary(table, subject=None):
     subject = subject or f"Of the article's {len(status)} numbers"
     line = (f"{subject}: reproduced {counts['reproduced']} ({no_model} need no model, {counts['reproduced'] - no_model} "
             f"on the article's models); "
-            f"{counts['differs']} differ; {counts['another model']} on another model; {counts['another split']} on "
+            f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}; {counts['another model']} on another "
+            f"model; {counts['another split']} on "
             f"another split; {counts['another setting']} under another setting; {counts['cut run']} only from cut "
             f"runs; {counts['in the log only']} in the logs only; {counts['shown']} shown, not judged (timings, "
             f"random-head numbers, rounding noise); {counts['not run yet']} not run yet")

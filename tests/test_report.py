@@ -135,7 +135,7 @@ def test_a_model_is_named_one_way():
 
 
 SUMMARY = (r"Of the article's (?P<total>\d+) numbers: reproduced (?P<reproduced>\d+) \((?P<no_model>\d+) need no model, "
-           r"(?P<model>\d+) on the article's models\); (?P<differs>\d+) differ; (?P<another_model>\d+) on another model; "
+           r"(?P<model>\d+) on the article's models\); (?P<differs>\d+) differs?; (?P<another_model>\d+) on another model; "
            r"(?P<another_split>\d+) on another split; (?P<another_setting>\d+) under another setting; (?P<cut_run>\d+) "
            r"only from cut runs; (?P<in_the_log_only>\d+) in the logs only; (?P<shown>\d+) shown, not judged \(timings, "
            r"random-head numbers, rounding noise\); (?P<not_run_yet>\d+) not run yet")
