@@ -53,6 +53,12 @@ def number(key, value, what, where, script="", field="", **kw):
     return Number(key=key, value=value, what=what, where=where, script=script, field=field, **kw)
 
 
+def row(key, values, where, script, columns):
+    """The entries of one quoted row, a value per column: columns are (name, what, field, the entry's other settings),
+    and each entry's key is key.name."""
+    return [number(f"{key}.{name}", v, what, where, script, field, **kw) for v, (name, what, field, kw) in zip(values, columns)]
+
+
 # --- The classification layer: the toy, by hand (math.py section 1a) ---
 
 _TOY = "The classification layer: the toy (H = 4, K = 3)"
@@ -181,18 +187,15 @@ for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
 _GOLD = "SQuAD v1.1: the loss on the gold span (reference log part4_math_stdout.txt, section 3b)"
 _M3 = dict(model=SQUAD_V1, flag="squad_model")
 SPAN_REAL = []
-for _k, (_tokens, _score, _ps, _pe, _loss) in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
-                                                         ("30..30", "9.87", "0.0615", "0.0407", "5.9909"))):
-    SPAN_REAL += [number(f"gold.{_k}.tokens", _tokens, f"question {_k + 1}: predicted tokens", _GOLD, MATH,
-                         f"span_real.{_k}.span", **_M3),
-                  number(f"gold.{_k}.score", _score, f"question {_k + 1}: predicted span's score", _GOLD, MATH,
-                         f"span_real.{_k}.score", **_M3),
-                  number(f"gold.{_k}.p_start", _ps, f"question {_k + 1}: P_start(gold start)", _GOLD, MATH,
-                         f"span_real.{_k}.p_start_gold", **_M3),
-                  number(f"gold.{_k}.p_end", _pe, f"question {_k + 1}: P_end(gold end)", _GOLD, MATH,
-                         f"span_real.{_k}.p_end_gold", **_M3),
-                  number(f"gold.{_k}.loss", _loss, f"question {_k + 1}: loss -log P_start - log P_end", _GOLD, MATH,
-                         f"span_real.{_k}.loss", **_M3)]
+for _k, _row in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
+                           ("30..30", "9.87", "0.0615", "0.0407", "5.9909"))):
+    _q = f"question {_k + 1}"
+    SPAN_REAL += row(f"gold.{_k}", _row, _GOLD, MATH, [
+        ("tokens", f"{_q}: predicted tokens", f"span_real.{_k}.span", _M3),
+        ("score", f"{_q}: predicted span's score", f"span_real.{_k}.score", _M3),
+        ("p_start", f"{_q}: P_start(gold start)", f"span_real.{_k}.p_start_gold", _M3),
+        ("p_end", f"{_q}: P_end(gold end)", f"span_real.{_k}.p_end_gold", _M3),
+        ("loss", f"{_q}: loss -log P_start - log P_end", f"span_real.{_k}.loss", _M3)])
 
 # --- Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out (math.py section 5), then the dev score ---
 
@@ -308,17 +311,13 @@ SST2_RUN = [number("sst2.steps", "6315", "optimiser steps, 3 epochs of batch 32"
                    "before.dev.accuracy", kind="random-head", **_S),
             number("sst2.before_text", "49.1", "the same, in percent, in the text", _FT_SST2, FINETUNE,
                    "before.dev.accuracy", kind="random-head", scale=100, **_S)]
-for _pos, _step, _loss, _acc, _f1, _secs in _CURVE:
-    SST2_RUN += [number(f"sst2.curve.{_step}.step", _step, "a quoted line of the curve: its step", _FT_SST2, FINETUNE,
-                        f"curve.{_pos}.step", **_SC),
-                 number(f"sst2.curve.{_step}.loss", _loss, f"train loss at step {_step}", _FT_SST2, FINETUNE,
-                        f"curve.{_pos}.train_loss", **_S),
-                 number(f"sst2.curve.{_step}.accuracy", _acc, f"dev accuracy at step {_step}", _FT_SST2, FINETUNE,
-                        f"curve.{_pos}.dev.dev.accuracy", **_S),
-                 number(f"sst2.curve.{_step}.f1", _f1, f"dev F1 at step {_step}", _FT_SST2, FINETUNE,
-                        f"curve.{_pos}.dev.dev.f1", **_S),
-                 number(f"sst2.curve.{_step}.seconds", _secs, f"seconds at step {_step}", _FT_SST2, FINETUNE,
-                        f"curve.{_pos}.seconds", kind="timing", **_S)]
+for _pos, _step, *_row in _CURVE:
+    SST2_RUN += row(f"sst2.curve.{_step}", (_step, *_row), _FT_SST2, FINETUNE, [
+        ("step", "a quoted line of the curve: its step", f"curve.{_pos}.step", _SC),
+        ("loss", f"train loss at step {_step}", f"curve.{_pos}.train_loss", _S),
+        ("accuracy", f"dev accuracy at step {_step}", f"curve.{_pos}.dev.dev.accuracy", _S),
+        ("f1", f"dev F1 at step {_step}", f"curve.{_pos}.dev.dev.f1", _S),
+        ("seconds", f"seconds at step {_step}", f"curve.{_pos}.seconds", {**_S, "kind": "timing"})])
 SST2_RUN += [number("sst2.curve.210.accuracy_text", "85.4", "dev accuracy after the first 210 steps, percent", _FT_SST2,
                     FINETUNE, "curve.0.dev.dev.accuracy", scale=100, **_S),
              number("sst2.best.accuracy", "93.5", "the best dev accuracy during training, percent", _FT_SST2, FINETUNE,
