@@ -131,7 +131,7 @@ def glue_head(model_name, tok, device, seed, report):
     say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
         + article(ARTICLE["new_params"] + " for bert-base-uncased"))
     return {
-        "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
+        "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]), "C_shape": list(C.shape), "W_shape": list(W.shape),
         "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
         "max_logit_gap": (out.logits - logits).abs().max().item(),
         "loss_library": out.loss.item(), "loss_by_hand": loss.item(), "loss_gap": abs(out.loss.item() - loss.item()),

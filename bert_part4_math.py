@@ -136,7 +136,8 @@ def glue_real(model, tok, name, device, report, fresh):
                    + article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
         report.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
                    + article(art["gap"], fresh and UNTRAINED_HEAD))
-        out.append({"text": text, "gold": gold, "logits_by_hand": logits.tolist(), "logits_library": library.tolist(),
+        out.append({"text": text, "gold": gold, "CW": CW.tolist(), "logits_by_hand": logits.tolist(),
+                    "logits_library": library.tolist(),
                     "max_gap": (logits - library).abs().max().item(), "p": P.tolist(), "loss": loss})
     return out
 
@@ -266,8 +267,8 @@ def span_toy(report):
     loss = -math.log(P_start[s]) - math.log(P_end[e])            # -log P_start(s) - log P_end(e)
     say(f"if the true span is ({s}, {e}): loss = -log {P_start[s]:.4f} - log {P_end[e]:.4f} = {loss:.4f}"
         f"   [article: {ARTICLE['span_loss']}]")
-    return {"p_start": P_start.tolist(), "p_end": P_end.tolist(), "best_any": [int(i0), int(j0)], "best": [i, j],
-            "best_score": best, "loss": loss}
+    return {"p_start": P_start.tolist(), "p_end": P_end.tolist(), "best_any": [int(i0), int(j0)],
+            "best_any_score": float(score[i0, j0]), "best": [i, j], "best_score": best, "loss": loss}
 
 
 # --- 3b. The same on the BERT abstract, with a real SQuAD v1.1 model ---
@@ -351,7 +352,8 @@ def null_scores(model, tok, name, device, tau, source, report):
             report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
                        + article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
-        out.append({"question": question, "s_null": s_null, "best_span": text, "s_hat": s_hat, "answer": decisions})
+        out.append({"question": question, "S_C": sc, "E_C": ec, "s_null": s_null, "best_span": text,
+                    "S_T_i": float(d["start"][i]), "E_T_j": float(d["end"][j]), "s_hat": s_hat, "answer": decisions})
     return {"tau": tau, "tau_source": source, "questions": out}
 
 

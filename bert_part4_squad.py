@@ -161,6 +161,7 @@ def demo_one(model, tok, question, device, n_best, max_answer):
 
 
 def demo_v1(model, tok, device, search, report):
+    """The v1.1 span head (its shape and bias) and the four abstract questions: the log lines and the results."""
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
@@ -178,7 +179,7 @@ def demo_v1(model, tok, device, search, report):
         report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
                    f"softmax with vs without bias differs by {d['bias_gap']:.1e}")
         results.append({k: d[k] for k in ("question", "spans", "start_top", "hand_gap", "bias_gap")})
-    return results
+    return {"v1_head": {"W_shape": list(W.shape), "bias": b.tolist()}, "v1_demo": results}
 
 
 def dev_v1(model, tok, examples, search, device, dtype, report, label, processes):
@@ -213,6 +214,7 @@ def duration(seconds):
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
 def demo_v2(model, tok, device, search, report):
+    """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
@@ -222,7 +224,7 @@ def demo_v2(model, tok, device, search, report):
                    f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
-    return results
+    return {"v2_demo": results}
 
 
 def dev_v2(model, tok, examples, search, device, dtype, report, label, processes, taus):
@@ -306,7 +308,7 @@ def main(argv=None):
         report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}{model_type_note(model)}   "
                    f"(article: {ARTICLE_MODELS[v]})")
         if "demo" in args.only:
-            payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
+            payload |= demo[v](model, tok, device, search, report)        # v1: the span head too (its bias)
         if v in args.only:
             dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report=report,
                                                        label=label, processes=processes)
