@@ -11,6 +11,11 @@ A gap above 1e-4 is a failed check: the script says so and exits with code 1.
 
 import sys
 
+from part4 import parsers
+
+if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
+    parsers.answer_now(parsers.parse_heads, sys.argv[1:])
+
 import torch
 from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
@@ -18,10 +23,8 @@ from part4.article import ARTICLE_MODEL
 from part4.article import HEADS_LABELS as ARTICLE
 from part4.common import (
     RANDOM_HEAD,
-    ArgumentParser,
     Fatal,
     Report,
-    add_common_flags,
     article,
     check_writable_dir,
     command_line,
@@ -52,24 +55,9 @@ PASSAGE = ("We introduce a new language representation model called BERT, which 
            "v1.1 question answering Test F1 to 93.2.")
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
+build_parser, parse_args = parsers.heads_parser, parsers.parse_heads    # the command line, without torch (part4/parsers.py)
 # What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route; the numbers of its
 # randomly initialised head are labelled as not expected to match.
-
-
-def build_parser():
-    p = ArgumentParser(
-        description="Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
-                    "computed by hand and compared with Hugging Face on the same weights.")
-    p.add_argument("--model", default=ARTICLE_MODEL,
-                   help="Hub id or local folder of a pre-trained BERT (default: bert-base-uncased, "
-                        "as in the article)")
-    add_common_flags(p)
-    p.add_argument("--seed", type=int, default=0, help="seed for the randomly initialised heads (default: 0)")
-    return p
-
-
-def parse_args(argv):
-    return build_parser().parse_args(argv)
 
 
 def seeded_bias(bias, seed):
@@ -143,7 +131,7 @@ def glue_head(model_name, tok, device, seed, report):
     say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
         + article(ARTICLE["new_params"] + " for bert-base-uncased"))
     return {
-        "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
+        "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]), "C_shape": list(C.shape), "W_shape": list(W.shape),
         "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
         "max_logit_gap": (out.logits - logits).abs().max().item(),
         "loss_library": out.loss.item(), "loss_by_hand": loss.item(), "loss_gap": abs(out.loss.item() - loss.item()),

@@ -12,9 +12,15 @@ Every hand computation of the article, in the order of reference_logs/part4_math
 `--only toys` runs 1a, 3a, 5, 6 and 8, which need no model, in well under a second.
 """
 
+import sys
+
+from part4 import parsers
+
+if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
+    parsers.answer_now(parsers.parse_math, sys.argv[1:])
+
 import math
 import os
-import sys
 
 import numpy as np
 import torch
@@ -29,9 +35,7 @@ from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
 from part4.article import TAU as ARTICLE_TAU
 from part4.common import (
     UNTRAINED_HEAD,
-    ArgumentParser,
     Report,
-    add_common_flags,
     article,
     check_writable_dir,
     command_line,
@@ -71,34 +75,7 @@ F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
 # What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
-
-
-def build_parser():
-    p = ArgumentParser(description="Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, "
-                                   "s_null vs tau) and the attention flow across the packed pair.")
-    p.add_argument("--only", choices=["toys", "all"], default="all",
-                   help="toys: only the sections that need no model (1a, 3a, 5, 6, 8); default: all")
-    p.add_argument("--sst2-model", default=SST2_MODEL, help=f"SST-2 classifier, Hub id or folder (default and article: "
-                                                            f"{SST2_MODEL})")
-    p.add_argument("--squad-model", default=squad.V1_MODEL, help=f"SQuAD v1.1 model, Hub id or folder (default and "
-                                                                 f"article: {squad.V1_MODEL})")
-    p.add_argument("--squad2-model", default=squad.V2_MODEL, help=f"SQuAD v2.0 model, Hub id or folder (default and "
-                                                                  f"article: {squad.V2_MODEL})")
-    p.add_argument("--tau", type=float, help="tau for section 4 (default: the best tau in results/part4_squad.json "
-                                             "when it is there for the same model, else the article's +4.00)")
-    p.add_argument("--flow-questions", type=int, default=100,
-                   help="questions for the attention flow over a dev file (default: 100; 0: skip)")
-    p.add_argument("--flow-data", help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
-    add_common_flags(p)
-    return p
-
-
-def parse_args(argv):
-    p = build_parser()
-    args = p.parse_args(argv)
-    if args.flow_questions < 0:
-        p.error(f"--flow-questions {args.flow_questions}: must be 0 or more")
-    return args
+build_parser, parse_args = parsers.math_parser, parsers.parse_math      # the command line, without torch (part4/parsers.py)
 
 
 def written_out(v, c):
@@ -159,7 +136,8 @@ def glue_real(model, tok, name, device, report, fresh):
                    + article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
         report.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
                    + article(art["gap"], fresh and UNTRAINED_HEAD))
-        out.append({"text": text, "gold": gold, "logits_by_hand": logits.tolist(), "logits_library": library.tolist(),
+        out.append({"text": text, "gold": gold, "CW": CW.tolist(), "logits_by_hand": logits.tolist(),
+                    "logits_library": library.tolist(),
                     "max_gap": (logits - library).abs().max().item(), "p": P.tolist(), "loss": loss})
     return out
 
@@ -289,8 +267,8 @@ def span_toy(report):
     loss = -math.log(P_start[s]) - math.log(P_end[e])            # -log P_start(s) - log P_end(e)
     say(f"if the true span is ({s}, {e}): loss = -log {P_start[s]:.4f} - log {P_end[e]:.4f} = {loss:.4f}"
         f"   [article: {ARTICLE['span_loss']}]")
-    return {"p_start": P_start.tolist(), "p_end": P_end.tolist(), "best_any": [int(i0), int(j0)], "best": [i, j],
-            "best_score": best, "loss": loss}
+    return {"p_start": P_start.tolist(), "p_end": P_end.tolist(), "best_any": [int(i0), int(j0)],
+            "best_any_score": float(score[i0, j0]), "best": [i, j], "best_score": best, "loss": loss}
 
 
 # --- 3b. The same on the BERT abstract, with a real SQuAD v1.1 model ---
@@ -374,7 +352,8 @@ def null_scores(model, tok, name, device, tau, source, report):
             report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
                        + article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
-        out.append({"question": question, "s_null": s_null, "best_span": text, "s_hat": s_hat, "answer": decisions})
+        out.append({"question": question, "S_C": sc, "E_C": ec, "s_null": s_null, "best_span": text,
+                    "S_T_i": float(d["start"][i]), "E_T_j": float(d["end"][j]), "s_hat": s_hat, "answer": decisions})
     return {"tau": tau, "tau_source": source, "questions": out}
 
 

@@ -12,12 +12,19 @@ the rules that decide them:
   another model    our run used another checkpoint than the article's: shown, not judged (a count of the data or
                    the recipe, which needs no model, is judged whatever model ran);
   another split    our run scored another dev file than the article's (the offline evaluation part of
-                   ../shared/data): shown, not judged;
-  another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2): shown, not judged;
+                   ../shared/data; a fine-tune's dev set of another size): shown, not judged;
+  another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2), or a fine-tune
+                   left the article's batch 32, 3 epochs and seed 0 (for its learning curve, also the article's 30
+                   dev evaluations): shown, not judged;
   cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit): shown, not judged;
   shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
-  in the log only  ours is printed in the run's log but kept in no JSON field;
+  unusable         the results file holds no number where ours should be (a string, null, NaN, infinity, a count that
+                   is not whole; or nothing, where a run in the article's setting holds it): a warning names the file
+                   and the field;
   not run yet      no results file gives ours, whatever its kind: the command that does, and what it needs.
+Every results file the scripts write is read (part4_*.json, in --results-dir and the folders below it): a run of each
+script, a fine-tune's summary of restarts or of a grid, the GLUE table. One that cannot be a run (not JSON, another
+schema, a block its command writes missing) stops the report with one line naming it, in both modes.
 A number with several rows (several runs give it) counts once: "differs" if any judged row differs (a run the
 project stands behind that disagrees is not hidden by one that agrees), else "reproduced" if any judged row is
 the same or within the spread or a tolerance, else the first of UNJUDGED its rows show. "Reproduced" splits into
@@ -25,18 +32,23 @@ the numbers that need no model (toy arithmetic, counts of the data and the recip
 and those of a model, reproduced on the article's own checkpoint.
 """
 
+import fnmatch
 import glob
 import json
 import math
 import os
 import sys
+from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 
 from part4 import article
-from part4.common import ArgumentParser, Fatal, check_writable_dir, portable, read_results, run_cli, write_atomic
+from part4.files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
+from part4.flags import ArgumentParser, Fatal, run_cli, say_error
+from part4.recipe import GLUE_RECIPE
 
 REPORT_MD, REPORT_JSON = "REPRODUCTION.md", "REPRODUCTION.json"
+RESULTS_NAME = "part4_*.json"          # the name every script gives its results file (its log: the same, .log)
 # The plots the scripts draw: (how the file name starts, how it ends, an entry of the section it belongs to).
 PLOTS = (("part4_squad_tau_sweep", ".png", "v2.dev.tau"), ("part4_math_attention", ".png", "flow.born"),
          ("part4_math_span_heatmap", ".png", "gold.0.score"), ("part4_sst2_", "_curve.png", "sst2.steps"),
@@ -73,59 +85,191 @@ def build_parser():
     return p
 
 
-# --- Ours: the results files, and the value an entry's field names ---
+# --- Ours: the results files, checked, and the value an entry's field names ---
 
-def read_runs(results_dir):
-    """{path relative to results_dir: JSON} of every results file under results_dir (those with a `run` block)."""
-    runs = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
-        name = os.path.relpath(path, results_dir).replace(os.sep, "/")
-        if name == REPORT_JSON:
-            continue
-        saved = read_results(path)
-        if isinstance(saved.get("run"), dict) and saved["run"].get("argv"):
-            runs[name] = saved
-    return runs
-
-
-def lookup(data, path):
-    """The value at a dotted path ('final.dev.accuracy', 'curve.-1.step'), or None."""
-    for part in path.split("."):
-        if isinstance(data, list) and part.lstrip("-").isdigit() and -len(data) <= int(part) < len(data):
-            data = data[int(part)]
-        elif isinstance(data, dict) and part in data:
-            data = data[part]
-        else:
-            return None
-    return data
-
-
-OPERATIONS = {"log": lambda a: a, "exp": lambda a: math.exp(a), "neglog": lambda a: -math.log(a),
-              "sumexp": lambda a: sum(map(math.exp, a)),
-              "range": lambda a: max(a) - min(a), "ratio": lambda a, b: a / b, "plus": lambda a, b: a + b,
-              "concat": lambda *a: [x for v in a for x in (v if isinstance(v, list) else [v])]}
-
-
-def ours(data, field):
-    """The value an entry's field names in a results JSON (part4/article.py's docstring), or None."""
-    op, *args = field.split()
-    if op not in OPERATIONS:
-        return lookup(data, field)
-    values = [float(a) if a.replace(".", "", 1).isdigit() else lookup(data, a) for a in args]
-    if op == "log":
-        return values[0]
-    return None if any(v is None for v in values) else OPERATIONS[op](*values)
+# What a results file of each script holds, by the part of the command that wrote it: {block: its JSON type}. A file
+# without one of these cannot be read as a run (one line names the file and the block).
+BLOCKS = {
+    article.HEADS: {"the heads": {"glue": dict, "swag": dict, "span": dict}},
+    article.MATH: {"toys": {"glue_toy": dict, "span_toy": dict, "f1_examples": list, "swag_toy": dict, "tables": dict},
+                   "all": {"glue_toy": dict, "glue_real": list, "new_weights": dict, "attention": dict, "span_toy": dict,
+                           "span_real": list, "null": dict, "f1_examples": list, "swag_toy": dict, "tables": dict}},
+    article.SQUAD: {"demo": {"v1_head": dict, "v1_demo": list, "v2_demo": list}, "v1": {"v1_dev": dict},
+                    "v2": {"v2_dev": dict}},
+    article.FINETUNE: {"a run": {"task": str, "lr": (int, float), "batch_size": int, "epochs": int, "before": dict,
+                                 "final": dict, "curve": list},
+                       "a summary of restarts": {"task": str, "summary": dict, "runs": list},
+                       "a summary of a grid": {"task": str, "grid": str, "runs": list},
+                       "the GLUE table": {"tasks": dict, "average": dict}},
+}
+KINDS = {dict: "an object", list: "a list", str: "a string", (int, float): "a number", int: "a whole number"}
 
 
 def script_of(data):
     return os.path.basename(data["run"]["argv"][0])
 
 
-def gives(entry, data):
-    """Does this results file hold ours for the entry (its script, its task and lr, its field)?"""
+def json_text(value):
+    """A JSON value as the file holds it, short: "abc", null, NaN, [1, 2]."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parts_run(script, data):
+    """The parts of the command that wrote this file, as BLOCKS names them, or the problem with its record."""
+    config = data["run"].get("config") or {}
+    if script == article.MATH:
+        only = config.get("only")
+        return [only] if isinstance(only, str) and only in BLOCKS[script] else f"run.config.only is {json_text(only)}"
+    if script == article.SQUAD:
+        only = config.get("only")
+        ok = isinstance(only, list) and only and all(part in BLOCKS[script] for part in only)
+        return only if ok else f"run.config.only is {json_text(only)}, not a list of {', '.join(BLOCKS[script])}"
+    if script == article.FINETUNE:
+        return [next(kind for kind, key in (("the GLUE table", "tasks"), ("a summary of restarts", "summary"),
+                                            ("a summary of a grid", "grid"), ("a run", "")) if not key or key in data)]
+    return list(BLOCKS[script])
+
+
+def run_problem(data, path):
+    """Why a results file cannot be read as a run of these scripts (one line naming the file, as given, and the field),
+    or None. The same check for a folder's files and for one file given alone."""
+    run = data.get("run")
+    argv = run.get("argv") if isinstance(run, dict) else None
+    if not isinstance(argv, list) or not argv or not isinstance(argv[0], str):
+        return f"{path}: not a results file of these scripts (no run block with the command line, run.argv)"
+    for key in ("config", "versions"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            return f"{path}: run.{key} is {json_text(run[key])}, not an object"
+    script = script_of(data)
+    if script not in BLOCKS:
+        return f"{path}: written by {script}, not by one of the scripts the report reads ({', '.join(BLOCKS)})"
+    parts = parts_run(script, data)
+    if isinstance(parts, str):
+        return f"{path}: {parts}"
+    for part in parts:
+        for block, kind in BLOCKS[script][part].items():
+            if block not in data:
+                return f"{path}: no {block} block, which {script} writes for {part}"
+            if not isinstance(data[block], kind) or isinstance(data[block], bool):
+                return f"{path}: {block} is {json_text(data[block])}, not {KINDS[kind]}"
+    return None
+
+
+def read_runs(results_dir):
+    """{path relative to results_dir: JSON} of every results file under results_dir (named part4_*.json, or holding a
+    run block), and one line for each such file that cannot be read as a run. Other JSON (the official prediction
+    files beside the runs) is not a run, and is left out."""
+    runs, problems = {}, []
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
+        name = os.path.relpath(path, results_dir).replace(os.sep, "/")
+        named = fnmatch.fnmatch(os.path.basename(name), RESULTS_NAME)
+        if name == REPORT_JSON:
+            continue
+        try:
+            data = read_results(path)
+        except Fatal as e:
+            problems += [str(e)] if named else []
+            continue
+        if not named and "run" not in data:
+            continue
+        problem = run_problem(data, path)
+        if problem:
+            problems.append(f"{problem}; left as it is: move it away or mend it, then run again")
+        else:
+            runs[name] = data
+    return runs, problems
+
+
+MISSING = object()                     # what lookup finds where the file holds nothing
+
+
+def lookup(data, path):
+    """The value at a dotted path ('final.dev.accuracy', 'curve.-1.step'), or MISSING."""
+    for part in path.split("."):
+        if isinstance(data, list) and part.lstrip("-").isdigit() and -len(data) <= int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            return MISSING
+    return data
+
+
+def number_at(data, path):
+    """The finite number at a path, or None."""
+    value = lookup(data, path)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return value if ok else None
+
+
+OPERATIONS = {"exp": lambda a: math.exp(a), "neglog": lambda a: -math.log(a), "sumexp": lambda a: sum(map(math.exp, a)),
+              "range": lambda a: max(a) - min(a), "ratio": lambda a, b: a / b, "plus": lambda a, b: a + b,
+              "concat": lambda *a: [x for v in a for x in (v if isinstance(v, list) else [v])]}
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """Why a results file gives no value of ours for an entry: its field holds no number, or is not there (missing)."""
+    why: str
+    missing: bool = False
+
+
+def is_constant(word):
+    return word.replace(".", "", 1).isdigit()
+
+
+def field_paths(field):
+    """The dotted paths an entry's field reads: the field itself, or an operation's paths."""
+    op, *args = field.split()
+    return [p for p in args if not is_constant(p)] if op in OPERATIONS else [field]
+
+
+def ours(entry, data):
+    """The value an entry's field names in a results JSON (part4/article.py's docstring), or Unusable saying why."""
+    op, *args = entry.field.split()
+    if op not in OPERATIONS:
+        op, args = None, [entry.field]
+    values = []
+    for word in args:
+        value = float(word) if is_constant(word) else lookup(data, word)
+        problem = value_problem(entry, word, value, count=op is None)
+        if problem:
+            return problem
+        values.append(value)
+    if op is None:
+        return values[0]
+    try:
+        return OPERATIONS[op](*values)
+    except (ValueError, OverflowError, ZeroDivisionError) as e:
+        return Unusable(f"{entry.field}: cannot be computed ({e})")
+
+
+def value_problem(entry, path, value, count):
+    """Why the value at path cannot be ours for the entry, or None: it must be there, and be what the article prints: a
+    number or a list of them (finite; whole where the article prints a count and the field is read as it is), or true
+    or false for a yes/no."""
+    if value is MISSING:
+        return Unusable(f"no {path} in this run", missing=True)
+    theirs = article.numbers_in(entry.value)
+    if not theirs:
+        return None if isinstance(value, bool) else Unusable(f"{path} is {json_text(value)}, where true or false should be")
+    bad = [x for x in flat(value) if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)]
+    if bad:
+        return Unusable(f"{path} {'holds' if isinstance(value, list) else 'is'} {json_text(bad[0])}, where a number "
+                        f"should be")
+    whole = count and entry.kind != "timing" and entry.scale == 1 and not any("." in t or "e" in t for t in theirs)
+    if whole and any(x != int(x) for x in flat(value)):
+        return Unusable(f"{path} is {json_text(value)}, where a count (a whole number) should be")
+    return None
+
+
+def holds(entry, data):
+    """Does this results file hold ours for the entry: its script, its task and learning rate, and the part of the
+    command that gives it (the first block of each path it reads)? The value itself may still be unusable."""
     if not entry.script or script_of(data) != entry.script or any(data.get(k) != v for k, v in entry.match):
         return False
-    return ours(data, entry.field) is not None
+    return all(path.split(".")[0] in data for path in field_paths(entry.field))
 
 
 # --- The rules ---
@@ -152,14 +296,30 @@ def cut_by(data):
 
 
 def split_of(entry, data):
-    """Another dev file than the article's, in words, or '': a dev score on fewer questions than the article's with no
-    flag that cut it (the offline evaluation part of ../shared/data)."""
-    if not entry.n or lookup(data, entry.n[0]) == entry.n[1]:
+    """Another dev file than the article's, in words, or '': a dev score on another number of questions (examples) than
+    the article's with no flag that cut it (the offline evaluation part of ../shared/data; a fine-tune on other data)."""
+    n = lookup(data, entry.n[0]) if entry.n else MISSING
+    if n is MISSING or n == entry.n[1]:
         return ""
-    dev_file = (data["run"].get("config") or {}).get(entry.n[0].split("_dev")[0] + "_data")
+    squad = entry.script == article.SQUAD
+    dev_file = (data["run"].get("config") or {}).get(entry.n[0].split("_dev")[0] + "_data" if squad else "data_dir")
     part = "the offline evaluation part, " if "offline-eval" in str(dev_file) else ""
-    return (f"{part + str(dev_file) + ': ' if dev_file else ''}{lookup(data, entry.n[0])} of the article's "
-            f"{entry.n[1]} dev questions")
+    return (f"{part + str(dev_file) + ': ' if dev_file else ''}{n} of the article's {entry.n[1]} dev "
+            f"{'questions' if squad else 'examples'}")
+
+
+def setting_of(entry, data):
+    """The article's fine-tuning setting that this run left, in words, or '': batch 32, 3 epochs, seed 0, and for its
+    learning curve its number of dev evaluations."""
+    if entry.script != article.FINETUNE:
+        return ""
+    ran = tuple(data.get(k) for k in ("batch_size", "epochs", "seed"))
+    left = [] if ran == article.ARTICLE_RUN else ["batch {}, {} epochs, seed {} (the article's: batch {}, {} epochs, "
+                                                  "seed {})".format(*ran, *article.ARTICLE_RUN)]
+    evals = (data["run"].get("config") or {}).get("evals")
+    if entry.field.startswith("curve.") and evals not in (None, GLUE_RECIPE.evals):
+        left.append(f"{evals} dev evaluations (the article's: {GLUE_RECIPE.evals})")
+    return "; ".join(left)
 
 
 def excluded_versions(versions, requirements):
@@ -169,7 +329,7 @@ def excluded_versions(versions, requirements):
         line = line.split("#")[0].strip()
         if line and not line.startswith("-"):                    # an option line (-r, --index-url) names no version
             need = Requirement(line)
-            used = (versions or {}).get(need.name)
+            used = str((versions or {}).get(need.name) or "")
             if used and not need.specifier.contains(used, prereleases=True):
                 found.append(f"{need.name} {used}, which requirements.txt excludes ({need.name}{need.specifier})")
     return "; ".join(found)
@@ -216,7 +376,7 @@ def tolerance(entry, data):
     if entry.script == article.FINETUNE and entry.field.split(".")[-1] in ("accuracy", "f1"):
         return TOLERANCE["fine-tune"][0] * entry.scale / unit(entry.value), "fine-tune"
     if entry.script == article.FINETUNE and entry.field == "final.dev.correct":          # the same, counted
-        return TOLERANCE["fine-tune"][0] * lookup(data, "final.dev.n"), "fine-tune"
+        return TOLERANCE["fine-tune"][0] * (number_at(data, "final.dev.n") or 0), "fine-tune"
     if entry.n and entry.field.split(".")[-1] in ("em", "f1"):
         return TOLERANCE["dev set"][0] / unit(entry.value), "dev set"
     if entry.model and "." in entry.value and entry.script != article.FINETUNE:
@@ -236,6 +396,19 @@ def known_difference(entry, data):
 def judge(entry, data, requirements=""):
     """(status, note) of ours against the article's number, by the rules of the module's docstring; `requirements`
     is the text of requirements.txt."""
+    value = ours(entry, data)
+    if isinstance(value, Unusable) and not value.missing:
+        return "unusable", value.why
+    status, note = unjudged(entry, data, requirements)
+    if status:                         # a row not in the article's setting needs no value of ours to say so
+        return status, note + (f"; {value.why}" if isinstance(value, Unusable) else "")
+    if isinstance(value, Unusable):
+        return "unusable", value.why
+    return verdict(entry, data, value)
+
+
+def unjudged(entry, data, requirements):
+    """(status, note) of a row that is not judged (shown, cut run, another split, model or setting), or ('', '')."""
     recorded = (data["run"].get("config") or {}).get(entry.flag)
     if entry.kind in SHOWN:
         return "shown", shown_note(entry, data)
@@ -249,9 +422,9 @@ def judge(entry, data, requirements=""):
         return "another model", f"ours: {model_name(recorded)}; article: {entry.model}"
     if excluded_versions(data["run"].get("versions"), requirements):
         return "another setting", excluded_versions(data["run"].get("versions"), requirements)
-    if entry.field.startswith("log "):
-        return "in the log only", "printed in the run's log, kept in no JSON field"
-    return verdict(entry, data)
+    if setting_of(entry, data):
+        return "another setting", setting_of(entry, data)
+    return "", ""
 
 
 def shown_note(entry, data):
@@ -262,12 +435,12 @@ def shown_note(entry, data):
     return f"a timing: ours on {device}, the article's on a GPU; machine and load move it"
 
 
-def verdict(entry, data):
-    _, units = compare(entry, ours(data, entry.field))
+def verdict(entry, data, value):
+    _, units = compare(entry, value)
     if units == 0:
         return "same", ""
     spread = spread_of(entry)
-    if spread and spread[0] <= ours(data, entry.field) <= spread[1]:
+    if spread and spread[0] <= value <= spread[1]:
         return "within spread", f"the article's own two runs of this job: {spread[0]} and {spread[1]}"
     allowed, name = tolerance(entry, data)
     if name and units <= allowed + 1e-9:
@@ -321,15 +494,15 @@ def rows(runs, results_dir="results", requirements=""):
         if entry.kind == "paper":
             continue
         run, needs = command(entry, results_dir)
-        files = [name for name, data in runs.items() if gives(entry, data)]
+        files = [name for name, data in runs.items() if holds(entry, data)]
         for name in files:
             status, note = judge(entry, runs[name], requirements)
-            logged = status == "in the log only"
-            mine = "" if logged else compare(entry, ours(runs[name], entry.field))[0]
-            r = row(entry, mine, status, note, name[:-len(".json")] + ".log" if logged else name)
-            out.append(r | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
+            value = ours(entry, runs[name])
+            mine = "" if isinstance(value, Unusable) else compare(entry, value)[0]
+            out.append(row(entry, mine, status, note, name=name)
+                       | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
         if not files:
-            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", "") | {"command": run})
+            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", name="") | {"command": run})
     return out
 
 
@@ -348,12 +521,14 @@ def difference(entry, mine):
 
 
 REPRODUCED = ("same", "within spread", "within tolerance")
-UNJUDGED = ("another model", "another split", "another setting", "cut run", "in the log only", "shown", "not run yet")
+UNJUDGED = ("unusable", "another model", "another split", "another setting", "cut run", "shown", "not run yet")
 ORDER = ("reproduced", "differs") + UNJUDGED
 RULE = ("A number with several rows (several runs give it) counts once: differs if any judged row differs, else "
         "reproduced if any judged row is the same or within the spread or a tolerance, else the first of: "
-        f"{', '.join(UNJUDGED)}. Another setting: a library version requirements.txt excludes. A count of the data or "
-        "the recipe needs no model and is judged whatever model ran.")
+        f"{', '.join(UNJUDGED)}. Unusable: the results file holds no number where ours should be (a warning names the file "
+        "and the field). Another setting: a library version requirements.txt excludes, or a fine-tune's batch size, "
+        "epochs, seed or dev evaluations not the article's. A count of the data or the recipe needs no model and is "
+        "judged whatever model ran.")
 
 
 def entry_status(statuses):
@@ -391,8 +566,8 @@ def summary(table, subject=None):
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}; {counts['another model']} on another "
             f"model; {counts['another split']} on "
             f"another split; {counts['another setting']} under another setting; {counts['cut run']} only from cut "
-            f"runs; {counts['in the log only']} in the logs only; {counts['shown']} shown, not judged (timings, "
-            f"random-head numbers, rounding noise); {counts['not run yet']} not run yet")
+            f"runs; {counts['unusable']} unusable (no number in their results file); {counts['shown']} shown, not "
+            f"judged (timings, random-head numbers, rounding noise); {counts['not run yet']} not run yet")
     return counts, split, line
 
 
@@ -481,17 +656,27 @@ def read_requirements(path=REQUIREMENTS):
         return f.read()
 
 
+def warn_unusable(table, folder):
+    """One warning line for each results file and field that holds no number where ours should be (its rows are
+    marked unusable); folder: the folder the rows' file names are in, as given ('' for a file given alone)."""
+    for name, why in dict.fromkeys((r["file"], r["note"]) for r in table if r["status"] == "unusable"):
+        say_error(f"warning: {os.path.join(folder, name)}: {why}; its rows are marked unusable")
+
+
 def one_run(path, requirements):
     """The article's lines beside one results file's, in the report's order (article, then ours): printed, nothing
-    written."""
+    written. The file is checked as a folder's files are."""
+    if os.path.isdir(path):
+        raise Fatal(f"{path}: a folder, not a results file (for every run in a folder: --results-dir {path})")
     data = read_results(path)
     if data is None:
-        raise Fatal(f"{portable(path)}: no such file")
-    if not isinstance(data.get("run"), dict) or not data["run"].get("argv"):
-        raise Fatal(f"{portable(path)}: not a results file of these scripts (no run block)")
-    table = [r for r in rows({portable(path): data}, os.path.dirname(path) or ".", requirements) if r["file"]]
+        raise Fatal(f"{path}: no such file")
+    if run_problem(data, path):
+        raise Fatal(run_problem(data, path))
+    table = [r for r in rows({path: data}, os.path.dirname(path) or ".", requirements) if r["file"]]
+    warn_unusable(table, "")
     if not table:
-        print(f"{portable(path)}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
+        print(f"{path}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
               f"lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5")
     for r in table:
         print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {r['status']}"
@@ -501,20 +686,37 @@ def one_run(path, requirements):
     return 0
 
 
+NO_RESULTS = f"no results files found (the scripts write {RESULTS_NAME} into their --results-dir): every number is not run yet"
+
+
+def checked_runs(results_dir):
+    """The runs in a results folder, each checked whole: a folder that is not one, or a results file there that cannot
+    be read as a run, stops the report with one line naming it (every such file at once); nothing is dropped."""
+    if not os.path.isdir(results_dir):
+        raise Fatal(f"--results-dir {results_dir}: {'not a directory' if os.path.exists(results_dir) else 'no such directory'}")
+    check_writable_dir(results_dir, "--results-dir")
+    runs, problems = read_runs(results_dir)
+    if problems:
+        count = f"{len(problems)} results files cannot be read as runs: " if len(problems) > 1 else ""
+        raise Fatal(count + "; ".join(problems) + "; no report written")
+    return runs
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.run:
         return one_run(args.run, read_requirements())
-    if not os.path.isdir(args.results_dir):
-        raise Fatal(f"--results-dir {args.results_dir}: no such directory")
-    check_writable_dir(args.results_dir, "--results-dir")
-    runs = read_runs(args.results_dir)
+    runs = checked_runs(args.results_dir)
     table = rows(runs, args.results_dir, read_requirements())
+    warn_unusable(table, args.results_dir)
     counts, split, line = summary(table)
-    md = markdown(table, line, plots_by_section(args.results_dir), models_note(runs))
+    notes = models_note(runs) + ([] if runs else [NO_RESULTS[0].upper() + NO_RESULTS[1:] + "."])
+    md = markdown(table, line, plots_by_section(args.results_dir), notes)
     write_atomic(os.path.join(args.results_dir, REPORT_MD), md)
     write_atomic(os.path.join(args.results_dir, REPORT_JSON),
                  json.dumps({"summary": line, "counts": counts, "reproduced": split, "rows": table}, indent=1) + "\n")
+    if not runs:
+        print(f"{args.results_dir}: {NO_RESULTS}")
     print(line)
     print(f"written: {os.path.join(args.results_dir, REPORT_MD)}, {REPORT_JSON}")
     return 0

@@ -12,10 +12,16 @@ Writes the official prediction files (squad_v1_predictions.json, squad_v2_predic
 squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_squad.{log,json}.
 """
 
+import sys
+
+from part4 import parsers
+
+if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
+    parsers.answer_now(parsers.parse_squad, sys.argv[1:])
+
 import collections
 import json
 import os
-import sys
 from functools import partial
 
 import torch
@@ -25,15 +31,12 @@ from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
 from part4.article import SQUAD_LABELS as ARTICLE
 from part4.article import WINDOWS_LABEL
 from part4.common import (
-    ArgumentParser,
     Fatal,
     Report,
-    add_common_flags,
     all_agree,
     article,
     autocast_dtype,
     check_positions,
-    check_positive,
     check_writable_dir,
     command_line,
     file_problem,
@@ -50,15 +53,8 @@ from part4.common import (
     start_processes,
     write_atomic,
 )
-from part4.recipe import check_windows
 from part4.spans import (
-    BATCH_SIZE,
     HUB_DATASETS,
-    MAX_ANSWER,
-    MAX_LEN,
-    N_BEST,
-    STRIDE,
-    TAU_SWEEP,
     SpanSearch,
     best_spans,
     coverage_line,
@@ -77,52 +73,8 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
+build_parser, parse_args = parsers.squad_parser, parsers.parse_squad    # the command line, without torch (part4/parsers.py)
 # What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
-
-
-def build_parser():
-    p = ArgumentParser(
-        description="Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the "
-                    "no-answer score s_null and the tau sweep (paper §4.2, §4.3).",
-        epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
-               "--stride tokens of the passage (Google's "
-               "run_squad.py instead moves each window on by doc_stride tokens).")
-    p.add_argument("--v1-model", default=V1_MODEL, help=f"SQuAD v1.1 QA model, Hub id or folder (default, article: {V1_MODEL})")
-    p.add_argument("--v2-model", default=V2_MODEL, help=f"SQuAD v2.0 QA model, Hub id or folder (default, article: {V2_MODEL})")
-    p.add_argument("--v1-data", help="official dev-v1.1.json (default: the Hub dataset rajpurkar/squad)")
-    p.add_argument("--v2-data", help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
-    p.add_argument("--only", action="append", choices=["demo", "v1", "v2"],
-                   help="run only these parts (repeatable; default: all)")
-    p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
-    p.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"windows per forward pass (default {BATCH_SIZE})")
-    p.add_argument("--max-len", type=int, default=MAX_LEN,
-                   help=f"window length in tokens (default {MAX_LEN}, as paper/run_squad.py)")
-    p.add_argument("--stride", type=int, default=STRIDE, help=f"tokens shared by consecutive windows (default {STRIDE}: "
-                                                              f"run_squad.py's doc_stride, which there is the step; see below)")
-    p.add_argument("--n-best", type=int, default=N_BEST,
-                   help=f"best starts and best ends tried per window (default {N_BEST}, as run_squad.py)")
-    p.add_argument("--max-answer", type=int, default=MAX_ANSWER,
-                   help=f"longest answer in tokens (default {MAX_ANSWER}, as run_squad.py)")
-    p.add_argument("--tau-min", type=float, default=TAU_SWEEP[0], help="tau sweep start (default -6, as the article)")
-    p.add_argument("--tau-max", type=float, default=TAU_SWEEP[1], help="tau sweep end (default +6, as the article)")
-    p.add_argument("--tau-step", type=float, default=TAU_SWEEP[2], help="tau sweep step (default 0.25, as the article)")
-    p.add_argument("--dtype", default="auto", help="auto (the default: bf16 on CUDA, fp16 on MPS, fp32 on the CPU), "
-                                                   "fp32, bf16 or fp16")
-    add_common_flags(p)
-    return p
-
-
-def parse_args(argv):
-    p = build_parser()
-    args = p.parse_args(argv)
-    args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
-    if args.limit is not None and args.limit <= 0:
-        raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
-    check_windows(args.max_len, args.stride)
-    check_positive({"--batch-size": args.batch_size, "--n-best": args.n_best, "--max-answer": args.max_answer})
-    if args.tau_step <= 0 or args.tau_max < args.tau_min:
-        raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
-    return args
 
 
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
@@ -209,6 +161,7 @@ def demo_one(model, tok, question, device, n_best, max_answer):
 
 
 def demo_v1(model, tok, device, search, report):
+    """The v1.1 span head (its shape and bias) and the four abstract questions: the log lines and the results."""
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
@@ -226,7 +179,7 @@ def demo_v1(model, tok, device, search, report):
         report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
                    f"softmax with vs without bias differs by {d['bias_gap']:.1e}")
         results.append({k: d[k] for k in ("question", "spans", "start_top", "hand_gap", "bias_gap")})
-    return results
+    return {"v1_head": {"W_shape": list(W.shape), "bias": b.tolist()}, "v1_demo": results}
 
 
 def dev_v1(model, tok, examples, search, device, dtype, report, label, processes):
@@ -261,6 +214,7 @@ def duration(seconds):
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
 def demo_v2(model, tok, device, search, report):
+    """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
@@ -270,7 +224,7 @@ def demo_v2(model, tok, device, search, report):
                    f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
-    return results
+    return {"v2_demo": results}
 
 
 def dev_v2(model, tok, examples, search, device, dtype, report, label, processes, taus):
@@ -354,7 +308,7 @@ def main(argv=None):
         report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}{model_type_note(model)}   "
                    f"(article: {ARTICLE_MODELS[v]})")
         if "demo" in args.only:
-            payload[f"{v}_demo"] = demo[v](model, tok, device, search, report)
+            payload |= demo[v](model, tok, device, search, report)        # v1: the span head too (its bias)
         if v in args.only:
             dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report=report,
                                                        label=label, processes=processes)

@@ -6,8 +6,6 @@ The science lives in the scripts themselves, so that each one reads top to botto
 """
 
 import datetime
-import functools
-import hashlib
 import json
 import os
 import platform
@@ -31,24 +29,24 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import AutoConfig
 from transformers.utils import logging as hf_logging
 
+from part4 import flags
+from part4.files import check_writable_dir as check_writable_dir  # the rooms and scripts import these from here too
+from part4.files import fingerprint as fingerprint
+from part4.files import portable as portable
+from part4.files import read_results as read_results
+from part4.files import replace_atomically as replace_atomically
+from part4.files import write_atomic as write_atomic
 from part4.flags import ArgumentParser as ArgumentParser  # the rooms and scripts import these from here too
-from part4.flags import Fatal, Stopped, say_error
+from part4.flags import Fatal, say_error
+from part4.flags import Stopped as Stopped
 from part4.flags import add_common_flags as add_common_flags
 from part4.flags import check_positive as check_positive
 
 
 def run_cli(main, argv=None):
-    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code."""
-    try:
-        return main(argv) or 0
-    except (Fatal, Stopped) as e:
-        say_error(f"error: {e}" if isinstance(e, Fatal) else str(e))
-        return e.code
-    except KeyboardInterrupt:
-        say_error("interrupted: no results were written")
-        return 130
-    finally:
-        end_processes()
+    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code; the processes are
+    ended last, whatever happened (part4/flags.py's run_cli)."""
+    return flags.run_cli(main, argv, end=end_processes)
 
 
 # --- device, precision and seeds (STYLE 13: chosen once, here) ---
@@ -424,41 +422,6 @@ def load_hub_dataset(name, config, split, flag):
                     f"pass local files with {flag}")
 
 
-# --- paths in logs and results: nothing that only exists on the machine that made them ---
-
-def fingerprint(folder):
-    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print.
-    Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
-    files = tuple((name, os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
-                  for name in sorted(os.listdir(folder)) if name == "config.json" or name.endswith((".safetensors", ".bin")))
-    return _fingerprint(os.path.abspath(folder), files)
-
-
-@functools.lru_cache(maxsize=64)
-def _fingerprint(folder, files):
-    h = hashlib.sha256()
-    for name, _, _ in files:
-        with open(os.path.join(folder, name), "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:12]
-
-
-def portable(value):
-    """A path as the results record it: a model folder relative to the working directory when it is inside
-    it, else by its name plus a fingerprint of its config and weights; any other path relative when it is
-    inside or beside the working directory (like ../shared), else by its name. Anything that is not an
-    existing local path is returned as it is."""
-    if not isinstance(value, str) or not value or not os.path.exists(os.path.expanduser(value)):
-        return value
-    path = os.path.abspath(os.path.expanduser(value))
-    rel = os.path.relpath(path)
-    model = os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
-    if not rel.startswith("..") or (not model and not rel.startswith(".." + os.sep + "..") and rel != ".."):
-        return rel
-    return f"{os.path.basename(path)}@{fingerprint(path)}" if model else os.path.basename(path)
-
-
 # --- the log and the results files (STYLE 8 and 9) ---
 
 def fmt(scores, missing="n/a"):
@@ -510,23 +473,6 @@ def command_line(argv, flags):
             "config": {k: portable(v) for k, v in flags.items()} if flags is not None else None}
 
 
-def read_results(path):
-    """The results JSON at path, or None when there is none. A file there that is not one (e.g. left with
-    merge-conflict markers) stops the command with one line naming it; it is left as it is."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise Fatal(f"{portable(path)}: not a results file (not JSON: {getattr(e, 'msg', e)}); left as it is: move "
-                    f"it away or delete it, then run again")
-    if not isinstance(saved, dict):
-        raise Fatal(f"{portable(path)}: not a results file (JSON, but not an object); left as it is: move it away or "
-                    f"delete it, then run again")
-    return saved
-
-
 def not_a_script(name, run):
     """What a module of the suite says when it is run as a script: which script to run instead (exit 2)."""
     say_error(f"{name} is a module, not a script: run {run}")
@@ -544,53 +490,12 @@ def check_model_target(path, flag):
     check_writable_dir(os.path.dirname(path), flag)
 
 
-def check_writable_dir(path, flag):
-    """A folder the script will write into must be writable before any work starts: the folder itself, or
-    the nearest one above it that exists (so that it can be made). Probed by making and removing a
-    temporary folder there; nothing is left behind, and the folder itself is not created yet."""
-    path = os.path.abspath(os.path.expanduser(path))
-    probe = path
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise Fatal(f"{flag} {path}: cannot be a folder, because {probe} is a file")
-    try:
-        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".write-test-"))
-    except OSError as e:
-        raise Fatal(f"{flag} {path}: cannot write there ({e.strerror or e})")
-    return path
-
-
 def _jsonable(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
     if isinstance(x, torch.Tensor):
         return x.tolist()
     return str(x)
-
-
-def write_atomic(path, text):
-    """Write text to a temp file in the same folder, then rename: readers never see half a file."""
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-    replace_atomically(path, write)
-
-
-def replace_atomically(path, write):
-    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def replace_folder_atomically(path, write):

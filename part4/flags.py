@@ -1,6 +1,6 @@
 """What every script's command line shares, without torch (so that --help and a refused flag answer at once): the
-one-line errors (Fatal, Stopped), the parser that raises them, the flags every script takes, and the check of
-numbers that must be positive."""
+one-line errors (Fatal, Stopped) and the run that turns them into one line and an exit code, the parser that raises
+them, the flags every script takes, and the check of numbers that must be positive."""
 
 import argparse
 import sys
@@ -26,6 +26,22 @@ def say_error(line):
     """One line on stderr in one write, so that the lines of several processes never run into each other."""
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def run_cli(main, argv=None, end=None):
+    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code. `end`, when given,
+    runs last whatever happened (part4/common.py's run_cli ends the processes there)."""
+    try:
+        return main(argv) or 0
+    except (Fatal, Stopped) as e:
+        say_error(f"error: {e}" if isinstance(e, Fatal) else str(e))
+        return e.code
+    except KeyboardInterrupt:
+        say_error("interrupted: no results were written")
+        return 130
+    finally:
+        if end is not None:
+            end()
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -1,7 +1,7 @@
 """The paper's fine-tuning recipe as settings (§4.1-4.4, A.3), and the one home of each: every task's learning rate,
 batch size, epochs, input length and dev evaluations; the optimiser's warmup, weight decay and clipping; the grids;
-SQuAD's windows. No torch here, so that the command line (part4/cli.py) shows and checks them at once; the recipe
-itself (bert_part4_finetune.py) and every room import them from here."""
+SQuAD's windows and span search. No torch here, so that the command lines (part4/cli.py, part4/parsers.py) show and
+check them at once; the recipe itself (bert_part4_finetune.py) and every room import them from here."""
 
 import sys
 from dataclasses import dataclass
@@ -11,6 +11,9 @@ from part4.flags import Fatal
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # in GLUE's order (part4/tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
+N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
+SPAN_BATCH_SIZE = 64                   # windows per forward pass of the span search
+TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 WARMUP = 0.1                           # run_classifier.py's warmup_proportion: the share of steps with a rising lr
 WEIGHT_DECAY = 0.01                    # paper A.2 (not on biases and LayerNorm weights)
 CLIP = 1.0                             # run_classifier.py: gradients clipped to a global norm of 1.0

@@ -24,13 +24,14 @@ from part4.common import (
     gather,
     load_hub_dataset,
 )
-from part4.recipe import MAX_LEN as MAX_LEN  # run_squad.py's windows: 384 tokens, overlapping by 128 (the recipe's)
+from part4.recipe import MAX_ANSWER as MAX_ANSWER  # run_squad.py's settings, the recipe's (part4/recipe.py)
+from part4.recipe import MAX_LEN as MAX_LEN
+from part4.recipe import N_BEST as N_BEST
+from part4.recipe import SPAN_BATCH_SIZE as BATCH_SIZE
 from part4.recipe import STRIDE as STRIDE
+from part4.recipe import TAU_SWEEP as TAU_SWEEP
 from part4.runs import batches_by_length, collate
 
-BATCH_SIZE = 64                        # windows per forward pass
-N_BEST, MAX_ANSWER = 20, 30             # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
-TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 PUNCTUATION = set(string.punctuation)
 HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
 

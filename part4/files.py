@@ -1,0 +1,113 @@
+"""Results files and the paths they record, without torch (the report reads them on any machine): a path as the
+results record it (relative, or a model folder by its name and a fingerprint), a results JSON read with one line for
+a file that is not one, a folder checked writable before any work, and files written atomically (temp file, then
+rename: a crash leaves nothing that looks complete)."""
+
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+
+from part4.flags import Fatal, say_error
+
+# --- paths in logs and results: nothing that only exists on the machine that made them ---
+
+def fingerprint(folder):
+    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print.
+    Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
+    files = tuple((name, os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
+                  for name in sorted(os.listdir(folder)) if name == "config.json" or name.endswith((".safetensors", ".bin")))
+    return _fingerprint(os.path.abspath(folder), files)
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(folder, files):
+    h = hashlib.sha256()
+    for name, _, _ in files:
+        with open(os.path.join(folder, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:12]
+
+
+def portable(value):
+    """A path as the results record it: a model folder relative to the working directory when it is inside
+    it, else by its name plus a fingerprint of its config and weights; any other path relative when it is
+    inside or beside the working directory (like ../shared), else by its name. Anything that is not an
+    existing local path is returned as it is."""
+    if not isinstance(value, str) or not value or not os.path.exists(os.path.expanduser(value)):
+        return value
+    path = os.path.abspath(os.path.expanduser(value))
+    rel = os.path.relpath(path)
+    model = os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
+    if not rel.startswith("..") or (not model and not rel.startswith(".." + os.sep + "..") and rel != ".."):
+        return rel
+    return f"{os.path.basename(path)}@{fingerprint(path)}" if model else os.path.basename(path)
+
+
+# --- the results files: read, and written atomically ---
+
+def read_results(path):
+    """The results JSON at path, or None when there is none. A file there that is not one (e.g. left with
+    merge-conflict markers) stops the command with one line naming it, as given, and what is wrong, whole; it is
+    left as it is."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise Fatal(f"{path}: not a results file (not JSON: {e}); left as it is: move it away or delete it, then run "
+                    f"again")
+    if not isinstance(saved, dict):
+        raise Fatal(f"{path}: not a results file (JSON, but not an object); left as it is: move it away or delete it, "
+                    f"then run again")
+    return saved
+
+
+def check_writable_dir(path, flag):
+    """A folder the script will write into must be writable before any work starts: the folder itself, or
+    the nearest one above it that exists (so that it can be made). Probed by making and removing a
+    temporary folder there; nothing is left behind, and the folder itself is not created yet."""
+    path = os.path.abspath(os.path.expanduser(path))
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise Fatal(f"{flag} {path}: cannot be a folder, because {probe} is a file")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".write-test-"))
+    except OSError as e:
+        raise Fatal(f"{flag} {path}: cannot write there ({e.strerror or e})")
+    return path
+
+
+def write_atomic(path, text):
+    """Write text to a temp file in the same folder, then rename: readers never see half a file."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    replace_atomically(path, write)
+
+
+def replace_atomically(path, write):
+    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+if __name__ == "__main__":
+    say_error("part4/files.py is a module, not a script: run one of the bert_part4_*.py scripts at the root")
+    sys.exit(2)
