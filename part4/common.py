@@ -392,7 +392,7 @@ def read_checkpoint(name, flag="--model", weights=True):
     folder = model_folder(name)
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
     casing, note = casing_problem(tok)
-    problems = [config_problem(config), weights and folder and weights_problem(folder),
+    problems = [config_problem(config), weights and folder and weights_problem(folder, _is_local(name)),
                 *tokenizer_problems(tok, config), casing]
     preflight([f"{flag} {name}: {p}" for p in problems if p])
     return Checkpoint(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
@@ -465,11 +465,13 @@ def read_json(path):
     return value if isinstance(value, dict) else None
 
 
-def weights_problem(folder):
+def weights_problem(folder, local=True):
     """Why the weight files of a folder cannot be read whole (the first that cannot), or None. A folder without any is
-    from_pretrained's to say (unusable)."""
+    from_pretrained's to say (unusable); a shard not yet in a Hub id's cache (local=False) is downloaded by it."""
     for name in weight_files(folder):
         path = os.path.join(folder, name)
+        if not os.path.isfile(path) and not local:
+            continue
         if not os.path.isfile(path):
             return f"{name}, named by its shard index, is missing: download it again"
         try:

@@ -12,6 +12,7 @@ import pytest
 import torch
 import transformers
 from conftest import SHARED_DATA, TEXTS, needs_shared_data, save_tiny, tiny_config, tiny_vocab_words, write_vocab
+from huggingface_hub import constants
 from safetensors.torch import load_file
 from test_finetune import sst2_rows, write_sst2
 from test_finetune_squad_swag import squad_json, write_swag
@@ -766,3 +767,20 @@ def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_
     assert open(os.path.join(out, "part4_heads.log")).read().splitlines()[2] == (
         f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of the 8 words of the probe "
         f"sentence \"{common.PROBE}\" become [UNK] (0%)")
+
+
+def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    """A Hub id is read where the Hub's cache keeps it (its snapshot): the weight file named, a cut one refused."""
+    repo, commit = tmp_path / "hub" / "models--someone--tiny-bert", "a" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(common, "hub_reachable", lambda timeout=3.0: False)
+    assert common.model_folder("someone/tiny-bert") == snapshot
+    assert common.weights_line(common.read_checkpoint("someone/tiny-bert")) == "model weights: model.safetensors (fp32)"
+    cut(os.path.join(snapshot, "model.safetensors"))
+    out = tmp_path / "r"
+    err = refused_before_any_line(heads.main, ["--model", "someone/tiny-bert", "--results-dir", str(out), "--device",
+                                               "cpu"], capsys, out)
+    assert err.startswith("error: --model someone/tiny-bert: model.safetensors is truncated or corrupt (")
