@@ -55,6 +55,7 @@ from part4.common import (
     run_cli,
     seed_everything,
     start_processes,
+    task_labels,
 )
 from part4.packing import padding_free
 from part4.recipe import grid_settings
@@ -106,12 +107,15 @@ LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
-def new_model(family, model, init):
-    """The model to fine-tune: the pre-trained weights with a new output layer (the paper), or with --init random
-    the same architecture with every weight random (what pre-training buys, measured)."""
+def new_model(family, model, init, head="new"):
+    """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
+    pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept), or with
+    --init random the same architecture with every weight random (what pre-training buys, measured)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
-        return family.model_class.from_config(load_pretrained(AutoConfig, model, **family.model_kwargs))
-    return load_model(family.model_class, model, **family.model_kwargs)[0]      # its loading report checked
+        config = load_pretrained(AutoConfig, model, **family.model_kwargs)
+        return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names)
+    model, _ = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
+    return task_labels(model, family.label_names)
 
 
 def fine_tune(job, config, family, data, where, processes=ALONE):
@@ -121,7 +125,8 @@ def fine_tune(job, config, family, data, where, processes=ALONE):
     c, device, name = config.command, where.device, run_name(config, job)
     report = Report(name, c.results_dir, quiet=not (where.processes.main and processes.main))
     seed_everything(job.seed)
-    model = new_model(family, c.model, c.init).to(device)  # BertForSequenceClassification.from_pretrained(model, num_labels=2)
+    # BertForSequenceClassification.from_pretrained(model, num_labels=2), the article's line:
+    model = new_model(family, c.model, c.init, c.head).to(device)
     model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
     model.train()
     train, wd = data["train"]["input_ids"], c.weight_decay
@@ -187,13 +192,14 @@ def begin(fit, job, config, warm, steps, every):
     """A run from step 0: the preamble, then the score of the untrained head."""
     for line in lines.preamble(config, fit, job, steps, warm, every):
         fit.report.say(line)
-    main, init = fit.run.processes.main, config.command.init
+    main, init, head = fit.run.processes.main, config.command.init, fit.data["head"]
     before = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
-    fresh = fit.family.fresh if init == "pretrained" else "every weight random, --init random"
+    fresh = "every weight random, --init random" if init == "random" else fit.family.kept_head if head.kept else \
+        fit.family.fresh
     fit.report.say(f"before fine-tuning ({fresh}): {fit.family.format(before) if main else ''}"
                    + fit.family.baseline(fit.data["majority"], fit.data["devs"])
                    + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE and
-                      init == "pretrained" else ""))
+                      init == "pretrained" and not head.kept else ""))
     return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
 
 

@@ -17,7 +17,7 @@ if __name__ == "__main__":       # --help and a refused flag are answered before
     parsers.answer_now(parsers.parse_heads, sys.argv[1:])
 
 import torch
-from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.article import ARTICLE_MODEL
 from part4.article import HEADS_LABELS as ARTICLE
@@ -28,17 +28,18 @@ from part4.common import (
     article,
     check_writable_dir,
     command_line,
-    fresh_head,
     load_model,
-    load_pretrained,
+    loaded_record,
     model_problem,
+    not_bert,
     pick_device,
     portable,
     preflight,
-    require_bert,
+    read_checkpoint,
     rounded,
     run_cli,
     seed_everything,
+    weights_line,
 )
 
 # The article's inputs (INPUTS.md) ...
@@ -89,18 +90,26 @@ def new_head_parameters(K, H):
     return K * H + K
 
 
-def load_head(model_class, model_name, prefix, seed, device, **kwargs):
-    """The model with its head; a head that is not in the checkpoint is random (seeded), bias included."""
+def load_head(model_class, checkpoint, prefix, seed, device, **kwargs):
+    """The model with its head: the checkpoint's where it has one of the shape asked, else a new random one (seeded),
+    bias included. Returns the model and its Head."""
     seed_everything(seed)                                 # the new W is random: seed it
-    model, info = load_model(model_class, model_name, **kwargs)     # its loading report checked
-    fresh = fresh_head(info, prefix)
-    if fresh:
+    model, head = load_model(model_class, checkpoint.name, checkpoint.flag, head="either", **kwargs)   # report checked
+    if not head.kept:
         seeded_bias(getattr(model, prefix).bias, seed)
-    return model.to(device).eval(), fresh
+    return model.to(device).eval(), head
 
 
-def glue_head(model_name, tok, device, seed, report):
-    model, fresh = load_head(BertForSequenceClassification, model_name, "classifier", seed, device, num_labels=K)
+def load_heads(checkpoint, seed, device):
+    """The three models of the article's heads, each with its head as load_head gives it, loaded before the first line
+    is printed (so that a refusal comes first): {"glue": (model, head), "swag": ..., "span": ...}."""
+    return {"glue": load_head(BertForSequenceClassification, checkpoint, "classifier", seed, device, num_labels=K),
+            "swag": load_head(BertForMultipleChoice, checkpoint, "classifier", seed, device),
+            "span": load_head(BertForQuestionAnswering, checkpoint, "qa_outputs", seed, device)}
+
+
+def glue_head(loaded, tok, device, seed, report):
+    (model, head), fresh = loaded, not loaded[1].kept
     enc = tok(*PAIR, return_tensors="pt").to(device)
     label = torch.tensor([PAIR_LABEL], device=device)
     with torch.no_grad():
@@ -112,14 +121,14 @@ def glue_head(model_name, tok, device, seed, report):
         raw_logits = classifier_logits(C, W, b)           # what the logits would be without the pooler
     H = model.config.hidden_size
     new = new_head_parameters(K, H)
-    head_count = sum(p.numel() for p in model.classifier.parameters())
-    total = sum(p.numel() for p in model.parameters())
+    head_count, total = (sum(p.numel() for p in m.parameters()) for m in (model.classifier, model))
     say = report.say
     say(f"input tokens: {tok.convert_ids_to_tokens(enc['input_ids'][0])}")
     say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
         + article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
     if fresh:
-        say(f"W is a new, random layer (seed {seed}); its bias is a seeded draw too: {rounded(b.detach(), 4)}")
+        say(f"W is a new, random layer (seed {seed}{'; ' + head.note if head.note else ''}); its bias is a seeded draw "
+            f"too: {rounded(b.detach(), 4)}")
     say(f"logits from the library:  {rounded(out.logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"loss from the library {out.loss.item():.6f}  vs  -log softmax(C W^T)[label] by hand {loss.item():.6f}"
@@ -148,8 +157,8 @@ def swag_scores(pooled, w, b):
     return scores
 
 
-def swag_head(model_name, tok, device, seed, report):
-    model, fresh = load_head(BertForMultipleChoice, model_name, "classifier", seed, device)
+def swag_head(loaded, tok, device, report):
+    model, fresh = loaded[0], not loaded[1].kept
     n = len(SWAG_ENDINGS)
     e = tok([SWAG_CONTEXT] * n, SWAG_ENDINGS, return_tensors="pt", padding=True).to(device)
     e = {k: v.unsqueeze(0) for k, v in e.items()}        # (1 example, 4 choices, tokens)
@@ -186,8 +195,8 @@ def softmax_bias_gap(logits, bias, positions):
     return (torch.softmax(x, -1) - torch.softmax(x - bias, -1)).abs().max().item()
 
 
-def span_head(model_name, tok, device, seed, report):
-    model, fresh = load_head(BertForQuestionAnswering, model_name, "qa_outputs", seed, device)
+def span_head(loaded, tok, device, report):
+    model, fresh = loaded[0], not loaded[1].kept
     enc = tok(SPAN_QUESTION, PASSAGE, return_tensors="pt", truncation="only_second",
               max_length=model.config.max_position_embeddings).to(device)
     with torch.no_grad():
@@ -227,20 +236,24 @@ def main(argv=None):
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
-    require_bert(args.model, "--model", "the hand-computed heads read BERT's pooler, bert.pooler")
+    checkpoint = read_checkpoint(args.model)          # its config, weight files and tokenizer, before any line
+    preflight([not_bert(checkpoint, "the hand-computed heads read BERT's pooler, bert.pooler")])
+    models, tok = load_heads(checkpoint, args.seed, device), checkpoint.tokenizer
     report = Report("part4_heads", args.results_dir)
     report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
-    tok = load_pretrained(AutoTokenizer, args.model)
-    glue = glue_head(args.model, tok, device, args.seed, report)
-    swag = swag_head(args.model, tok, device, args.seed, report)
-    span = span_head(args.model, tok, device, args.seed, report)
+    for line in [weights_line(checkpoint), *checkpoint.notes]:
+        report.say(line)
+    glue = glue_head(models["glue"], tok, device, args.seed, report)
+    swag = swag_head(models["swag"], tok, device, report)
+    span = span_head(models["span"], tok, device, report)
     failed = failed_checks(glue, swag, span)
     for f in failed:
         report.say(f"CHECK FAILED: {f}")
     if failed:
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
     report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
-    report.save({"model": portable(args.model), "tolerance": TOLERANCE, "glue": glue, "swag": swag, "span": span},
+    report.save({"model": portable(args.model), "weights": loaded_record(checkpoint), "tolerance": TOLERANCE,
+                 "glue": glue, "swag": swag, "span": span},
                 cli=command_line(argv, vars(args)), device=device)
     return 0
 

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import torch
 from tqdm import tqdm
-from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
@@ -40,19 +40,20 @@ from part4.common import (
     check_writable_dir,
     command_line,
     file_problem,
-    fresh_head,
     load_model,
-    load_pretrained,
+    loaded_record,
     model_problem,
+    not_bert,
     pick_device,
     portable,
     preflight,
     pyplot,
+    read_checkpoints,
     read_results,
-    require_bert,
     rounded,
     run_cli,
     seed_everything,
+    weights_line,
 )
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
@@ -438,14 +439,39 @@ def plots(payload, folder):
         plt.close(fig)
 
 
-def check_models(sst2_model, squad_model, squad2_model, flow_questions, flow_data):
-    """The models and the attention flow's data (when it has questions to run), checked before any work; sections 1b
-    and 2 read BERT's own modules, so those two models must be BERTs."""
-    preflight([model_problem(sst2_model, "--sst2-model"), model_problem(squad_model, "--squad-model"),
-               model_problem(squad2_model, "--squad2-model"),
-               flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")])
-    require_bert(sst2_model, "--sst2-model", "section 1b reads BERT's pooler, bert.pooler")
-    require_bert(squad_model, "--squad-model", "section 2 reads BERT's attention over [CLS] question [SEP] passage [SEP]")
+def check_models(models, flow_questions, flow_data):
+    """The models ({flag: name}: --sst2-model, --squad-model, --squad2-model), each read for what it holds, and the
+    attention flow's data (when it has questions to run), checked before any work, every problem of every one at
+    once; sections 1b and 2 read BERT's own modules, so those two models must be BERTs. Returns {flag: Checkpoint}."""
+    preflight([model_problem(name, flag) for flag, name in models.items()]
+              + [flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")])
+    checkpoints = read_checkpoints(models)
+    preflight([not_bert(checkpoints["--sst2-model"], "section 1b reads BERT's pooler, bert.pooler"),
+               not_bert(checkpoints["--squad-model"], "section 2 reads BERT's attention over [CLS] question [SEP] "
+                                                      "passage [SEP]")])
+    return checkpoints
+
+
+def load_models(checkpoints, device):
+    """The three models, each on its checkpoint's own weights and head, loaded before the first line is printed (a
+    refusal comes first): the SST-2 classifier and its head, and the SQuAD v1.1 (eager attention: section 2 reads its
+    attention probabilities) and v2.0 models with their tokenizers."""
+    sst2, head = load_model(BertForSequenceClassification, checkpoints["--sst2-model"].name, "--sst2-model",
+                            head="either")
+    return {"sst2": (sst2.to(device).eval(), head),
+            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, spans.MAX_LEN, attn_implementation="eager"),
+            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, spans.MAX_LEN)}
+
+
+def model_lines(checkpoints, loaded):
+    """The first lines of a run with models: each model's weight files (and their dtype, where it is not the fp32 they
+    are loaded in), its head, and any warning its folder gave."""
+    kept = "the checkpoint's start and end vectors S, E, kept"
+    sst2 = "the checkpoint's classifier layer, kept" if loaded["sst2"][1].kept else "a new classifier layer"
+    lines = []
+    for (flag, checkpoint), head in zip(checkpoints.items(), (sst2, kept, kept)):
+        lines += [f"{flag} {portable(checkpoint.name)}: {weights_line(checkpoint, head)}", *checkpoint.notes]
+    return lines
 
 
 def main(argv=None):
@@ -455,19 +481,22 @@ def main(argv=None):
     models = args.only == "all"
     if models:
         device = pick_device(args.device)
-        check_models(args.sst2_model, args.squad_model, args.squad2_model, args.flow_questions, args.flow_data)
+        checkpoints = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
+                                    "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
         seed_everything(0)
         flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
         tau, tau_source = chosen_tau(args.tau, args.results_dir, args.squad2_model)
+        loaded = load_models(checkpoints, device)
+        (sst2, head), (qa, tok), (qa2, tok2) = loaded["sst2"], loaded["squad"], loaded["squad2"]
+        for line in model_lines(checkpoints, loaded):
+            report.say(line)
     payload = {"glue_toy": glue_toy(report)}
     if models:
-        sst2, info = load_model(BertForSequenceClassification, args.sst2_model, "--sst2-model")
-        sst2 = sst2.to(device).eval()
-        tok = load_pretrained(AutoTokenizer, args.sst2_model, flag="--sst2-model")
-        payload["glue_real"] = glue_real(sst2, tok, portable(args.sst2_model), device, report, fresh_head(info, "classifier"))
+        payload["models"] = {flag: loaded_record(c) for flag, c in checkpoints.items()}
+        payload["glue_real"] = glue_real(sst2, checkpoints["--sst2-model"].tokenizer, portable(args.sst2_model), device,
+                                         report, not head.kept)
         payload["new_weights"] = new_weights(sst2, report)
-        qa, tok = squad.load_qa_model(args.squad_model, "--squad-model", device, spans.MAX_LEN, attn_implementation="eager")
         payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device, report)
         if flow_examples:
             payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device, report,
@@ -475,7 +504,6 @@ def main(argv=None):
     payload["span_toy"] = span_toy(report)
     if models:
         payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device, report)
-        qa2, tok2 = squad.load_qa_model(args.squad2_model, "--squad2-model", device, spans.MAX_LEN)
         payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)

@@ -25,12 +25,13 @@ import os
 from functools import partial
 
 import torch
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+from transformers import AutoModelForQuestionAnswering
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
 from part4.article import SQUAD_LABELS as ARTICLE
 from part4.article import WINDOWS_LABEL
 from part4.common import (
+    DTYPE_NAMES,
     Fatal,
     Report,
     all_agree,
@@ -41,16 +42,17 @@ from part4.common import (
     command_line,
     file_problem,
     fmt,
-    fresh_head,
     line_plot,
     load_model,
-    load_pretrained,
+    loaded_record,
     model_problem,
     model_type_note,
     portable,
     preflight,
+    read_checkpoints,
     run_cli,
     start_processes,
+    weights_line,
     write_atomic,
 )
 from part4.spans import (
@@ -101,18 +103,20 @@ def window_breakdown(per_question):
     return "windows per question: " + ", ".join(f"{k} -> {n} questions" for k, n in questions_by_windows(per_question).items())
 
 
-def load_qa_model(name, flag, device, max_len, **kwargs):
-    """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its checkpoint's own weights, with its own
-    tokenizer: the span search needs only the start and end logits S.T_i and E.T_j, and s_null at the window's first
-    token, where the tokenizer must put its [CLS] (or <s>) token."""
-    model, info = load_model(AutoModelForQuestionAnswering, name, flag, **kwargs)
+def load_qa_model(checkpoint, device, max_len, **kwargs):
+    """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its checkpoint's own weights and span head, in
+    fp32, with its own tokenizer (read with its folder: read_checkpoint): the span search needs only the start and end
+    logits S.T_i and E.T_j, and s_null at the window's first token, where the tokenizer must put its [CLS] (or <s>)
+    token."""
+    name, flag = checkpoint.name, checkpoint.flag
+    model, head = load_model(AutoModelForQuestionAnswering, name, flag, head="either", **kwargs)
     if not isinstance(getattr(model, "qa_outputs", None), torch.nn.Linear):
         raise Fatal(f"{flag} {name}: model type {model.config.model_type} ({type(model).__name__}) lacks the span "
                     f"head the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
-    if fresh_head(info, "qa_outputs"):
+    if not head.kept:
         raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
     check_positions(max_len, model.config)
-    tok = load_pretrained(AutoTokenizer, name, flag=flag)
+    tok = checkpoint.tokenizer
     problem = layout_problem(tok)
     if problem:
         raise Fatal(f"{flag} {name}: model type {model.config.model_type}, whose tokenizer {problem}; the span "
@@ -278,12 +282,25 @@ def write_json(folder, name, obj):
 
 
 def check_inputs(results_dir, only, models, data, limit):
-    """Every input before any work: the results folder, both models and both dev files, all problems at once.
-    models, data: {"v1": ..., "v2": ...}. Returns the first `limit` dev questions of each part (None if not run)."""
+    """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
+    read_checkpoint) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
+    `limit` dev questions of each part (None if not run) and {part: its model, read}."""
     check_writable_dir(results_dir, "--results-dir")
-    preflight([("demo" in only or v in only) and model_problem(models[v], f"--{v}-model") for v in VERSIONS]
+    used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
+    preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
-    return {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
+    checkpoints = read_checkpoints({f"--{v}-model": models[v] for v in used})
+    examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
+    return examples, {v: checkpoints[f"--{v}-model"] for v in used}
+
+
+def model_lines(v, checkpoint, model):
+    """What the log says of a part's model: its name (and type, if not a BERT) beside the article's, its weight files
+    and their dtype, its span head (the checkpoint's, kept) and any warning its folder gave."""
+    return [f"SQuAD v{VERSIONS[v]} model: {portable(checkpoint.name)}{model_type_note(model)}   "
+            f"(article: {ARTICLE_MODELS[v]})",
+            "   " + weights_line(checkpoint, "the checkpoint's start and end vectors S, E, kept"),
+            *("   " + note for note in checkpoint.notes)]
 
 
 def main(argv=None):
@@ -291,7 +308,9 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models, data, args.limit))
+    examples, checkpoints = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models, data,
+                                                         args.limit))
+    loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
     report = Report("part4_squad", args.results_dir, quiet=not processes.main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
@@ -302,11 +321,11 @@ def main(argv=None):
     demo = {"v1": demo_v1, "v2": demo_v2}
     dev = {"v1": dev_v1, "v2": partial(dev_v2, taus=tau_grid(args.tau_min, args.tau_max, args.tau_step))}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
-                                 "max_answer": search.max_answer, "dtype": str(dtype)}}, {}
-    for v in [v for v in VERSIONS if "demo" in args.only or v in args.only]:      # 1-3 on v1.1, then 4-5 on v2.0
-        model, tok = load_qa_model(models[v], f"--{v}-model", device, search.max_len)
-        report.say(f"SQuAD v{VERSIONS[v]} model: {portable(models[v])}{model_type_note(model)}   "
-                   f"(article: {ARTICLE_MODELS[v]})")
+                                 "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
+                      "models": {v: loaded_record(checkpoints[v]) for v in loaded}}, {}
+    for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
+        for line in model_lines(v, checkpoints[v], model):
+            report.say(line)
         if "demo" in args.only:
             payload |= demo[v](model, tok, device, search, report)        # v1: the span head too (its bias)
         if v in args.only:

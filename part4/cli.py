@@ -50,6 +50,7 @@ class Settings:
     eval_batch_size: int        # given; None: the head family's
     model: str
     init: str                   # "pretrained" or "random"
+    head: str                   # "new" (the paper's new output layer) or "checkpoint" (the checkpoint's own, kept)
     data_dir: str
     train_data: str
     dev_data: str
@@ -95,7 +96,7 @@ class Settings:
         table = {k: flag[k] if k in flag else getattr(self, k) for k in keys}
         if self.grid:                                  # no rate was given: each task's is chosen from the grid
             table["lr"] = f"chosen per task on dev from grid {self.grid}"
-        return table
+        return table | ({"head": self.head} if self.head != "new" else {})      # recorded where it is not the paper's
 
 
 def flags_record(settings, **ran):
@@ -134,6 +135,10 @@ def add_data_flags(p):
     p.add_argument("--init", choices=["pretrained", "random"], default="pretrained",
                    help="pretrained (the paper; default) or random: the same architecture from random weights, "
                         "fine-tuned with the same recipe, to measure what pre-training buys")
+    p.add_argument("--head", choices=["new", "checkpoint"], default="new",
+                   help="new (the paper: a new output layer on the pre-trained weights; default) or checkpoint: the "
+                        "checkpoint's own output layer, kept (e.g. to go on fine-tuning a fine-tuned model), refused where "
+                        "it has none or one of another shape than the task's")
     p.add_argument("--data-dir", help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...) or SWAG folder (DIR/train.csv, "
                                       "val.csv); default: the Hub datasets nyu-mll/glue, allenai/swag (regular)")
     p.add_argument("--train-data", help="SQuAD: official training JSON (default: the Hub dataset rajpurkar/squad or "
@@ -238,6 +243,9 @@ def refuse_conflicts(a, task):
         raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate {a.lr}, or drop --grid")
     if a.grid == "a3" and (a.batch_size or a.epochs):
         raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
+    if a.head == "checkpoint" and a.init == "random":
+        raise Fatal("--head checkpoint keeps the checkpoint's output layer, but --init random starts from random weights: "
+                    "drop one of them")
     if a.seeds and a.seed is not None:
         raise Fatal(f"--seeds {a.seeds} runs the seeds 0..{a.seeds - 1}: drop --seed {a.seed}")
     for flag, value in (("--tasks", a.tasks), ("--glue-submission", a.glue_submission)):

@@ -14,11 +14,40 @@ from part4.flags import Fatal, say_error
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def weight_files(folder):
+    """The weight files from_pretrained reads in a folder, in its order of preference: the file config.json names
+    (transformers_weights), else model.safetensors, its sharded index, pytorch_model.bin, its sharded index; a sharded
+    checkpoint is its index and every shard the index names. () when there is none."""
+    named = (read_json(os.path.join(folder, "config.json")) or {}).get("transformers_weights")
+    for name in [named] if named else WEIGHT_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+            if not name.endswith(".index.json"):
+                return (name,)
+            weight_map = (read_json(os.path.join(folder, name)) or {}).get("weight_map") or {}
+            return (name, *sorted(set(weight_map.values())))
+    return ()
+
+
+def read_json(path):
+    """The JSON object in a file, or None when it is not one (a cut or hand-edited file: its reader says why)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def fingerprint(folder):
-    """12 hex digits of sha256 over the folder's config.json and weight files: the same model, the same print.
-    Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
+    """12 hex digits of sha256 over the folder's config.json and the weight files from_pretrained reads there
+    (weight_files: a pytorch_model.bin beside the model.safetensors it reads is not one): the same model, the same
+    print. Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
+    names = sorted({"config.json", *(f for f in weight_files(folder) if not f.endswith(".index.json"))})
     files = tuple((name, os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
-                  for name in sorted(os.listdir(folder)) if name == "config.json" or name.endswith((".safetensors", ".bin")))
+                  for name in names if os.path.isfile(os.path.join(folder, name)))
     return _fingerprint(os.path.abspath(folder), files)
 
 

@@ -6,7 +6,7 @@ bert_part4_finetune.py says them."""
 import sys
 
 from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
-from part4.common import model_type_note, not_a_script, portable
+from part4.common import model_type_note, not_a_script, portable, weights_line
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
 from part4.runs import Job, by_setting, computation, evaluations, mean_and_std, save_summary
@@ -25,7 +25,19 @@ def preamble(config, fit, job, steps, warm, every):
     lines += fit.family.describe(data["train"])
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {c.weight_decay}")
-    return lines + computed(config, fit, job) + cut_lines(config, data, steps, every, job)
+    return lines + computed(config, fit, job) + cut_lines(config, data, steps, every, job) + weights_lines(config, fit)
+
+
+def weights_lines(config, fit):
+    """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
+    loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
+    gave when it was read (part4/common.py read_checkpoint)."""
+    checkpoint, head, family = fit.data["checkpoint"], fit.data["head"], fit.family
+    lines = []
+    if config.command.init == "pretrained":
+        said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
+        lines.append(weights_line(checkpoint, said))
+    return lines + list(checkpoint.notes)
 
 
 def computed(config, fit, job):

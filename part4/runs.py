@@ -22,11 +22,11 @@ from functools import partial
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoTokenizer
 
 from part4.cli import flags_record
 from part4.common import (
     ALONE,
+    DTYPE_NAMES,
     Fatal,
     Report,
     Stopped,
@@ -37,11 +37,13 @@ from part4.common import (
     command_line,
     gather,
     line_plot,
-    load_pretrained,
+    load_model,
+    loaded_record,
     model_problem,
     not_a_script,
     portable,
     preflight,
+    read_checkpoint,
     read_results,
     replace_atomically,
     replace_folder_atomically,
@@ -299,7 +301,6 @@ def shard(idx, processes):
 
 # --- many runs: grids, seeds, and whole runs spread over processes ---
 
-DTYPE_NAMES = {None: "fp32", torch.bfloat16: "bf16"}     # the autocast dtype as run_settings records it
 EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of earlier versions recorded it
 
 
@@ -485,7 +486,8 @@ def run_settings(config, job, family, train_rows, dtype, processes):
                 "dtype": DTYPE_NAMES.get(dtype, str(dtype)), "max_train_examples": c.max_train_examples,
                 "max_dev_examples": c.max_dev_examples,
                 "processes": processes.world}
-    return {**settings, "init": c.init} if c.init != "pretrained" else settings
+    settings |= {"init": c.init} if c.init != "pretrained" else {}
+    return settings | ({"head": c.head} if c.head != "new" else {})      # --head checkpoint: the checkpoint's kept
 
 
 def summary_name(config, job):
@@ -619,30 +621,43 @@ def check_not_overwritten(config, jobs, family, train_rows, dtype):
 
 
 def prepare(config, family, sources, jobs, dtype):
-    """Check every input (the folders we write, the model, the data, the window length, results of other settings
-    in the way), then read the data, cut it (--max-train-examples, --max-dev-examples) and tokenise it once, for
-    every run of this invocation. What a cut run leaves out is kept as counts (n_train_all, n_dev_all), and the
-    majority class is the whole training set's."""
+    """Check every input (the folders we write, the model read for what it holds and its weights loaded once, the
+    data, the window length, results of other settings in the way), then read the data, cut it (--max-train-examples,
+    --max-dev-examples) and tokenise it once, for every run of this invocation. What a cut run leaves out is kept as
+    counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
     c = config.command
     check_writable_dir(c.results_dir, "--results-dir")
     for folder in model_folders(config, jobs):
         check_model_target(folder, "--save-model")
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
-    check_positions(family.max_len, load_pretrained(AutoConfig, c.model))
+    checkpoint = read_checkpoint(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
+    check_positions(family.max_len, checkpoint.config)
+    head = checked_head(config, family)
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
     if not train or not all(devs.values()):
         raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
-    tok = load_pretrained(AutoTokenizer, c.model)
+    tok = checkpoint.tokenizer
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
     check_not_overwritten(config, jobs, family, len(enc_train["input_ids"]), dtype)
-    return {"train": enc_train, "devs": enc_devs, "tok": tok, "n_train": len(train), "n_train_all": len(train_all),
+    return {"train": enc_train, "devs": enc_devs, "tok": tok, "checkpoint": checkpoint, "head": head,
+            "n_train": len(train), "n_train_all": len(train_all),
             "n_dev": {name: len(d) for name, d in devs.items()}, "n_dev_all": {k: len(d) for k, d in devs_all.items()},
             "majority": family.majority(train_all), "tests": family.encode_tests(tok, tests) if tests else {}}
+
+
+def checked_head(config, family):
+    """The checkpoint's weights loaded once before any work (then let go), so that its loading report and its task
+    head (--head) are refused before the first line, not at the start of a later run: the Head every run of the task
+    gets. None for --init random, which reads no weights."""
+    c = config.command
+    if c.init != "pretrained":
+        return None
+    return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]
 
 
 # --- a run's results: its JSON and log, the model kept when asked, its curve; the summaries of seeds and grids ---
@@ -671,6 +686,7 @@ def save_results(fit, config, job, n):
               "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": n["seconds"],
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **fit.family.summary(fit.data["train"]), "settings": fit.run.settings,
+              "weights": loaded_record(fit.data["checkpoint"], fit.data["head"]) if c.init == "pretrained" else None,
               "computation": computation(is_padding_free(fit.model), fit.opt)}
     if c.save_model:
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))

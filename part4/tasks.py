@@ -515,6 +515,7 @@ class Classification:
     kind = "classification"            # which loss of the recipe trains it
     model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
     fresh = "random classifier layer"
+    new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the log's words
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
@@ -523,6 +524,7 @@ class Classification:
         self.name, self.max_len, self.stride = name, max_len, None
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.metrics, self.selection_metric, self.model_kwargs = self.head(name)
+        self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
 
     @staticmethod
     def head(name):
@@ -612,6 +614,7 @@ class MultipleChoice(Classification):
     kind = "multiple_choice"
     model_class = AutoModelForMultipleChoice
     fresh = "random vector w"
+    new_head, kept_head = "a new vector w", "the checkpoint's vector w, kept"
     hub = "allenai/swag"
 
     @staticmethod
@@ -649,6 +652,8 @@ class SpanExtraction:
     model_class = AutoModelForQuestionAnswering
     model_kwargs = {}
     fresh = "random start and end vectors S, E"
+    new_head, kept_head = "new start and end vectors S, E", "the checkpoint's start and end vectors S, E, kept"
+    label_names = None
     eval_batch_size = spans.BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from a short passage's to the full window length
     metrics = ("em", "f1")

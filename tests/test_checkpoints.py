@@ -10,9 +10,12 @@ import os
 
 import pytest
 import torch
-from conftest import TEXTS, save_tiny, tiny_config, write_vocab
+import transformers
+from conftest import SHARED_DATA, TEXTS, needs_shared_data, save_tiny, tiny_config, tiny_vocab_words, write_vocab
+from huggingface_hub import constants
 from safetensors.torch import load_file
-from test_finetune import write_sst2
+from test_finetune import sst2_rows, write_sst2
+from test_finetune_squad_swag import squad_json, write_swag
 from test_squad import squad_file
 from tokenizers import ByteLevelBPETokenizer
 from tokenizers.processors import TemplateProcessing
@@ -20,6 +23,7 @@ from transformers import (
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertTokenizer,
@@ -386,10 +390,397 @@ def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, 
     tok.backend_tokenizer.post_processor = TemplateProcessing(
         single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
     assert sq.layout_problem(tok).startswith(problem)
-    load = sq.load_pretrained                  # the folder's tokenizer, laid out otherwise
-    monkeypatch.setattr(sq, "load_pretrained",
+    load = common.load_pretrained              # the folder's tokenizer, laid out otherwise
+    monkeypatch.setattr(common, "load_pretrained",
                         lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
     out = tmp_path / "r"
     err = fails_in_one_line(sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False),
                                       "--only", "v1", "--results-dir", str(out), "--device", "cpu"], capsys, out)
     assert err.startswith(f"error: --v1-model {folder}: model type bert, whose tokenizer {problem}")
+
+
+# --- a model folder is read for what it holds before any work: its tokenizer, its files whole, its config ---
+
+def cut(path, keep=0.5):
+    """A weight file cut short, as an interrupted download leaves it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:int(len(data) * keep)])
+
+
+def as_bin(folder):
+    """The folder's weights as a pytorch_model.bin only (torch.save of its state dict), as older checkpoints hold them."""
+    path = os.path.join(folder, "model.safetensors")
+    torch.save(load_file(path), os.path.join(folder, "pytorch_model.bin"))
+    os.remove(path)
+    return folder
+
+
+def edit_json(path, **changes):
+    with open(path) as f:
+        value = json.load(f)
+    with open(path, "w") as f:
+        json.dump({**value, **changes}, f)
+
+
+def broken(folder, model_class, case):
+    """A tiny checkpoint of model_class, broken as `case` says (one of BROKEN)."""
+    if case == "one segment embedding row":                   # an XLM-R-like config under a BERT tokenizer
+        return save_tiny(folder, model_class, type_vocab_size=1)
+    save_tiny(folder, model_class)
+    if case == "a vocabulary over fewer embedding rows":
+        torch.manual_seed(0)
+        model_class(tiny_config(100)).save_pretrained(folder)
+    elif case == "no tokenizer files":
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if os.path.exists(os.path.join(folder, name)):
+                os.remove(os.path.join(folder, name))
+    elif case == "a truncated model.safetensors":
+        cut(os.path.join(folder, "model.safetensors"))
+    elif case == "a truncated pytorch_model.bin":
+        cut(os.path.join(as_bin(folder), "pytorch_model.bin"))
+    elif case == "relative positions":
+        edit_json(os.path.join(folder, "config.json"), position_embedding_type="relative_key")
+    elif case == "a tokenizer that does not lower-case an uncased vocabulary":
+        BertTokenizer(vocab=write_vocab(folder), do_lower_case=False).save_pretrained(folder)
+    return folder
+
+
+BROKEN = {
+    "no tokenizer files": "no tokenizer files: transformers would make a tokenizer of its 5 special tokens alone ([PAD] "
+                          "[UNK] [CLS] [SEP] [MASK]), every word [UNK]; put the model's tokenizer files",
+    "a vocabulary over fewer embedding rows": f"its tokenizer has {len(tiny_vocab_words())} token ids but the model 100 "
+                                              f"embedding rows (vocab_size in config.json)",
+    "one segment embedding row": "its tokenizer gives the second text of a pair segment id 1, but the model has 1 segment "
+                                 "embedding row (type_vocab_size 1 in config.json)",
+    "a truncated model.safetensors": "model.safetensors is truncated or corrupt (Error while deserializing header: ",
+    "a truncated pytorch_model.bin": "pytorch_model.bin is truncated or corrupt (PytorchStreamReader failed reading zip",
+    "relative positions": f"its config.json sets position_embedding_type 'relative_key', which transformers "
+                          f"{transformers.__version__} does not implement for model type bert: the model would run with "
+                          f"position_embedding_type 'absolute'",
+    "a tokenizer that does not lower-case an uncased vocabulary": "its tokenizer does not lower-case, but its vocabulary "
+                                                                  "is uncased (no capital letters): 5 of the 8 words of the "
+                                                                  "probe sentence",
+}
+
+
+@pytest.fixture(scope="session")
+def broken_folders(tmp_path_factory):
+    """{(case, kind): folder}: each broken checkpoint as a pre-trained-style BERT and as a SQuAD model."""
+    root = tmp_path_factory.mktemp("broken")
+    kinds = {"bert": transformers.BertModel, "qa": BertForQuestionAnswering}
+    return {(case, kind): broken(str(root / f"{kind}_{k}"), cls, case)
+            for k, case in enumerate(BROKEN) for kind, cls in kinds.items()}
+
+
+def refused_before_any_line(main, argv, capsys, out):
+    """Run a script's main as the command line does: exit 2, one line on stderr, not a line of the log printed, and
+    nothing written. Returns the line."""
+    capsys.readouterr()                                 # what making the test's folders printed
+    assert run_cli(main, argv) == 2
+    printed = capsys.readouterr()
+    err = printed.err.strip()
+    assert printed.out == "" and err.startswith("error: ") and "\n" not in err
+    assert not os.path.exists(out) or not [f for f in os.listdir(out) if not f.startswith(".")]
+    return err
+
+
+def every_script(folders, case, tmp_path, others):
+    """(main, argv, flag, folder) of each script run on the broken checkpoint: finetune, squad, heads, and math with it
+    as its SQuAD v2.0 model (the one it loads last). others: (an SST-2 classifier, a SQuAD model) that are fine."""
+    out, bert, qa = tmp_path / "r", folders[(case, "bert")], folders[(case, "qa")]
+    glue = write_sst2(str(tmp_path / "glue"), n_train=16, n_dev=8)
+    common_flags = ["--results-dir", str(out), "--device", "cpu"]
+    return out, [
+        (ft.main, ["sst2", "--model", bert, "--data-dir", glue, *common_flags], "--model", bert),
+        (sq.main, ["--v1-model", qa, "--v1-data", squad_file(tmp_path / "v1.json", False), "--only", "v1",
+                   *common_flags], "--v1-model", qa),
+        (heads.main, ["--model", bert, *common_flags], "--model", bert),
+        (bm.main, ["--sst2-model", others[0], "--squad-model", others[1], "--squad2-model", qa, "--flow-questions", "0",
+                   *common_flags], "--squad2-model", qa)]
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_folder_is_refused_in_one_line_before_any_work(broken_folders, case, tiny_sst2_dir, tiny_qa_dir,
+                                                                 tmp_path, capsys):
+    """Each fault of a model folder, in each script: exit 2, one line naming the model and what is wrong with it, not a
+    line of the log printed (the heads script's model line, math's toy sections included), nothing written."""
+    out, runs_of_scripts = every_script(broken_folders, case, tmp_path, (tiny_sst2_dir, tiny_qa_dir))
+    for main, argv, flag, folder in runs_of_scripts:
+        err = refused_before_any_line(main, argv, capsys, out)
+        assert err.startswith(f"error: {flag} {folder}: ") and BROKEN[case] in err, (main.__module__, err)
+
+
+def test_the_math_script_names_every_refused_model(broken_folders, tiny_qa_dir, tmp_path, capsys):
+    out = tmp_path / "r"
+    sst2, qa2 = broken_folders[("no tokenizer files", "bert")], broken_folders[("a truncated model.safetensors", "qa")]
+    err = refused_before_any_line(bm.main, ["--sst2-model", sst2, "--squad-model", tiny_qa_dir, "--squad2-model", qa2,
+                                            "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"],
+                                  capsys, out)
+    assert err.startswith(f"error: 2 inputs cannot be used: --sst2-model {sst2}: no tokenizer files")
+    assert f"; --squad2-model {qa2}: model.safetensors is truncated or corrupt" in err
+
+
+@needs_shared_data
+def test_the_real_vocabulary_over_fewer_rows_names_both_numbers(tmp_path, capsys):
+    """bert-base-uncased's 30,522-token vocabulary over a model of 2,000 embedding rows."""
+    folder, out = str(tmp_path / "small"), tmp_path / "r"
+    torch.manual_seed(0)
+    transformers.BertModel(tiny_config(2000)).save_pretrained(folder)
+    BertTokenizer(vocab=os.path.join(SHARED_DATA, "bert-base-uncased", "vocab.txt")).save_pretrained(folder)
+    err = refused_before_any_line(heads.main, ["--model", folder, "--results-dir", str(out), "--device", "cpu"], capsys,
+                                  out)
+    assert "its tokenizer has 30,522 token ids but the model 2,000 embedding rows" in err
+
+
+def test_a_truncated_shard_is_named(tiny_bert_dir, tmp_path):
+    folder = str(tmp_path / "sharded")
+    transformers.BertModel.from_pretrained(tiny_bert_dir).save_pretrained(folder, max_shard_size="60KB")
+    files = common.weight_files(folder)
+    assert files[0] == "model.safetensors.index.json" and len(files) >= 3
+    assert common.weights_problem(folder) is None
+    cut(os.path.join(folder, files[-1]))
+    assert common.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
+    os.remove(os.path.join(folder, files[-1]))
+    assert common.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
+
+
+def test_the_probe_counts_the_words_a_tokenizer_makes_unknown(tmp_path):
+    """The casing check against a hand count: an uncased vocabulary, with and without lower-casing, and a cased one."""
+    vocab = write_vocab(str(tmp_path))
+    lowering, keeping = BertTokenizer(vocab=vocab), BertTokenizer(vocab=vocab, do_lower_case=False)
+    assert common.casing_problem(lowering) == (None, None)
+    capitalised = [w for w in common.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
+    problem, note = common.casing_problem(keeping)
+    assert note is None and f"{len(capitalised)} of the {len(common.PROBE.split())} words" in problem
+    with open(vocab, "a") as f:                                                 # a cased vocabulary
+        f.write("".join(w.capitalize() + "\n" for w in tiny_vocab_words() if w.isalpha() and len(w) > 3))
+    problem, note = common.casing_problem(BertTokenizer(vocab=vocab))
+    assert problem is None and note == (f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of "
+                                        f"the 8 words of the probe sentence \"{common.PROBE}\" become [UNK] (0%)")
+
+
+# --- the dtype: loaded in fp32 whatever the file was saved in, said in one line, recorded as computed ---
+
+def saved_as(source, folder, model_class, dtype):
+    """source's model saved in another dtype, with its tokenizer."""
+    model_class.from_pretrained(source, dtype=dtype).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def numbers(r):
+    """What a fine-tuning run computed (its curve without the timings, its scores before and after)."""
+    return {"before": r["before"], "final": r["final"], "curve": [{k: v for k, v in p.items() if k != "seconds"}
+                                                                   for p in r["curve"]]}
+
+
+def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_path):
+    """A checkpoint saved in bf16 fine-tunes exactly as the same weights saved in fp32 (bf16 weights would lose most
+    updates to rounding); the log says the file's dtype in one line, the results record it."""
+    bf16 = saved_as(tiny_bert_dir, str(tmp_path / "bf16"), transformers.BertModel, torch.bfloat16)
+    twin = saved_as(bf16, str(tmp_path / "twin"), transformers.BertModel, torch.float32)
+    assert {t.dtype for t in load_file(os.path.join(bf16, "model.safetensors")).values()} == {torch.bfloat16}
+    glue, got = write_sst2(str(tmp_path / "glue"), n_train=24, n_dev=16), {}
+    for name, folder in (("bf16", bf16), ("twin", twin)):
+        out = tmp_path / name
+        assert ft.main(sst2_argv(folder, glue, out, ["1e-3", "--batch-size", "8", "--epochs", "1", "--evals", "3"])) == 0
+        got[name] = (json.loads((out / "part4_sst2_lr1e-3_bs8_ep1.json").read_text()),
+                     (out / "part4_sst2_lr1e-3_bs8_ep1.log").read_text())
+    assert numbers(got["bf16"][0]) == numbers(got["twin"][0])
+    assert "model weights: model.safetensors, saved in bf16: loaded in fp32; a new classifier layer\n" in got["bf16"][1]
+    assert "model weights: model.safetensors (fp32); a new classifier layer\n" in got["twin"][1]
+    assert got["bf16"][0]["weights"] == {"weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32",
+                                         "head": "new"}
+    assert got["bf16"][0]["settings"]["dtype"] == "fp32"
+    model = ft.new_model(tasks.FAMILIES["sst2"]("sst2", 128), bf16, "random")   # --init random: fp32 too
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_a_bf16_squad_model_scores_as_its_fp32_twin_and_the_dtype_is_recorded(tiny_qa_dir, tmp_path):
+    bf16 = saved_as(tiny_qa_dir, str(tmp_path / "bf16"), BertForQuestionAnswering, torch.bfloat16)
+    twin = saved_as(bf16, str(tmp_path / "twin"), BertForQuestionAnswering, torch.float32)
+    v1, got = squad_file(tmp_path / "v1.json", False), {}
+    for name, folder in (("bf16", bf16), ("twin", twin)):
+        out = tmp_path / name
+        assert sq.main(["--v1-model", folder, "--v1-data", v1, "--only", "v1", "--max-len", "48", "--stride", "16",
+                        "--results-dir", str(out), "--device", "cpu"]) == 0
+        got[name] = [(out / f).read_text() for f in ("squad_v1_predictions.json", "part4_squad.json", "part4_squad.log")]
+    assert got["bf16"][0] == got["twin"][0]
+    r = json.loads(got["bf16"][1])
+    assert r["config"]["dtype"] == "fp32" and r["models"]["v1"]["saved_in"] == "bf16"
+    assert "   model weights: model.safetensors, saved in bf16: loaded in fp32; the checkpoint's start and end vectors S, " \
+           "E, kept\n" in got["bf16"][2]
+
+
+# --- the head: a fine-tune starts from a new output layer, unless asked to keep the checkpoint's ---
+
+def with_head(source, folder, model_class, set_head, **kw):
+    """source's encoder under a head of model_class whose weights set_head(model) gives, saved with its tokenizer."""
+    model = model_class.from_pretrained(source, **kw)
+    with torch.no_grad():
+        set_head(model)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def always_negative(model):
+    """An SST-2 classifier biased to say label 0 whatever the input, named as SST-2's labels."""
+    model.classifier.weight.zero_()
+    model.classifier.bias.copy_(torch.tensor([5.0, -5.0]))
+    model.config.id2label, model.config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+
+
+def write_mrpc(folder, n_train=24, n_dev=16):
+    os.makedirs(os.path.join(folder, "MRPC"), exist_ok=True)
+    for split, n, seed in (("train", n_train, 0), ("dev", n_dev, 1)):
+        pairs = zip(sst2_rows(n, seed), sst2_rows(n, seed + 7))
+        rows = [f"{y}\t{k}\t{k}\t{a}\t{b}\n" for k, ((a, y), (b, _)) in enumerate(pairs)]
+        with open(os.path.join(folder, "MRPC", f"{split}.tsv"), "w") as f:
+            f.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n" + "".join(rows))
+    return folder
+
+
+def mrpc_run(model, glue, out, extra=()):
+    argv = ["mrpc", "1e-3", "--model", model, "--data-dir", glue, "--batch-size", "8", "--epochs", "1", "--evals", "3",
+            "--results-dir", str(out), "--device", "cpu", *extra]
+    assert ft.main(argv) == 0
+    return json.loads((out / "part4_mrpc_lr1e-3_bs8_ep1.json").read_text()), (out / "part4_mrpc_lr1e-3_bs8_ep1.log").read_text()
+
+
+def test_an_sst2_head_reused_for_mrpc_is_a_new_layer_unless_kept(tiny_bert_dir, tmp_path):
+    """The paper adds a new output layer: fine-tuning an SST-2 classifier on MRPC gives exactly the run of its encoder
+    alone (the same new layer, drawn the same), and the saved model has MRPC's label names; --head checkpoint keeps the
+    SST-2 layer, and the score before fine-tuning is that layer's (always label 0: the share of 0s in dev)."""
+    sst2 = with_head(tiny_bert_dir, str(tmp_path / "sst2"), BertForSequenceClassification, always_negative, num_labels=2)
+    glue = write_mrpc(str(tmp_path / "glue"))
+    plain, _ = mrpc_run(tiny_bert_dir, glue, tmp_path / "plain")
+    new, log = mrpc_run(sst2, glue, tmp_path / "new", ["--save-model", str(tmp_path / "saved")])
+    assert numbers(new) == numbers(plain)
+    assert "; a new classifier layer (the checkpoint's own left out; --head checkpoint keeps it)\n" in log
+    assert "before fine-tuning (random classifier layer): " in log and new["weights"]["head"] == "new"
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert saved["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
+    kept, log = mrpc_run(sst2, glue, tmp_path / "kept", ["--head", "checkpoint"])
+    zeros = [y for _, y in tasks.read_split(glue, "mrpc", "dev")].count(0) / 16
+    assert kept["before"]["dev"]["accuracy"] == zeros and kept["before"]["dev"]["f1"] == 0.0
+    assert f"before fine-tuning (the checkpoint's classifier layer, kept): dev accuracy {zeros:.4f}  dev F1 0.0000" in log
+    assert "not expected to match" not in log.split("before fine-tuning")[1].splitlines()[0]
+    assert kept["settings"]["head"] == "checkpoint" and "head" not in new["settings"] and kept["weights"]["head"] == \
+        "the checkpoint's"
+
+
+def test_a_head_that_cannot_be_kept_is_refused_with_what_it_is(tiny_bert_dir, tmp_path, capsys):
+    """--head checkpoint on a checkpoint without a head, or with one of another size than the task's: one line saying
+    what the file has and what the task needs, and the flag that starts a new layer; without it, a new layer."""
+    glue, out = write_mrpc(str(tmp_path / "glue")), tmp_path / "r"
+    argv = ["mrpc", "--data-dir", glue, "--head", "checkpoint", "--results-dir", str(out), "--device", "cpu"]
+    err = refused_before_any_line(ft.main, [*argv, "--model", tiny_bert_dir], capsys, out)
+    assert err == (f"error: --model {tiny_bert_dir}: the checkpoint has no task head to keep (classifier.bias, "
+                   f"classifier.weight are not in it); --head new starts a new one, as the paper does")
+    five = with_head(tiny_bert_dir, str(tmp_path / "five"), BertForSequenceClassification, lambda m: None, num_labels=5)
+    err = refused_before_any_line(ft.main, [*argv, "--model", five], capsys, out)
+    assert err == (f"error: --model {five}: the checkpoint's task head has another shape (classifier.weight: (5, 32) in "
+                   f"the file, (2, 32) for the task); --head new starts a new one, as the paper does")
+    _, log = mrpc_run(five, glue, tmp_path / "new")
+    assert ("; a new classifier layer (the checkpoint's task head has another shape (classifier.weight: (5, 32) in the "
+            "file, (2, 32) for the task))\n") in log
+
+
+@pytest.mark.parametrize("task", ["squad", "swag"])
+def test_squad_and_swag_start_from_new_layers_too(task, tiny_bert_dir, tmp_path):
+    """A SQuAD or SWAG checkpoint fine-tuned again gives exactly the run of its encoder with new layers: S, E and w."""
+    if task == "squad":
+        trained = with_head(tiny_bert_dir, str(tmp_path / "ckpt"), BertForQuestionAnswering,
+                            lambda m: m.qa_outputs.weight.fill_(0.3))
+        train, dev = squad_json(tmp_path / "train.json", 10, False), squad_json(tmp_path / "dev.json", 5, False, seed=1)
+        data = ["--train-data", train, "--dev-data", dev, "--max-len", "48", "--stride", "16"]
+    else:
+        trained = with_head(tiny_bert_dir, str(tmp_path / "ckpt"), BertForMultipleChoice,
+                            lambda m: m.classifier.weight.fill_(0.3))
+        data = ["--data-dir", write_swag(str(tmp_path / "swag"), n_train=16, n_dev=8)]
+    got = {}
+    for name, folder in (("plain", tiny_bert_dir), ("trained", trained)):
+        out = tmp_path / name
+        assert ft.main([task, "1e-3", "--model", folder, *data, "--batch-size", "8", "--epochs", "1",
+                        "--results-dir", str(out), "--device", "cpu"]) == 0
+        (name_json,) = [n for n in os.listdir(out) if n.endswith(".json")]
+        got[name] = json.loads((out / name_json).read_text()), (out / name_json.replace(".json", ".log")).read_text()
+    assert numbers(got["trained"][0]) == numbers(got["plain"][0])
+    layer = "new start and end vectors S, E" if task == "squad" else "a new vector w"
+    assert f"; {layer} (the checkpoint's own left out; --head checkpoint keeps it)\n" in got["trained"][1]
+
+
+def test_the_heads_script_takes_a_new_layer_where_the_checkpoints_has_another_size(tiny_sst2_dir, tmp_path):
+    """A 2-label classifier under the article's K = 3: a new, seeded layer, said with the file's shape and the one the
+    check needs (SWAG's w and the span head, which an SST-2 classifier lacks, are new too); the checks hold."""
+    out = str(tmp_path / "r")
+    assert heads.main(["--model", tiny_sst2_dir, "--results-dir", out, "--device", "cpu"]) == 0
+    r = json.loads(open(os.path.join(out, "part4_heads.json")).read())
+    log = open(os.path.join(out, "part4_heads.log")).read()
+    assert r["glue"]["fresh_head"] and r["glue"]["K"] == 3 and r["glue"]["max_logit_gap"] < 1e-4
+    assert ("W is a new, random layer (seed 0; the checkpoint's task head has another shape (classifier.weight: (2, 32) "
+            "in the file, (3, 32) for the task)); its bias is a seeded draw too") in log
+    assert log.splitlines()[1] == "model weights: model.safetensors (fp32)"
+
+
+# --- the weight file loaded: named in the log and the results, the only one the fingerprint covers ---
+
+def test_the_weight_file_loaded_is_named_and_alone_fingerprinted(tiny_bert_dir, tmp_path, monkeypatch):
+    """A pytorch_model.bin beside the model.safetensors that transformers loads changes neither the numbers nor the
+    fingerprint; a folder with the .bin alone gives the same numbers, and says so."""
+    both = edited_config(tiny_bert_dir, str(tmp_path / "both"))
+    alone = common.fingerprint(both)
+    torch.manual_seed(9)
+    torch.save(transformers.BertModel(transformers.BertConfig.from_pretrained(both)).state_dict(),
+               os.path.join(both, "pytorch_model.bin"))              # other weights, not loaded
+    only_bin = as_bin(edited_config(tiny_bert_dir, str(tmp_path / "bin")))
+    monkeypatch.chdir(tmp_path / "bin")                               # the folders lie outside it: recorded by fingerprint
+    before = common.fingerprint(both)
+    cut(os.path.join(both, "pytorch_model.bin"), keep=0.9)
+    assert common.fingerprint(both) == before == alone
+    got = {}
+    for name, folder in (("both", both), ("bin", only_bin)):
+        out = str(tmp_path / f"r_{name}")
+        assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
+        got[name] = json.loads(open(os.path.join(out, "part4_heads.json")).read()), \
+            open(os.path.join(out, "part4_heads.log")).read().splitlines()
+    assert got["both"][0]["glue"]["logits_library"] == got["bin"][0]["glue"]["logits_library"]
+    assert got["both"][1][1] == "model weights: model.safetensors (fp32)" and got["both"][0]["model"] == f"both@{before}"
+    assert got["bin"][1][1] == "model weights: pytorch_model.bin (fp32)"
+    assert got["bin"][0]["weights"] == {"weight_files": ["pytorch_model.bin"], "saved_in": "fp32", "loaded_in": "fp32"}
+
+
+def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_bert_dir, tmp_path):
+    folder = edited_config(tiny_bert_dir, str(tmp_path / "cased"))
+    vocab = write_vocab(folder)
+    with open(vocab, "a") as f:
+        f.write("".join(w.capitalize() + "\n" for w in tiny_vocab_words() if w.isalpha() and len(w) > 3))
+    BertTokenizer(vocab=vocab).save_pretrained(folder)
+    edit_json(os.path.join(folder, "config.json"), vocab_size=len(open(vocab).read().split()))
+    model = transformers.BertModel(transformers.BertConfig.from_pretrained(folder))
+    model.save_pretrained(folder)
+    out = str(tmp_path / "r")
+    assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
+    assert open(os.path.join(out, "part4_heads.log")).read().splitlines()[2] == (
+        f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of the 8 words of the probe "
+        f"sentence \"{common.PROBE}\" become [UNK] (0%)")
+
+
+def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    """A Hub id is read where the Hub's cache keeps it (its snapshot): the weight file named, a cut one refused."""
+    repo, commit = tmp_path / "hub" / "models--someone--tiny-bert", "a" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(common, "hub_reachable", lambda timeout=3.0: False)
+    assert common.model_folder("someone/tiny-bert") == snapshot
+    assert common.weights_line(common.read_checkpoint("someone/tiny-bert")) == "model weights: model.safetensors (fp32)"
+    cut(os.path.join(snapshot, "model.safetensors"))
+    out = tmp_path / "r"
+    err = refused_before_any_line(heads.main, ["--model", "someone/tiny-bert", "--results-dir", str(out), "--device",
+                                               "cpu"], capsys, out)
+    assert err.startswith("error: --model someone/tiny-bert: model.safetensors is truncated or corrupt (")

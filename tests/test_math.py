@@ -10,6 +10,7 @@ from conftest import ROOT, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_math as bm
+from part4 import common
 from part4.common import Report
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
@@ -178,7 +179,7 @@ def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
     loaded = []
-    monkeypatch.setattr(bm, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
+    monkeypatch.setattr(common, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
     assert run_cli(bm.main, ["--sst2-model", tiny_qa_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
                              "--results-dir", str(tmp_path / "r"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
