@@ -209,20 +209,20 @@ def build_parser():
     return p
 
 
-def scores(args):
+def scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
     """The official numbers for the files the command line names."""
-    questions, version = read_dev(args.dev_file)
-    predictions = read_answers(args.predictions, "predictions", is_text)
+    questions, version = read_dev(dev_file)
+    predictions = read_answers(predictions_file, "predictions", is_text)
     if version == "1.1":
-        if args.na_prob_file:
-            raise Refused(f"--na-prob-file: {args.dev_file} is a SQuAD v1.1 dev file, where every question has an answer")
+        if na_prob_file:
+            raise Refused(f"--na-prob-file: {dev_file} is a SQuAD v1.1 dev file, where every question has an answer")
         return evaluate_v1(questions, predictions)
-    missing(questions, predictions, args.predictions, "prediction")
+    missing(questions, predictions, predictions_file, "prediction")
     na_probs = None
-    if args.na_prob_file:
-        na_probs = read_answers(args.na_prob_file, "no-answer odds", is_number)
-        missing(questions, na_probs, args.na_prob_file, "no-answer odds")
-    return evaluate_v2(questions, predictions, na_probs, args.na_prob_thresh)
+    if na_prob_file:
+        na_probs = read_answers(na_prob_file, "no-answer odds", is_number)
+        missing(questions, na_probs, na_prob_file, "no-answer odds")
+    return evaluate_v2(questions, predictions, na_probs, na_prob_thresh)
 
 
 def main(argv=None):
@@ -230,7 +230,7 @@ def main(argv=None):
     indented); returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        out = scores(args)
+        out = scores(args.dev_file, args.predictions, args.na_prob_file, args.na_prob_thresh)
     except Refused as e:
         sys.stderr.write(f"error: {e}\n")
         return 2

@@ -262,7 +262,7 @@ def test_squad_defaults_are_the_papers():
     assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = cli.parse([task])
-        assert runs.evaluations(tasks.task_inputs(settings, task)[0].evals, settings.epochs) == evals
+        assert [job.evals for job in ft.planned_runs(tasks.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
