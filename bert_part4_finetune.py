@@ -58,7 +58,7 @@ from part4.common import (
     task_labels,
 )
 from part4.packing import padding_free
-from part4.recipe import grid_settings
+from part4.recipe import evaluations, grid_settings
 from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
@@ -141,7 +141,7 @@ def fine_tune(job, config, family, data, where, processes=ALONE):
               run_settings(config, job, family, len(train), where.dtype, processes))
     fit = Fit(model=model, opt=opt, sched=sched, family=family, data=data, device=device, dtype=where.dtype, run=run,
               report=report)
-    every = eval_every(config.evals, job.epochs, steps, c.evals is None and data["n_train"] < data["n_train_all"])
+    every = eval_every(job.evals, steps, c.evals is None and data["n_train"] < data["n_train_all"])
     state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps, every)
     curve, seconds = train_loop(fit, job, config, state, steps, every)
     numbers = {"steps": steps, "warmup_steps": warm, "before": state["before"], "curve": curve, "seconds": seconds}
@@ -224,13 +224,16 @@ def finish(fit, job, config, numbers):
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
 
-def planned_runs(settings):
-    """The Job of every run this command asks for: each setting of the grid (grid glue: its learning rates at the
-    batch size and epochs given, the paper's 32 and 3 by default), or the one given, with each seed."""
+def planned_runs(config):
+    """The Job of every run this command asks of a task: each setting of the grid (grid glue: its learning rates at
+    the batch size and epochs given, the paper's 32 and 3 by default), or the one given, with each seed; each with
+    its count of dev evaluations (--evals, else the task's recipe: GLUE's 30, else once per epoch)."""
+    settings = config.command
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
     points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])
-    return [Job(lr=lr, batch_size=b, epochs=e, seed=s) for b, lr, e in points for s in seeds]
+    return [Job(lr=lr, batch_size=b, epochs=e, seed=s, evals=evaluations(settings.evals, config.recipe, e))
+            for b, lr, e in points for s in seeds]
 
 
 # --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
@@ -245,7 +248,7 @@ def main(argv=None):
     rows = {}
     for task in to_run:
         config, family, sources = tasks.task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
-        jobs = planned_runs(settings)
+        jobs = planned_runs(config)
         report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
         plan = runs.plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
                               header=lines.grid_header(config, len(jobs), in_table))

@@ -29,7 +29,7 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
-from part4 import spans
+from part4 import spans, squad_metric
 from part4.article import MATH_LABELS as ARTICLE
 from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
 from part4.article import TAU as ARTICLE_TAU
@@ -364,10 +364,11 @@ def f1_examples(report):
     report.say("\n== 5. EM and F1")
     out = []
     for (pred, gold), art in zip(F1_EXAMPLES, ARTICLE["f1"]):
-        same, n_pred, n_gold = spans.shared_words(pred, gold)
+        same, n_pred, n_gold = squad_metric.shared_words(pred, gold)
         precision, recall = (same / n_pred if n_pred else 0.0), (same / n_gold if n_gold else 0.0)
-        f1, em = spans.squad_f1(pred, gold), spans.exact_match(pred, gold)
-        report.say(f'pred "{pred}" -> "{spans.normalize_answer(pred)}" | gold "{gold}" -> "{spans.normalize_answer(gold)}"')
+        f1, em = squad_metric.squad_f1(pred, gold), squad_metric.exact_match(pred, gold)
+        normal = squad_metric.normalize_answer
+        report.say(f'pred "{pred}" -> "{normal(pred)}" | gold "{gold}" -> "{normal(gold)}"')
         report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
                    + article(f"F1 {art}"))
         out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,

@@ -38,7 +38,7 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import bert_part4_squad as sq
-from part4 import spans  # noqa: E402
+from part4 import spans, squad_metric  # noqa: E402
 from part4.common import portable  # noqa: E402
 
 SQUAD = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "squad"))
@@ -105,7 +105,7 @@ def official(examples, predictions, subset):
     evaluate-v1.1.py."""
     if not subset:
         return {"n": 0, "em": None, "f1": None}
-    em, f1 = zip(*(spans.question_scores(predictions[examples[k]["id"]], examples[k]["golds"], "1.1")
+    em, f1 = zip(*(squad_metric.question_scores(predictions[examples[k]["id"]], examples[k]["golds"], "1.1")
                    if examples[k]["id"] in predictions else (0, 0.0) for k in subset))
     return {"n": len(subset), "em": 100 * float(np.mean(em)), "f1": 100 * float(np.mean(f1))}
 

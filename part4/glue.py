@@ -37,13 +37,15 @@ from part4.common import (
     replace_atomically,
     write_atomic,
 )
+from part4.flags import TABLE, recorded
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
 from part4.runs import (
-    Job,
+    as_recorded_now,
     by_setting,
     check_not_replaced,
     existing_result,
     file_name,
+    job_of,
     mean_and_std,
     results_path,
     runs_folder,
@@ -80,8 +82,18 @@ def missing_data(name, data_dir):
 
 
 def table_settings(table):
-    """What a table's numbers depend on beyond its name (table.recorded), with its model and data folder."""
-    return {"model": portable(table.model), "data_dir": portable(table.data_dir), **table.recorded}
+    """What a table's numbers depend on beyond its name: the command's settings declared as recorded with a table
+    (part4/cli.py), its model and data folder among them; under a grid no single learning rate was given: each
+    task's is chosen from the grid. A table of other settings is not replaced."""
+    settings = recorded(table, TABLE, portable)
+    if table.grid:
+        settings["lr"] = f"chosen per task on dev from grid {table.grid}"
+    return settings
+
+
+def saved_table_settings(saved):
+    """A saved table's settings as this version records them."""
+    return as_recorded_now(saved.get("settings"), TABLE)
 
 
 def table_name(table):
@@ -118,7 +130,7 @@ def start(table, run, absent, processes):
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
     report = Report(table_name(table), table.results_dir, quiet=not processes.main)
     check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
-                       "a table of other settings")
+                       "a table of other settings", recorded=saved_table_settings)
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
     report.say(selection_line(table))
@@ -173,8 +185,8 @@ def cut_line(rows, table):
         cut = ([f"{n:,} of {total:,} training examples"] if n < total else []) + [
             f"{m:,} of {every:,} {name.replace('_', ' ')} examples" for name, (m, every) in devs.items() if m < every]
         parts += [f"{TASKS[t].folder} " + ", ".join(cut)] if cut else []
-    flags = " ".join(f"{k} {v}" for k, v in table.cuts.items() if v and k != "--evals")
-    evals = table.cuts.get("--evals")
+    flags = " ".join(f"{k} {v}" for k, v in table.cuts.items() if v)
+    evals = table.evals
     lines = ([f"cut runs, not the paper's ({flags}): " + ("; ".join(parts) or "no example left out")] if flags else []) \
         + ([f"--evals {evals}: {evals} dev evaluation{plural(evals)} per run of those trained here (the article: about "
             f"30), the learning curves' points; the final numbers do not depend on them"] if evals else [])
@@ -217,11 +229,9 @@ def other_init(config, family, runs):
     other = dataclasses.replace(config, command=dataclasses.replace(config.command, init=init))
     found = []
     for r in runs:
-        settings = {k: v for k, v in r["settings"].items() if k != "init"}
-        settings |= {"init": "random"} if init == "random" else {}
-        job = Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"])
-        done = existing_result(results_path(other, job), settings,
-                               ignore=("processes", "evals"))           # evaluations change no final number
+        settings = {**as_recorded_now(r["settings"]), "init": init}
+        done = existing_result(results_path(other, job_of(r)), settings,
+                               ignore=("processes", "dev_evaluations"))      # evaluations change no final number
         if done is None:
             return None
         found.append(scores(family, done["final"]))

@@ -9,7 +9,7 @@ from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIM
 from part4.common import model_type_note, not_a_script, portable, weights_line
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
-from part4.runs import Job, by_setting, computation, evaluations, mean_and_std, save_summary
+from part4.runs import by_setting, computation, job_of, mean_and_std, save_summary
 from part4.tasks import METRIC_NAMES, TASKS
 
 
@@ -62,13 +62,11 @@ def cut_lines(config, data, steps, every, job):
     c = config.command
     cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data["n_train"], data["n_train_all"], "training")]
            + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < whole]
-    flags = [f for f, n in (("--max-train-examples", c.max_train_examples),
-                            ("--max-dev-examples", c.max_dev_examples)) if n]
+    flags = [flag for flag, n in c.cuts.items() if n]
     lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
-    asked = evaluations(config.evals, job.epochs)
-    if every != max(1, steps // asked):
+    if every != max(1, steps // job.evals):
         lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
-                     f"{asked}, which are for full runs; --evals sets them)")
+                     f"{job.evals}, which are for full runs; --evals sets them)")
     return lines
 
 
@@ -151,7 +149,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
 def article_labels(task, results, init):
     """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
     return {r["name"]: article_final(task, r["lr"]) for r in results
-            if article_setting(Job(lr=r["lr"], batch_size=r["batch_size"], epochs=r["epochs"], seed=r["seed"]), init)}
+            if article_setting(job_of(r), init)}
 
 
 def summarise(config, family, results, report, device):

@@ -1,7 +1,8 @@
 """The paper's fine-tuning recipe as settings (§4.1-4.4, A.3), and the one home of each: every task's learning rate,
-batch size, epochs, input length and dev evaluations; the optimiser's warmup, weight decay and clipping; the grids;
-SQuAD's windows and span search. No torch here, so that the command lines (part4/cli.py, part4/parsers.py) show and
-check them at once; the recipe itself (bert_part4_finetune.py) and every room import them from here."""
+batch size, epochs, input length and dev evaluations (and a run's count of them); the optimiser's warmup, weight
+decay and clipping; the grids; SQuAD's windows and span search. No torch here, so that the command lines
+(part4/cli.py, part4/parsers.py) show and check them at once; the recipe itself (bert_part4_finetune.py) and every
+room import them from here."""
 
 import sys
 from dataclasses import dataclass
@@ -26,17 +27,25 @@ class Recipe:
     batch_size: int
     epochs: int
     max_len: int
-    evals: int             # dev evaluations per run; 0 = once per epoch
+    evals: int = None      # dev evaluations per run; None: one per epoch (evaluations counts them)
 
 
 GLUE_RECIPE = Recipe(lr=2e-5, batch_size=GLUE_BATCH_SIZE, epochs=GLUE_EPOCHS, max_len=128, evals=30)  # lr, ~30: the article's
 RECIPES = {**{name: GLUE_RECIPE for name in GLUE_TASKS},                                        # §4.1
-           "squad": Recipe(lr=5e-5, batch_size=32, epochs=3, max_len=MAX_LEN, evals=0),        # §4.2
-           "squad_v2": Recipe(lr=5e-5, batch_size=48, epochs=2, max_len=MAX_LEN, evals=0),     # §4.3
-           "swag": Recipe(lr=2e-5, batch_size=16, epochs=3, max_len=128, evals=0)}             # §4.4
+           "squad": Recipe(lr=5e-5, batch_size=32, epochs=3, max_len=MAX_LEN),                 # §4.2
+           "squad_v2": Recipe(lr=5e-5, batch_size=48, epochs=2, max_len=MAX_LEN),              # §4.3
+           "swag": Recipe(lr=2e-5, batch_size=16, epochs=3, max_len=128)}                      # §4.4
 GRIDS = {"glue": {"lr": (5e-5, 4e-5, 3e-5, 2e-5)},                        # §4.1: the lr, at the batch size and epochs given
          "a3": {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}}   # A.3: the whole product
 GRID_SOURCES = {"glue": "paper §4.1", "a3": "paper A.3"}
+
+
+def evaluations(given, recipe, epochs):
+    """The dev evaluations of one run, counted once: --evals as given, else the recipe's (GLUE: the article's 30),
+    else one per epoch of the run."""
+    if given is not None:
+        return given
+    return recipe.evals if recipe.evals is not None else epochs
 
 
 def lr_tag(lr):

@@ -23,7 +23,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from part4.cli import flags_record
+from part4 import cli
 from part4.common import (
     ALONE,
     DTYPE_NAMES,
@@ -49,6 +49,7 @@ from part4.common import (
     replace_folder_atomically,
     summed,
 )
+from part4.flags import RUN, recorded, recorded_defaults
 from part4.packing import is_padding_free
 from part4.recipe import CUT_EVAL_EVERY, RECIPES, lr_tag
 
@@ -272,9 +273,9 @@ class Run:
         except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
-        saved = as_recorded_now(saved)
-        if saved != self.settings:
-            raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, self.settings)}): refusing to "
+        saved, ours = as_recorded_now(saved), as_recorded_now(self.settings)
+        if saved != ours:
+            raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, ours)}): refusing to "
                         f"resume from it; delete it to start this run over")
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["opt"])          # its AdamW kernel (fused or not) comes with it: recorded as computed
@@ -302,14 +303,21 @@ def shard(idx, processes):
 # --- many runs: grids, seeds, and whole runs spread over processes ---
 
 EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of earlier versions recorded it
+EARLIER_NAMES = {"evals": "dev_evaluations"}               # a recorded setting's name in results of earlier versions
 
 
-def as_recorded_now(settings):
-    """Recorded settings with an earlier version's spelling of the same setting as this one writes it (dtype "None"
-    is "fp32"), so that its results and checkpoints stay valid; None stays None."""
-    if not settings or settings.get("dtype") not in EARLIER_DTYPES:
-        return settings
-    return {**settings, "dtype": EARLIER_DTYPES[settings["dtype"]]}
+def as_recorded_now(settings, place=RUN):
+    """Settings recorded in place (a run's, RUN, or a table's, part4/flags.py's TABLE) in this version's terms, to be
+    compared: an earlier name of a setting (evals: the count of dev evaluations, now dev_evaluations), an earlier
+    spelling of its value (dtype "None" is "fp32"), and a setting not recorded (declared after the file was written,
+    or at its default where it is recorded unless default: init "pretrained") at its declared default. Results and
+    checkpoints of earlier versions so stay valid. None stays None."""
+    if settings is None:
+        return None
+    now = {EARLIER_NAMES.get(k, k): v for k, v in settings.items()}
+    if now.get("dtype") in EARLIER_DTYPES:
+        now["dtype"] = EARLIER_DTYPES[now["dtype"]]
+    return {**recorded_defaults(cli.Settings, place), **now}
 
 
 def settings_diff(saved, ours, ignore=()):
@@ -327,7 +335,7 @@ def existing_result(path, settings, ignore=("processes",)):
     def same(s):
         return {k: v for k, v in s.items() if k not in ignore}
 
-    return done if same(as_recorded_now(done.get("settings") or {})) == same(settings) else None
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
 
 
 def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
@@ -337,7 +345,10 @@ def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
     saved = read_results(path)
     if saved is None:
         return
-    theirs = as_recorded_now(saved.get("settings")) if recorded is None else recorded(saved)
+    if recorded is None:                        # a run's settings, each side as this version records them
+        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
+    else:
+        theirs = recorded(saved)
     if theirs is None:
         raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                     f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
@@ -377,11 +388,19 @@ def split_line(mode, processes, n_runs):
 
 @dataclass(frozen=True)
 class Job:
-    """One run: what a grid or restarts vary."""
+    """One run: what a grid or restarts vary, and its count of dev evaluations (which follows its epochs where the
+    recipe evaluates once per epoch)."""
     lr: float
     batch_size: int
     epochs: int
     seed: int
+    evals: int                         # dev evaluations during the run: part4/recipe.py's evaluations counts them
+
+
+def job_of(result):
+    """The Job a run's results were made by."""
+    return Job(lr=result["lr"], batch_size=result["batch_size"], epochs=result["epochs"], seed=result["seed"],
+               evals=as_recorded_now(result["settings"])["dev_evaluations"])
 
 
 @dataclass(frozen=True)
@@ -390,18 +409,17 @@ class Config:
     task's own, made for the task (task_config)."""
     task: str
     command: object                    # the Settings of the command line
-    recipe: object                     # the task's Recipe (part4/recipe.py): its batch size and epochs, the paper's
-    evals: int                         # dev evaluations a run asks for; 0 = once per epoch (eval_every)
+    recipe: object                     # the task's Recipe (part4/recipe.py) as this command runs it: the paper's batch
+    #                                    size and epochs; the glue command evaluates MNLI and QQP once per epoch
     grouped: bool                      # training batches grouped by length
     test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
 
 
 def task_config(settings, task, family, once_per_epoch=()):
-    """A task's Config from the command's Settings: --evals, else the recipe's (once per epoch for the tasks in
+    """A task's Config from the command's Settings: the task's recipe (evaluated once per epoch for the tasks in
     once_per_epoch: the glue command's MNLI and QQP); --group-by-length, else the family's."""
-    recipe = RECIPES[task]
-    evals = settings.evals if settings.evals is not None else (0 if task in once_per_epoch else recipe.evals)
-    return Config(task=task, command=settings, recipe=recipe, evals=evals,
+    recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
+    return Config(task=task, command=settings, recipe=recipe,
                   grouped=family.grouped if settings.grouped is None else settings.grouped,
                   test_dir=runs_folder(settings.submission))
 
@@ -411,16 +429,11 @@ def runs_folder(submission):
     return os.path.join(submission, "runs") if submission else None
 
 
-def evaluations(evals, epochs):
-    """The dev evaluations a run asks for: evals, or once per epoch where evals is 0."""
-    return evals or epochs
-
-
-def eval_every(evals, epochs, steps, cut):
-    """Steps between two dev evaluations: steps // evals (evals 0: once per epoch); a run cut by --max-train-examples
-    (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a full run keeps the
-    recipe's, the article's ~30), unless --evals was given (cut is then False)."""
-    every = max(1, steps // evaluations(evals, epochs))
+def eval_every(evals, steps, cut):
+    """Steps between two dev evaluations: steps // evals (evals: the run's count, Job.evals); a run cut by
+    --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
+    full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
+    every = max(1, steps // evals)
     return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
 
 
@@ -474,20 +487,17 @@ def run_name(config, job):
 
 
 def run_settings(config, job, family, train_rows, dtype, processes):
-    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. How the
-    run is computed (padding-free steps, the fused AdamW kernel) changes them by float rounding only, as any kernel
-    does: it is recorded with the results (computation), not here, so results of either way stay valid. dtype: the
-    autocast dtype, recorded as what the run computed in: "fp32" (no autocast) or "bf16"."""
-    c = config.command
-    settings = {"task": config.task, "model": portable(c.model), "lr": job.lr, "batch_size": job.batch_size,
-                "epochs": job.epochs, "seed": job.seed, "max_len": family.max_len, "stride": family.stride,
-                "warmup": c.warmup, "weight_decay": c.weight_decay, "clip": c.clip,
-                "evals": evaluations(config.evals, job.epochs), "grouped": config.grouped, "train_rows": train_rows,
-                "dtype": DTYPE_NAMES.get(dtype, str(dtype)), "max_train_examples": c.max_train_examples,
-                "max_dev_examples": c.max_dev_examples,
-                "processes": processes.world}
-    settings |= {"init": c.init} if c.init != "pretrained" else {}
-    return settings | ({"head": c.head} if c.head != "new" else {})      # --head checkpoint: the checkpoint's kept
+    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. The
+    command's settings declared as recorded with a run (part4/cli.py), each as this run resolved it: its task, its
+    Job's rate, batch size, epochs and seed, its family's input length and windows, the dtype it computed in (the
+    autocast dtype: "fp32", none, or "bf16"); then its batches grouped or not, its count of dev evaluations, its
+    training rows and processes. How the run is computed (padding-free steps, the fused AdamW kernel) changes its
+    numbers by float rounding only, as any kernel does: it is recorded with the results (computation), not here, so
+    results of either way stay valid."""
+    ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
+           "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
+    return {**recorded(config.command, RUN, portable), **ran, "grouped": config.grouped,
+            "dev_evaluations": job.evals, "train_rows": train_rows, "processes": processes.world}
 
 
 def summary_name(config, job):
@@ -605,11 +615,11 @@ def done_before(config, job, family, train_rows, dtype):
 
 def reusable(config, job, settings):
     """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
-    The number of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
+    The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
     uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
     if not config.command.reuse:
         return None
-    return existing_result(results_path(config, job), settings, ignore=("processes", "evals"))
+    return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
 
 
 def check_not_overwritten(config, jobs, family, train_rows, dtype):
@@ -692,7 +702,7 @@ def save_results(fit, config, job, n):
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     result |= fit.family.extra_outputs(fit, config.test_dir)
-    report.save(result, cli=recorded_command(c, task=config.task, evals=config.evals), device=fit.device)
+    report.save(result, cli=recorded_command(c, task=config.task), device=fit.device)
     fit.run.remove_checkpoint()
     line_plot(os.path.join(c.results_dir, report.name + "_curve.png"), [p["step"] for p in n["curve"]],
               {"train loss": [p["train_loss"] for p in n["curve"]]}, "step",
@@ -701,9 +711,9 @@ def save_results(fit, config, job, n):
 
 
 def recorded_command(settings, **ran):
-    """The command line as a results file records it: its argv, and its settings (ran: a task's own, e.g. its
-    evaluations)."""
-    return command_line(settings.argv, flags_record(settings, **ran))
+    """The command line as a results file records it: its argv, and its settings as given (ran: a task's own, its
+    task)."""
+    return command_line(settings.argv, cli.flags_record(settings, **ran))
 
 
 def save_model(model, tok, path):
@@ -731,7 +741,7 @@ def save_summary(report, config, payload, device):
     """The summary of --seeds or --grid, as its own results file beside the runs'."""
     c = config.command
     report.save({"task": config.task, "model": portable(c.model), **payload},
-                cli=recorded_command(c, task=config.task, evals=config.evals), device=device)
+                cli=recorded_command(c, task=config.task), device=device)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,10 @@
-"""SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD: the official JSON and
-scores, the windows, the span targets, the batched span search and the tau sweep."""
+"""SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD: the official JSON, the
+windows, the span targets, the batched span search, and the dev set scored with the official metric
+(part4/squad_metric.py) over the tau sweep."""
 
-import collections
 import json
 import math
 import os
-import re
-import string
 import sys
 import time
 from dataclasses import dataclass
@@ -31,55 +29,9 @@ from part4.recipe import SPAN_BATCH_SIZE as BATCH_SIZE
 from part4.recipe import STRIDE as STRIDE
 from part4.recipe import TAU_SWEEP as TAU_SWEEP
 from part4.runs import batches_by_length, collate
+from part4.squad_metric import question_scores
 
-PUNCTUATION = set(string.punctuation)
 HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
-
-
-# --- The official answer normalisation and scores (evaluate-v1.1.py / evaluate-v2.0.py) ---
-
-def normalize_answer(s):
-    """Lower case, drop punctuation, the articles a/an/the, and extra white space."""
-    s = "".join(ch for ch in s.lower() if ch not in PUNCTUATION)
-    s = re.sub(r"\b(a|an|the)\b", " ", s)
-    return " ".join(s.split())
-
-
-def exact_match(prediction, gold):
-    return int(normalize_answer(prediction) == normalize_answer(gold))
-
-
-def squad_f1(prediction, gold, version="2.0"):
-    """F1 = 2 P R / (P + R) over the shared words of the normalised texts.
-
-    Both official scripts agree except when a text normalises to nothing: v2.0 then scores 1 if
-    both are empty (a correct "no answer"), v1.1 scores 0.
-    """
-    same, n_pred, n_gold = shared_words(prediction, gold)
-    if version == "2.0" and (not n_pred or not n_gold):
-        return float(n_pred == n_gold == 0)
-    if same == 0:
-        return 0.0
-    precision, recall = same / n_pred, same / n_gold
-    return 2 * precision * recall / (precision + recall)
-
-
-def shared_words(prediction, gold):
-    """How many normalised words the two share (a repeated word counts as often as in both), and their lengths."""
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    return sum((collections.Counter(pred) & collections.Counter(ref)).values()), len(pred), len(ref)
-
-
-def question_scores(prediction, golds, version):
-    """EM and F1 of one prediction against the best-matching gold answer.
-
-    v2.0 drops gold answers that normalise to nothing; a question left with none is unanswerable,
-    and then only the empty prediction is right.
-    """
-    if version == "2.0":
-        golds = [g for g in golds if normalize_answer(g)] or [""]
-    return (max(exact_match(prediction, g) for g in golds),
-            max(squad_f1(prediction, g, version) for g in golds))
 
 
 # --- Reading the data: official SQuAD JSON, or the Hub datasets ---

@@ -1,8 +1,11 @@
 """The command line and the recipe's settings: --help and every refused flag answer before torch loads, each setting
-has one home and is set once by keyword, and a cut run evaluates less often than a full one."""
+has one home, is declared once and set once by keyword, results written before keep their settings, and a cut run
+evaluates less often than a full one."""
 
 import dataclasses
+import glob
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +14,8 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4 import cli, recipe, runs, spans, tasks
+from part4 import cli, glue, recipe, runs, spans, tasks
+from part4.flags import RUN, TABLE, Fatal, Range, setting
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -30,6 +34,9 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
     (["mrpc", "abc"], 2, "error: learning rate 'abc' is not a number (e.g. 2e-5)"),
     (["rte", "--batch-size", "0"], 2, "error: --batch-size 0: must be positive"),
     (["rte", "--dtype", "foo"], 2, "error: --dtype foo: choose auto, fp32 or bf16"),
+    (["rte", "--warmup", "1"], 2, "error: --warmup 1.0: must be in [0, 1)"),
+    (["rte", "--group-by-length", "yes"], 2, "error: argument --group-by-length: invalid choice: 'yes' (choose from "
+                                             "'auto', 'on', 'off') (see --help)"),
     (["2e-5", "rte"], 2, "error: unknown task '2e-5': choose one of cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
                          "squad, squad_v2, swag, or glue"),
 ])
@@ -65,10 +72,10 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     mnli, _, _ = tasks.task_inputs(settings, "mnli", ("mnli",))
     rte, _, sources = tasks.task_inputs(settings, "rte", ("mnli",))
     assert mnli.command is settings and rte.command is settings
-    assert (mnli.evals, rte.evals) == (0, recipe.RECIPES["rte"].evals) and rte.grouped is True
+    assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
+    assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == tasks.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
-    assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "evals", "grouped",
-                                                                 "test_dir"}
+    assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
     defaults = cli.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 
@@ -78,21 +85,20 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     assert recipe.grid_settings("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
     a3 = recipe.grid_settings("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
-    jobs = ft.planned_runs(cli.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"]))
+    settings = cli.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
+    jobs = ft.planned_runs(tasks.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
 
 
-@pytest.mark.parametrize("steps, evals, epochs", [(30, 30, 3), (9, 30, 3), (345, 30, 3), (6315, 30, 3), (100, 0, 4),
-                                                  (3, 0, 3), (234, 30, 3)])
-def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(steps, evals, epochs):
+@pytest.mark.parametrize("steps, evals", [(30, 30), (9, 30), (345, 30), (6315, 30), (100, 4), (3, 3), (234, 30)])
+def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(steps, evals):
     """Brute force: the steps at which a run evaluates, full (steps // evaluations apart) and cut (never closer than
     CUT_EVAL_EVERY steps, unless the run is shorter: then once, at its end)."""
-    asked = evals or epochs
-    full = runs.eval_every(evals, epochs, steps, cut=False)
-    assert full == max(1, steps // asked)
-    cut = runs.eval_every(evals, epochs, steps, cut=True)
+    full = runs.eval_every(evals, steps, cut=False)
+    assert full == max(1, steps // evals)
+    cut = runs.eval_every(evals, steps, cut=True)
     points = [s for s in range(1, steps + 1) if s % cut == 0 or s == steps]
     assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
     assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full
@@ -137,7 +143,7 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     import torch
     settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
     config, family, _ = tasks.task_inputs(settings, "rte")
-    job = ft.planned_runs(settings)[0]
+    job = ft.planned_runs(config)[0]
     ours = runs.run_settings(config, job, family, 10, None, runs.ALONE)
     assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, runs.ALONE)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
@@ -159,3 +165,102 @@ def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     (tmp_path / f"{glue.table_name(settings)}.json").write_text(json.dumps(other))
     with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
         glue.start(settings, ["rte"], {}, runs.ALONE)
+
+
+# --- A setting declared once: parsed, checked, recorded and in --help from its one declaration ---
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WithDummy(cli.Settings):
+    """The command's Settings and one more setting, declared as a new one would be."""
+    dummy_share: float = setting(0.25, check=Range(0, 1), record=(RUN, TABLE),
+                                 help="a setting only the tests declare (default 0.25)")
+
+
+def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkeypatch, tiny_bert_dir, tmp_path):
+    """Declared once, a setting is a flag in --help, parsed (its default when not given) and checked by its range,
+    kept in Settings, recorded with the command line, and (declared so) with each run's settings and each table's;
+    results written before it existed read as its default: the same run at the default, another at any other
+    value."""
+    monkeypatch.setattr(cli, "Settings", WithDummy)
+    assert "--dummy-share DUMMY_SHARE" in cli.build_parser().format_help()
+    assert "a setting only the tests declare (default 0.25)" in " ".join(cli.build_parser().format_help().split())
+    given, default = cli.parse(["rte", "--dummy-share", "0.5"]), cli.parse(["rte"])
+    assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
+    with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
+        cli.parse(["rte", "--dummy-share", "1.5"])
+    assert cli.flags_record(given)["dummy_share"] == 0.5
+    assert glue.table_settings(cli.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
+    ours = {}
+    for name, settings in (("given", given), ("default", default)):
+        config, family, _ = tasks.task_inputs(settings, "rte")
+        ours[name] = runs.run_settings(config, ft.planned_runs(config)[0], family, 10, None, runs.ALONE)
+    assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
+    assert runs.existing_result(str(earlier), ours["default"]) is not None
+    assert runs.existing_result(str(earlier), ours["given"]) is None
+    data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
+    assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
+                    "--device", "cpu", "--results-dir", str(tmp_path / "r"), "--dummy-share", "0.5"]) == 0
+    written = json.loads((tmp_path / "r" / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
+    assert written["settings"]["dummy_share"] == written["run"]["config"]["dummy_share"] == 0.5
+
+
+# --- evals: the flag as given, one count per run, recorded under its own name ---
+
+def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert_dir, tmp_path):
+    """--evals as given (None: the recipe's) is recorded with the command line; each run's count, resolved once
+    (GLUE: the article's 30; SQuAD and SWAG: once per epoch), is recorded with its settings as dev_evaluations; no
+    flag that cuts nothing is said to cut the run."""
+    assert "--evals" not in cli.parse(["glue", "--evals", "3"]).cuts
+    assert list(cli.parse(["glue"]).cuts) == ["--max-train-examples", "--max-dev-examples"]
+    for argv, count in ((["squad"], 3), (["squad_v2"], 2), (["swag", "--epochs", "4"], 4), (["sst2"], 30),
+                        (["squad", "--evals", "7"], 7)):
+        settings = cli.parse(argv)
+        config, family, _ = tasks.task_inputs(settings, settings.task)
+        job = ft.planned_runs(config)[0]
+        assert job.evals == count and type(job.evals) is int
+        recorded = runs.run_settings(config, job, family, 10, None, runs.ALONE)
+        assert recorded["dev_evaluations"] == count and "evals" not in recorded
+    data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
+    assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
+                    "--device", "cpu", "--results-dir", str(tmp_path)]) == 0
+    written = json.loads((tmp_path / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
+    assert written["run"]["config"]["evals"] is None and written["settings"]["dev_evaluations"] == 30
+
+
+# --- Results written before: the same settings for the same command line, so reused, never refused ---
+
+EARLIER_RUNS = sorted(p for p in glob.glob(os.path.join(ROOT, "results", "part4_*_lr*.json"))
+                      + glob.glob(os.path.join(ROOT, "tests", "data", "earlier_results", "part4_*_lr*.json"))
+                      if "glue_table" not in p and json.load(open(p)).get("settings"))
+EARLIER_TABLES = sorted(glob.glob(os.path.join(ROOT, "results", "part4_glue_table*.json"))
+                        + glob.glob(os.path.join(ROOT, "tests", "data", "earlier_results", "part4_glue_table*.json")))
+
+
+@pytest.mark.parametrize("path", EARLIER_RUNS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeypatch):
+    """Each run results file written by an earlier version (the committed results/, and tests/data/earlier_results/
+    from tiny runs: they still record evals for the count and no init for a pre-trained run) holds the settings this
+    version records for the command line it records: the same run, found done, never refused as other settings."""
+    monkeypatch.chdir(ROOT)                            # its paths are recorded as seen from the checkout
+    with open(path) as f:
+        saved = json.load(f)
+    settings = cli.parse(saved["run"]["argv"][1:])
+    config, family, _ = tasks.task_inputs(settings, saved["task"], glue.ONCE_PER_EPOCH if settings.task == "glue" else ())
+    job = next(j for j in ft.planned_runs(config) if runs.run_name(config, j) == saved["name"])
+    assert saved["device"] == "cpu"                                              # fp32: no autocast
+    ours = runs.run_settings(config, job, family, saved["settings"]["train_rows"], None, runs.ALONE)
+    assert runs.existing_result(path, ours) is not None
+    runs.check_not_replaced(path, ours, "holds a result of other settings")
+    assert runs.job_of(saved) == job
+
+
+@pytest.mark.parametrize("path", EARLIER_TABLES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with open(path) as f:
+        saved = json.load(f)
+    ours = {"tasks": saved["settings"]["tasks"], **glue.table_settings(cli.parse(saved["run"]["argv"][1:]))}
+    assert glue.saved_table_settings(saved) == ours
+    runs.check_not_replaced(path, ours, "a table of other settings", recorded=glue.saved_table_settings)

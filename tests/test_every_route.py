@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article, cli, common, recipe, spans, tasks
+from part4 import article, cli, common, flags, recipe, spans, tasks
 from part4.common import run_cli
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -24,9 +24,14 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_help_states_every_default(name):
+    """The fine-tuning script's flags default to None in its parser (a flag not given is told from one given): their
+    defaults are their declarations' (part4/cli.py), the recipe's where the declaration says so."""
     parser = (cli if name == "finetune" else SCRIPTS[name]).build_parser()
+    declared = ({flags.dest(f): "the recipe's" if f.metadata["recipe"] else flags.recorded_value(f, f.default)
+                 for f in flags.declared(cli.Settings)} if name == "finetune" else {})
     for action in parser._actions:
-        if action.dest == "help" or action.default in (None, False):
+        default = declared.get(action.dest, action.default)
+        if action.dest == "help" or default is None or default is False or default == ():
             continue
         assert "default" in (action.help or "").lower(), f"{name} {action.option_strings}: {action.help}"
 

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import cli, runs, spans, tasks
+from part4 import cli, runs, spans, squad_metric, tasks
 from part4.common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -262,7 +262,7 @@ def test_squad_defaults_are_the_papers():
     assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = cli.parse([task])
-        assert runs.evaluations(tasks.task_inputs(settings, task)[0].evals, settings.epochs) == evals
+        assert [job.evals for job in ft.planned_runs(tasks.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -381,7 +381,7 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
             ex = examples[w["example"]]
             text = ex["context"][w["offsets"][i][0]:w["offsets"][j][1]]
             assert ex["golds"][0].strip() in text              # whole tokens: "gold" inside "golden" gives "golden"
-            exact += spans.normalize_answer(text) == spans.normalize_answer(ex["golds"][0])
+            exact += squad_metric.normalize_answer(text) == squad_metric.normalize_answer(ex["golds"][0])
             found.add(w["example"])
     assert len(found) == 400 and exact >= 0.97 * len(found)
 

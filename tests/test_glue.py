@@ -14,7 +14,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import article, cli, glue, lines, runs, tasks
+from part4 import article, cli, glue, lines, tasks
 from part4.common import Fatal, Report, fmt, run_cli
 from part4.runs import Job
 
@@ -97,7 +97,7 @@ def read_tsv(path):
 def fake_run(lr, seed, final, task="cola"):
     final = {dev: {**f, "n": 100, "correct": round(100 * f.get("accuracy", 0))} for dev, f in final.items()}
     return {"name": f"part4_{task}_lr{lr}_seed{seed}", "lr": lr, "batch_size": 32, "epochs": 3, "seed": seed,
-            "final": final, "settings": {"task": task}, "test_predictions": []}
+            "final": final, "settings": {"task": task, "dev_evaluations": 30}, "test_predictions": []}
 
 
 def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
@@ -408,10 +408,9 @@ def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
 
 def test_once_per_epoch_follows_each_runs_epochs():
     """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
-    config = config_for(["swag", "--grid", "a3"])
-    assert [runs.evaluations(config.evals, e) for e in (2, 3, 4)] == [2, 3, 4]
-    glue_config = config_for(["mrpc", "--grid", "a3"])
-    assert runs.evaluations(glue_config.evals, 2) == 30
+    jobs = ft.planned_runs(config_for(["swag", "--grid", "a3"]))
+    assert {(job.epochs, job.evals) for job in jobs} == {(2, 2), (3, 3), (4, 4)} and len(jobs) == 18
+    assert {job.evals for job in ft.planned_runs(config_for(["mrpc", "--grid", "a3"]))} == {30}
 
 
 def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):
@@ -420,20 +419,21 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
             str(tmp_path), "--device", "cpu", "--batch-size", "8", "--epochs", "2"]
     assert ft.main(argv) == 0
     qqp, rte = (json.loads((tmp_path / f"part4_{t}_lr1e-3_bs8_ep2.json").read_text()) for t in ("qqp", "rte"))
-    assert qqp["settings"]["evals"] == 2 and [c["epoch"] for c in qqp["curve"]] == [1, 2]
-    assert rte["settings"]["evals"] == 30 and len(rte["curve"]) == rte["steps"] == 6
+    assert qqp["settings"]["dev_evaluations"] == 2 and [c["epoch"] for c in qqp["curve"]] == [1, 2]
+    assert rte["settings"]["dev_evaluations"] == 30 and len(rte["curve"]) == rte["steps"] == 6
+    assert qqp["run"]["config"]["evals"] is None and "evals" not in qqp["settings"]     # the flag as given: not given
 
 
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), final, 60)
-    other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0), final, 60)
+    assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
+    other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
-    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7), "pretrained"),
-                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0), "random")):
+    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, evals=30), "pretrained"),
+                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), "random")):
         assert "0.8333" not in lines.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = lines.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0),
+    rte = lines.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30),
                         {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte

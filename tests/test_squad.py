@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4 import recipe, spans, tasks
+from part4 import recipe, spans, squad_metric, tasks
 from part4.common import run_cli
 
 # --- span search ---
@@ -212,24 +212,24 @@ def test_offsets_give_the_original_text_of_non_ascii_contexts(tiny_qa):
     ("eight", "2", 0.0, 0),
 ])
 def test_the_articles_worked_em_f1_examples(pred, gold, f1, em):
-    assert spans.squad_f1(pred, gold) == pytest.approx(f1) == pytest.approx(spans.squad_f1(pred, gold, "1.1"))
-    assert spans.exact_match(pred, gold) == em
+    assert squad_metric.squad_f1(pred, gold) == pytest.approx(f1) == pytest.approx(squad_metric.squad_f1(pred, gold, "1.1"))
+    assert squad_metric.exact_match(pred, gold) == em
 
 
 def test_normalisation_and_the_official_edge_cases():
-    assert spans.normalize_answer("the Broncos defeated the Panthers") == "broncos defeated panthers"
-    assert spans.normalize_answer("  An apple,  a Day! ") == "apple day"
+    assert squad_metric.normalize_answer("the Broncos defeated the Panthers") == "broncos defeated panthers"
+    assert squad_metric.normalize_answer("  An apple,  a Day! ") == "apple day"
     # v2.0: a gold that normalises to nothing is dropped; with none left, only "" is right
-    assert spans.question_scores("", ["the"], "2.0") == (1, 1.0)
-    assert spans.question_scores("The", ["a"], "2.0") == (1, 1.0)
-    assert spans.question_scores("Denver", ["a", "Denver Broncos"], "2.0") == (0, pytest.approx(2 / 3))
-    assert spans.question_scores("", [], "2.0") == (1, 1.0)
-    assert spans.question_scores("Paris", [], "2.0") == (0, 0.0)
+    assert squad_metric.question_scores("", ["the"], "2.0") == (1, 1.0)
+    assert squad_metric.question_scores("The", ["a"], "2.0") == (1, 1.0)
+    assert squad_metric.question_scores("Denver", ["a", "Denver Broncos"], "2.0") == (0, pytest.approx(2 / 3))
+    assert squad_metric.question_scores("", [], "2.0") == (1, 1.0)
+    assert squad_metric.question_scores("Paris", [], "2.0") == (0, 0.0)
     # v1.1 keeps every gold, and scores F1 0 when nothing is shared, even two empty texts
-    assert spans.question_scores("The", ["a"], "1.1") == (1, 0.0)
-    assert spans.question_scores("Denver Broncos", ["Broncos", "the Denver Broncos"], "1.1") == (1, 1.0)
+    assert squad_metric.question_scores("The", ["a"], "1.1") == (1, 0.0)
+    assert squad_metric.question_scores("Denver Broncos", ["Broncos", "the Denver Broncos"], "1.1") == (1, 1.0)
     # repeated words count as often as they appear in both
-    assert spans.squad_f1("a b b b", "b b c") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+    assert squad_metric.squad_f1("a b b b", "b b c") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
 
 
 # --- the tau sweep ---
@@ -245,13 +245,13 @@ def random_v2(seed, n=60):
 @pytest.mark.parametrize("seed", range(3))
 def test_tau_sweep_against_a_direct_recomputation(seed):
     golds, texts, diff = random_v2(seed)
-    em_ans, f1_ans = map(np.array, zip(*(spans.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
+    em_ans, f1_ans = map(np.array, zip(*(squad_metric.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
     rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus=taus)   # s_hat = diff, s_null = 0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
-        scores = [spans.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
+        scores = [squad_metric.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
         assert row["f1"] == pytest.approx(100 * np.mean([s[1] for s in scores]))
         assert row["em"] == pytest.approx(100 * np.mean([s[0] for s in scores]))
         assert row["answered"] == pytest.approx(100 * np.mean([p != "" for p in preds]))
@@ -260,7 +260,7 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_exact_best_threshold_is_the_best_of_every_official_threshold(seed):
     golds, texts, diff = random_v2(seed)
-    f1_ans = np.array([spans.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
+    f1_ans = np.array([squad_metric.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
     has = np.array([bool(g) for g in golds])
     got = spans.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
     na_prob = -diff   # evaluate-v2.0.py: answered iff na_prob <= threshold
@@ -303,7 +303,7 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     preds1 = json.loads((out / "squad_v1_predictions.json").read_text())
     examples1 = spans.read_squad_json(v1, "1.1", "--v1-data")
     assert r["v1_dev"]["n"] == len(preds1) == 3 and r["v1_dev"]["windows"] > 3
-    em, f1 = zip(*(spans.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
+    em, f1 = zip(*(squad_metric.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
     assert r["v1_dev"]["em"] == pytest.approx(100 * np.mean(em)) and r["v1_dev"]["f1"] == pytest.approx(100 * np.mean(f1))
     assert all(p in LONG for p in preds1.values())
     v2r = r["v2_dev"]

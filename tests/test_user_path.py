@@ -193,15 +193,16 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
     """grid() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
     family = tasks.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
-              "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}}
+              "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
         lines.grid("glue", "sst2", None, family, [result], report, labels=lines.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
-        final = lines.final_line("sst2", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0), result["final"], 60.0, init)
+        job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
+        final = lines.final_line("sst2", family, job, result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not lines.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1), "pretrained")
-    assert lines.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0), "pretrained")
+    assert not lines.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1, evals=30), "pretrained")
+    assert lines.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0, evals=30), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():
