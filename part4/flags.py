@@ -197,9 +197,11 @@ def recorded(settings, place, path=None):
 
 def recorded_defaults(settings_class, place):
     """{name: its declared default as recorded} of the settings recorded in place whose default is not the recipe's:
-    what a results file that does not record one of them (written before it was declared) ran with."""
+    what a results file that does not record one of them (written before it was declared) ran with. A setting
+    recorded there only when it is not its default is left out: absent is how its default is written."""
     return {dest(f): recorded_value(f, f.default) for f in fields(settings_class)
-            if place in f.metadata.get("record", ()) and not f.metadata["recipe"] and f.default is not MISSING}
+            if place in f.metadata.get("record", ()) and place not in f.metadata["unless_default"]
+            and not f.metadata["recipe"] and f.default is not MISSING}
 
 
 if __name__ == "__main__":
