@@ -285,7 +285,7 @@ def span_real(model, tok, name, device, report):
     report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
+        d = squad.demo_one(model, tok, question, device=device, search=spans.SpanSearch())
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -339,7 +339,7 @@ def null_scores(model, tok, name, device, tau, source, report):
                + article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
+        d = squad.demo_one(model, tok, question, device=device, search=spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")

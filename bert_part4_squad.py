@@ -22,6 +22,7 @@ if __name__ == "__main__":       # --help and a refused flag are answered before
 import collections
 import json
 import os
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -33,6 +34,7 @@ from part4.article import WINDOWS_LABEL
 from part4.common import (
     DTYPE_NAMES,
     Fatal,
+    Processes,
     Report,
     all_agree,
     article,
@@ -139,8 +141,9 @@ def layout_problem(tok):
 # --- 1-2. The span head of the v1.1 checkpoint, on the BERT abstract ---
 
 @torch.inference_mode()
-def demo_one(model, tok, question, device, n_best, max_answer):
-    """Everything the article prints for one abstract question, from one forward pass."""
+def demo_one(model, tok, question, *, device, search):
+    """Everything the article prints for one abstract question, from one forward pass (search: its n_best and
+    max_answer)."""
     enc = tok(question, PASSAGE, return_tensors="pt", return_offsets_mapping=True)
     offsets = enc.pop("offset_mapping")[0].tolist()
     passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
@@ -148,7 +151,8 @@ def demo_one(model, tok, question, device, n_best, max_answer):
     T = out.hidden_states[-1][0]                                  # T_i for every token, (tokens, H)
     W, b = model.qa_outputs.weight, model.qa_outputs.bias        # (2, H): row 0 = S, row 1 = E
     start, end = out.start_logits[0].float(), out.end_logits[0].float()
-    val, i, j = best_spans(start[None], end[None], passage[None], n_best, max_answer, top=3)
+    val, i, j = best_spans(start[None], end[None], passage[None], n_best=search.n_best, max_answer=search.max_answer,
+                           top=3)
     spans = [(PASSAGE[offsets[a][0]:offsets[c][1]], int(a), int(c), float(v))
              for v, a, c in zip(val[0], i[0], j[0])]
     by_hand, _ = span_logits(T, W, b)
@@ -164,7 +168,7 @@ def demo_one(model, tok, question, device, n_best, max_answer):
             "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
 
 
-def demo_v1(model, tok, device, search, report):
+def demo_v1(model, tok, *, device, search, report):
     """The v1.1 span head (its shape and bias) and the four abstract questions: the log lines and the results."""
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
@@ -173,7 +177,7 @@ def demo_v1(model, tok, device, search, report):
                f"position, so it cancels in the softmax)" + article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
-        d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
+        d = demo_one(model, tok, q, device=device, search=search)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         report.say(f"Q: {q}")
         report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
@@ -186,9 +190,21 @@ def demo_v1(model, tok, device, search, report):
     return {"v1_head": {"W_shape": list(W.shape), "bias": b.tolist()}, "v1_demo": results}
 
 
-def dev_v1(model, tok, examples, search, device, dtype, report, label, processes):
+@dataclass(frozen=True)
+class DevScoring:
+    """How a dev set is scored, the same for v1.1 and v2.0: the span search, where it runs, the label of the
+    article's numbers beside ours, and the thresholds of the v2.0 tau sweep."""
+    search: SpanSearch
+    device: torch.device
+    processes: Processes
+    label: str
+    taus: tuple
+
+
+def dev_v1(model, tok, examples, scoring, report):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, processes=processes)
+    search, label = scoring.search, scoring.label
+    answers, timing = predict(model, tok, examples, search, device=scoring.device, processes=scoring.processes)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
@@ -217,11 +233,11 @@ def duration(seconds):
 
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
-def demo_v2(model, tok, device, search, report):
+def demo_v2(model, tok, *, device, search, report):
     """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
-        d = demo_one(model, tok, q, device, search.n_best, search.max_answer)
+        d = demo_one(model, tok, q, device=device, search=search)
         text, _, _, s_hat = d["spans"][0]
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
@@ -231,10 +247,11 @@ def demo_v2(model, tok, device, search, report):
     return {"v2_demo": results}
 
 
-def dev_v2(model, tok, examples, search, device, dtype, report, label, processes, taus):
+def dev_v2(model, tok, examples, scoring, report):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
-    answers, timing = predict(model, tok, examples, search, device, dtype, processes=processes)
-    r, diff, chosen = score_v2(examples, answers, taus)
+    label = scoring.label
+    answers, timing = predict(model, tok, examples, scoring.search, device=scoring.device, processes=scoring.processes)
+    r, diff, chosen = score_v2(examples, answers, scoring.taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
     report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
@@ -273,7 +290,8 @@ def exact_best_line(exact):
 def plot_sweep(sweep, path):
     """F1, EM and % answered against tau, when matplotlib is installed."""
     series = {label: [r[key] for r in sweep] for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered"))}
-    return line_plot(path, [r["tau"] for r in sweep], series, "tau (answer iff s_hat > s_null + tau)", "percent")
+    return line_plot(path, [r["tau"] for r in sweep], series, xlabel="tau (answer iff s_hat > s_null + tau)",
+                     ylabel="percent")
 
 
 def write_json(folder, name, obj):
@@ -308,8 +326,8 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples, checkpoints = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models, data,
-                                                         args.limit))
+    examples, checkpoints = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models=models,
+                                                         data=data, limit=args.limit))
     loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
     report = Report("part4_squad", args.results_dir, quiet=not processes.main)
     if processes.world > 1:
@@ -317,9 +335,10 @@ def main(argv=None):
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
     label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
     search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
-                        max_answer=args.max_answer)
-    demo = {"v1": demo_v1, "v2": demo_v2}
-    dev = {"v1": dev_v1, "v2": partial(dev_v2, taus=tau_grid(args.tau_min, args.tau_max, args.tau_step))}
+                        max_answer=args.max_answer, dtype=dtype)
+    scoring = DevScoring(search=search, device=device, processes=processes, label=label,
+                         taus=tuple(tau_grid(args.tau_min, args.tau_max, args.tau_step)))
+    demo, dev = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
                                  "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
                       "models": {v: loaded_record(checkpoints[v]) for v in loaded}}, {}
@@ -327,10 +346,9 @@ def main(argv=None):
         for line in model_lines(v, checkpoints[v], model):
             report.say(line)
         if "demo" in args.only:
-            payload |= demo[v](model, tok, device, search, report)        # v1: the span head too (its bias)
+            payload |= demo[v](model, tok, device=device, search=search, report=report)   # v1: the span head too
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], search, device, dtype, report=report,
-                                                       label=label, processes=processes)
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, report=report)
             files.update(dev_files)
     if processes.main:
         if "v2" in args.only:

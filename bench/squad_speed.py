@@ -92,9 +92,9 @@ def main(argv=None):
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
     search = spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
-                              max_answer=args.max_answer)
-    spans.predict(model, tok, examples[:8], search, device, dtype)         # warm-up
-    ours, t_ours = spans.predict(model, tok, examples, search, device, dtype)
+                              max_answer=args.max_answer, dtype=dtype)
+    spans.predict(model, tok, examples[:8], search, device=device)         # warm-up
+    ours, t_ours = spans.predict(model, tok, examples, search, device=device)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
     agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
     lengths = [len(w["input_ids"]) for w in spans.make_windows(tok, examples, args.max_len, args.stride)]

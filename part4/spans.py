@@ -185,18 +185,16 @@ def encode_squad(tok, examples, max_len, stride):
 #   4.5 at (2, 3). With n_best = 2, only the starts i = 2, 1 and the ends j = 0, 3 are paired: (2, 0) and
 #   (1, 0) are rejected, (2, 3) scores 4.5 and (1, 3) 2.5, so the search still finds (2, 3).
 
-def best_spans(start, end, passage, n_best, max_answer, top=1, window=None):
+def best_spans(start, end, passage, n_best, max_answer, top=1):
     """For each window of a batch: the `top` best spans, searched as run_squad.py does.
 
-    The n_best highest start scores and the n_best highest end scores of the window (padding left
-    out) are paired; a pair counts if both tokens are in the passage and i <= j < i + max_answer.
-    start, end: (B, L) scores S.T_i and E.T_j; passage, window: (B, L) bool. Returns scores, i, j,
+    The n_best highest start scores and the n_best highest end scores of the window are paired; a pair
+    counts if both tokens are in the passage and i <= j < i + max_answer. start, end: (B, L) scores
+    S.T_i and E.T_j, -inf on padding (never among the best); passage: (B, L) bool. Returns scores, i, j,
     each (B, top); a window with no valid span scores -inf.
     """
     neg = torch.tensor(float("-inf"), device=start.device)
     start, end = start.float(), end.float()
-    if window is not None:
-        start, end = torch.where(window, start, neg), torch.where(window, end, neg)
     k = min(n_best, start.shape[1])
     s_val, s_idx = start.topk(k, -1)                              # (B, k) the best starts
     e_val, e_idx = end.topk(k, -1)                                # (B, k) the best ends
@@ -224,15 +222,16 @@ class SpanSearch:
     batch_size: int = BATCH_SIZE  # windows per forward pass
     n_best: int = N_BEST         # best starts and best ends tried per window
     max_answer: int = MAX_ANSWER  # longest answer in tokens
+    dtype: torch.dtype | None = None  # autocast dtype of the forward passes (None: fp32)
 
 
-def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer, processes=ALONE):
+def score_windows(model, windows, search, device, processes=ALONE):
     """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
     Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
     n = len(windows)
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
-    batches = batches_by_length([len(w["input_ids"]) for w in windows], batch_size)[processes.rank::processes.world]
+    batches = batches_by_length([len(w["input_ids"]) for w in windows], search.batch_size)[processes.rank::processes.world]
     columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
                if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
@@ -243,13 +242,14 @@ def score_windows(model, windows, device, dtype, batch_size, n_best, max_answer,
             inputs = collate(columns, idx, device)
             passage = inputs.pop("passage")                     # (B, L): the passage's tokens
             t0 = time.perf_counter()
-            with autocast(device, dtype):
+            with autocast(device, search.dtype):
                 out = model(**inputs)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             model_seconds += time.perf_counter() - t0
-            val, i, j = best_spans(out.start_logits, out.end_logits, passage, n_best, max_answer,
-                                   window=inputs["attention_mask"].bool())
+            pad = ~inputs["attention_mask"].bool()             # (B, L): never among the n_best
+            start, end = out.start_logits.masked_fill(pad, float("-inf")), out.end_logits.masked_fill(pad, float("-inf"))
+            val, i, j = best_spans(start, end, passage, n_best=search.n_best, max_answer=search.max_answer)
             best[idx], i_best[idx], j_best[idx] = val[:, 0].cpu().numpy(), i[:, 0].cpu().numpy(), j[:, 0].cpu().numpy()
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
             bar.update(len(idx))
@@ -279,14 +279,13 @@ def windows_per_question(windows, n_questions):
     return np.bincount([w["example"] for w in windows], minlength=n_questions).tolist()
 
 
-def predict(model, tok, examples, search, device, dtype, processes=ALONE):
+def predict(model, tok, examples, search, *, device, processes=ALONE):
     """Windows -> model -> span search -> the best answer of every question, with timings. search: a SpanSearch."""
     t0 = time.perf_counter()
     windows = make_windows(tok, examples, search.max_len, search.stride)
     tokenize_seconds = time.perf_counter() - t0
     uncovered = len(uncovered_questions(tok, examples, windows))
-    scored = score_windows(model, windows, device, dtype, search.batch_size, search.n_best, max_answer=search.max_answer,
-                           processes=processes)
+    scored = score_windows(model, windows, search, device, processes=processes)
     answers = best_per_question(examples, windows, scored)
     per_question = windows_per_question(windows, len(examples))
     return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
@@ -303,14 +302,15 @@ def score_v1(examples, answers):
 
 # --- SQuAD v2.0: answer iff s_hat > s_null + tau, over the tau sweep ---
 
-def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus):
+def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null, taus):
     """EM, F1 and % answered at each tau. s_hat, s_null: per question, the best span's score and the
-    no-answer score; *_ans are the scores of the best span's text, *_null those of the empty answer."""
+    no-answer score; *_ans are the scores of the best span's text, em_f1_null the EM and F1 of the empty
+    answer (the same: 1 where the question has no answer, else 0)."""
     rows = []
     for tau in taus:
         answered = s_hat > s_null + tau
-        rows.append({"tau": float(tau), "f1": 100 * float(np.where(answered, f1_ans, f1_null).mean()),
-                     "em": 100 * float(np.where(answered, em_ans, em_null).mean()),
+        rows.append({"tau": float(tau), "f1": 100 * float(np.where(answered, f1_ans, em_f1_null).mean()),
+                     "em": 100 * float(np.where(answered, em_ans, em_f1_null).mean()),
                      "answered": 100 * float(answered.mean())})
     return rows
 
@@ -346,16 +346,16 @@ def score_v2(examples, answers, taus):
     em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
                                          for ex, a in zip(examples, answers))))
     has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
-    em_null = f1_null = (~has).astype(float)                                # "no answer" is right iff none
-    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=taus)
-    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_null, f1_null, taus=[0.0])[0]
+    em_f1_null = (~has).astype(float)                                      # "no answer" is right iff none
+    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=taus)
+    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=[0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
     exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]
     chosen = s_hat > s_null + tau                                           # at the best tau
     split = {name: {"n": int(mask.sum()),
-                    "em": 100 * float(np.where(chosen, em_ans, em_null)[mask].mean()) if mask.any() else None,
-                    "f1": 100 * float(np.where(chosen, f1_ans, f1_null)[mask].mean()) if mask.any() else None}
+                    "em": 100 * float(np.where(chosen, em_ans, em_f1_null)[mask].mean()) if mask.any() else None,
+                    "f1": 100 * float(np.where(chosen, f1_ans, em_f1_null)[mask].mean()) if mask.any() else None}
              for name, mask in (("has_ans", has), ("no_ans", ~has))}
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen

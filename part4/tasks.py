@@ -696,8 +696,8 @@ class SpanExtraction:
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
         search = spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
-                                  n_best=spans.N_BEST, max_answer=spans.MAX_ANSWER)
-        out = {name: self.score(*spans.predict(model, tok, examples, search, device, dtype), examples)
+                                  n_best=spans.N_BEST, max_answer=spans.MAX_ANSWER, dtype=dtype)
+        out = {name: self.score(*spans.predict(model, tok, examples, search, device=device), examples)
                for name, examples in devs.items()}
         model.train()
         return out

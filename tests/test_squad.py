@@ -71,10 +71,8 @@ def test_the_articles_toy_best_span_is_2_3_not_the_largest_cell():
 def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed):
     """As run_squad.py: the 5 best starts and ends of the whole window, then only pairs in the passage."""
     start, end, passage = random_batch(seed)
-    window = torch.ones_like(passage)
-    window[:, -3:] = False                       # padding: its scores must never be picked
-    start[:, -3:], end[:, -3:] = 100.0, 100.0
-    val, i, j = spans.best_spans(start, end, passage, n_best=5, max_answer=30, window=window)
+    start[:, -3:], end[:, -3:] = float("-inf"), float("-inf")      # padding, as score_windows hands it over
+    val, i, j = spans.best_spans(start, end, passage, n_best=5, max_answer=30)
     for b in range(start.shape[0]):
         s_top = set(start[b, :-3].topk(5).indices.tolist())
         e_top = set(end[b, :-3].topk(5).indices.tolist())
@@ -90,7 +88,7 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
 
 def test_a_window_without_a_valid_span_scores_minus_infinity():
     start, end = torch.tensor([[0.0, 5.0, 1.0]]), torch.tensor([[0.0, 1.0, 5.0]])
-    val, _, _ = spans.best_spans(start, end, torch.tensor([[False, False, False]]), 20, 30)
+    val, _, _ = spans.best_spans(start, end, torch.tensor([[False, False, False]]), n_best=20, max_answer=30)
     assert val[0, 0] == float("-inf")
     assert spans.null_score(start, end).tolist() == [0.0]
 
@@ -139,23 +137,24 @@ def test_the_coverage_check_finds_windows_that_stop_short_of_the_passage(tiny_qa
 
 def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeypatch):
     """The windows of a batch reach the model padded as the library pads them (tok.pad: pad id, token type 0,
-    attention mask 0), with the passage mask False on the padding: one batch maker for training and search."""
+    attention mask 0), with the passage mask False and the start and end scores -inf on the padding: one batch maker
+    for training and search."""
     _, model, tok = tiny_qa
     examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born."}]
     windows = spans.make_windows(tok, examples, max_len=40, stride=10)
     seen = []
     real = spans.best_spans
 
-    def spy(start, end, passage, n_best, max_answer, top=1, window=None):
-        seen.append((passage, window))
-        return real(start, end, passage, n_best, max_answer, top=top, window=window)
+    def spy(start, end, passage, n_best, max_answer, top=1):
+        seen.append((passage, start, end))
+        return real(start, end, passage, n_best=n_best, max_answer=max_answer, top=top)
     monkeypatch.setattr(spans, "best_spans", spy)
     calls = []
     monkeypatch.setattr(model, "forward", lambda **inputs: calls.append(inputs) or type(model).forward(model, **inputs))
-    spans.score_windows(model, windows, torch.device("cpu"), None, batch_size=3, n_best=20, max_answer=30)
+    spans.score_windows(model, windows, spans.SpanSearch(batch_size=3, n_best=20, max_answer=30), torch.device("cpu"))
     order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
     assert len(calls) == len(seen) == -(-len(windows) // 3)
-    for k, (inputs, (passage, window)) in enumerate(zip(calls, seen)):
+    for k, (inputs, (passage, start, end)) in enumerate(zip(calls, seen)):
         rows = [windows[w] for w in order[3 * k:3 * k + 3]]
         ref = tok.pad({"input_ids": [w["input_ids"] for w in rows], "token_type_ids": [w["token_type_ids"] for w in rows]},
                       return_tensors="pt")
@@ -165,15 +164,16 @@ def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeyp
         L = ref["input_ids"].shape[1]
         assert passage.dtype == torch.bool
         assert passage.tolist() == [w["passage"] + [False] * (L - len(w["passage"])) for w in rows]
-        assert torch.equal(window, ref["attention_mask"].bool())
+        padding = ref["attention_mask"] == 0                          # never among the n_best
+        assert torch.equal(start.isneginf(), padding) and torch.equal(end.isneginf(), padding)
 
 
 def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
     _, model, tok = tiny_qa
     examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
         ("Where was Ada born?", LONG), ("Who designed the machine?", LONG[40:]), ("When?", "Ada was born in 1815.")]]
-    args = type("A", (), dict(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30))()
-    answers, timing = spans.predict(model, tok, examples, args, torch.device("cpu"), None)
+    search = spans.SpanSearch(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30)
+    answers, timing = spans.predict(model, tok, examples, search, device=torch.device("cpu"))
     windows = spans.make_windows(tok, examples, 40, 10)
     assert timing["windows"] == len(windows) > len(examples)
     for q, ex in enumerate(examples):
@@ -248,7 +248,7 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
     em_ans, f1_ans = map(np.array, zip(*(squad_metric.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
-    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, null, null, taus=taus)   # s_hat = diff, s_null = 0
+    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, em_f1_null=null, taus=taus)   # s_hat = diff, s_null = 0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
         scores = [squad_metric.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
