@@ -334,7 +334,10 @@ def chosen_tau(tau, results_dir, squad2_model):
     return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
 
 
-def null_scores(model, tok, name, device, tau, source, report):
+def null_scores(model, tok, name, *, device, chosen, report):
+    """s_null against the best span at tau = 0 and at the chosen tau; chosen: (tau, where it comes from), as
+    chosen_tau gives them."""
+    tau, source = chosen
     report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
                + article(NULL_TAU_LABEL))
     out = []
@@ -487,7 +490,7 @@ def main(argv=None):
         seed_everything(0)
         flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions else [])
-        tau, tau_source = chosen_tau(args.tau, args.results_dir, args.squad2_model)
+        chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
         loaded = load_models(checkpoints, device)
         (sst2, head), (qa, tok), (qa2, tok2) = loaded["sst2"], loaded["squad"], loaded["squad2"]
         for line in model_lines(checkpoints, loaded):
@@ -495,17 +498,17 @@ def main(argv=None):
     payload = {"glue_toy": glue_toy(report)}
     if models:
         payload["models"] = {flag: loaded_record(c) for flag, c in checkpoints.items()}
-        payload["glue_real"] = glue_real(sst2, checkpoints["--sst2-model"].tokenizer, portable(args.sst2_model), device,
-                                         report, not head.kept)
+        payload["glue_real"] = glue_real(sst2, checkpoints["--sst2-model"].tokenizer, portable(args.sst2_model),
+                                         device=device, report=report, fresh=not head.kept)
         payload["new_weights"] = new_weights(sst2, report)
-        payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device, report)
+        payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device=device, report=report)
         if flow_examples:
-            payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device, report,
-                                                        portable(args.flow_data) or "rajpurkar/squad (validation)")
+            payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device=device, report=report,
+                                                        source=portable(args.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(report)
     if models:
-        payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device, report)
-        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device, tau, tau_source, report=report)
+        payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device=device, report=report)
+        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device=device, chosen=chosen, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)
