@@ -90,7 +90,7 @@ def new_head_parameters(K, H):
     return K * H + K
 
 
-def load_head(model_class, checkpoint, prefix, seed, device, **kwargs):
+def load_head(model_class, checkpoint, prefix, *, seed, device, **kwargs):
     """The model with its head: the checkpoint's where it has one of the shape asked, else a new random one (seeded),
     bias included. Returns the model and its Head."""
     seed_everything(seed)                                 # the new W is random: seed it
@@ -103,12 +103,13 @@ def load_head(model_class, checkpoint, prefix, seed, device, **kwargs):
 def load_heads(checkpoint, seed, device):
     """The three models of the article's heads, each with its head as load_head gives it, loaded before the first line
     is printed (so that a refusal comes first): {"glue": (model, head), "swag": ..., "span": ...}."""
-    return {"glue": load_head(BertForSequenceClassification, checkpoint, "classifier", seed, device, num_labels=K),
-            "swag": load_head(BertForMultipleChoice, checkpoint, "classifier", seed, device),
-            "span": load_head(BertForQuestionAnswering, checkpoint, "qa_outputs", seed, device)}
+    return {"glue": load_head(BertForSequenceClassification, checkpoint, "classifier", seed=seed, device=device,
+                              num_labels=K),
+            "swag": load_head(BertForMultipleChoice, checkpoint, "classifier", seed=seed, device=device),
+            "span": load_head(BertForQuestionAnswering, checkpoint, "qa_outputs", seed=seed, device=device)}
 
 
-def glue_head(loaded, tok, device, seed, report):
+def glue_head(loaded, tok, device, report, *, seed):
     (model, head), fresh = loaded, not loaded[1].kept
     enc = tok(*PAIR, return_tensors="pt").to(device)
     label = torch.tensor([PAIR_LABEL], device=device)
@@ -243,7 +244,7 @@ def main(argv=None):
     report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     for line in [weights_line(checkpoint), *checkpoint.notes]:
         report.say(line)
-    glue = glue_head(models["glue"], tok, device, args.seed, report)
+    glue = glue_head(models["glue"], tok, device, report, seed=args.seed)
     swag = swag_head(models["swag"], tok, device, report)
     span = span_head(models["span"], tok, device, report)
     failed = failed_checks(glue, swag, span)
