@@ -102,24 +102,22 @@ def packed_bert(bert, input_ids, attention_mask, token_type_ids):
     return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
 
 
-def packs(position_ids, inputs_embeds, kwargs):
-    """Does the packed forward compute what these inputs ask for? Only input_ids, attention_mask and token_type_ids
-    (and return_dict=True, which it returns): any other input with a value (position_ids, inputs_embeds,
-    output_attentions, output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded forward."""
-    return position_ids is None and inputs_embeds is None and all(
-        v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
+def packs(kwargs):
+    """Does the packed forward compute what these inputs ask for (kwargs: all but input_ids, attention_mask and
+    token_type_ids)? Only return_dict=True, which it returns: any other input with a value (position_ids,
+    inputs_embeds, output_attentions, output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded
+    forward."""
+    return all(v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
 
 
-def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                     inputs_embeds=None, **kwargs):
+def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask; padded
     otherwise (evaluation, or any input the packing does not compute: packs)."""
     mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
-    if bert.training and packs(position_ids, inputs_embeds, kwargs) and mask_2d and input_ids is not None:
+    if bert.training and packs(kwargs) and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
-    return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                          position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+    return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
 
 
 LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.self.dropout",

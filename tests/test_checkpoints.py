@@ -373,11 +373,11 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
 
 
 def test_the_packed_forward_takes_only_the_inputs_it_computes():
-    assert packing.packs(None, None, {"return_dict": True, "output_attentions": False, "use_cache": None})
+    assert packing.packs({"return_dict": True, "output_attentions": False, "use_cache": None, "position_ids": None})
     for extra in ({"output_attentions": True}, {"output_hidden_states": True}, {"head_mask": torch.ones(2)},
                   {"encoder_hidden_states": torch.ones(1)}, {"return_dict": False}):
-        assert not packing.packs(None, None, {"return_dict": True, **extra})
-    assert not packing.packs(torch.zeros(1), None, {}) and not packing.packs(None, torch.zeros(1), {})
+        assert not packing.packs({"return_dict": True, **extra})
+    assert not packing.packs({"position_ids": torch.zeros(1)}) and not packing.packs({"inputs_embeds": torch.zeros(1)})
 
 
 @pytest.mark.parametrize("pair, problem", [("$A [SEP] $B:1 [SEP]:1 [CLS]:1", "does not put its [CLS] token first"),
