@@ -221,7 +221,7 @@ def task_list(text):
     return tuple(t for t in GLUE_TASKS if t in names)
 
 
-def refuse_data_flags(task, data_dir, train_data, dev_data, stride):
+def refuse_data_flags(task, *, data_dir, train_data, dev_data, stride):
     """A data flag the task's family does not read is refused in one line, never ignored (GLUE and SWAG read
     --data-dir; SQuAD --train-data, --dev-data, --stride)."""
     takes = DATA_FLAGS.get(task, ("data_dir",))
@@ -262,7 +262,7 @@ def learning_rate(text, default):
 def check_flags(a, task):
     """Every flag given, before any default: those the task does not read, those that contradict each other, then
     each against its declaration (a range, the dtypes that train)."""
-    refuse_data_flags(task, a.data_dir, a.train_data, a.dev_data, a.stride)
+    refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
     refuse_conflicts(a, task)
     check_given(vars(a), Settings)
 
