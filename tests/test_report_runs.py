@@ -162,10 +162,12 @@ def test_the_squad_runs_give_every_squad_row(made, tiny_qa_dir, capsys):
     b = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).qa_outputs.bias.tolist()
     assert demo["v1.bias"]["ours"] == f"{b[0]:.4f}, {b[1]:.4f}" and demo["v1.bias"]["status"] == "another model"
     assert dev["v2.dev.tau"]["status"] == dev["v1.dev.em"]["status"] == "cut run"      # the first 3 questions
-    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"
+    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"     # a count: no model
+    assert dev["v1.dev.em"]["note"] == (f"--limit 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}; "
+                                        f"article: {article.SQUAD_V1})")                   # a score: the model said
 
 
-def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, capsys):
+def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, tiny_bert_dir, capsys):
     parts = ["finetune_one", "finetune_grid", "finetune_seeds", "finetune_glue", "finetune_squad", "finetune_swag"]
     rows = check_files(made, parts, capsys)
     assert {name for name, mine in rows.items() if not mine} == {       # summaries and other tasks: no row, no error
@@ -175,7 +177,9 @@ def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, cap
         "finetune_squad/part4_squad_lr3e-4_bs8_ep1.json", "finetune_swag/part4_swag_lr1e-3_bs8_ep1.json"}
     one = rows["finetune_one/part4_mrpc_lr5e-5_bs8_ep1.json"]
     assert one["mrpc.lr5e-05.accuracy"]["status"] == "another split"       # 8 dev examples, not MRPC's 408
-    assert one["mrpc.lr5e-05.accuracy"]["note"].endswith("8 of the article's 408 dev examples")
+    assert one["mrpc.lr5e-05.accuracy"]["note"].endswith("8 of the article's 408 dev examples; on another model too "
+                                                         f"(ours: {os.path.basename(tiny_bert_dir)}; article: {article.BERT})")
+    assert one["mrpc.lr5e-05.n"]["note"].endswith("8 of the article's 408 dev examples")      # a count: no model
     seed1 = rows["finetune_seeds/part4_sst2_lr2e-5_bs8_ep1_seed1.json"]
     curve = json.loads((made / "finetune_seeds" / "part4_sst2_lr2e-5_bs8_ep1_seed1.json").read_text())["curve"]
     assert [seed1[f"sst2.curve.{step}.step"]["ours"] for step in (210, 6300, 6315)] == [
