@@ -300,6 +300,18 @@ def test_help_is_answered_before_torch_loads(name):
     assert "usage: bert_part4_" in done.stdout and done.stdout.splitlines()[-1] == "[]"
 
 
+def test_output_into_a_closed_pipe_ends_without_a_traceback():
+    """`python bert_part4_report.py FILE | head`: the reader goes away before the report has printed its lines."""
+    read, write = os.pipe()
+    os.close(read)                                         # no reader: the first line written meets a closed pipe
+    try:
+        done = subprocess.run([sys.executable, "bert_part4_report.py", "results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json"],
+                              cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 def test_the_report_reads_a_folder_without_torch(made, tmp_path):
     folder = tmp_path / "copy"
     shutil.copytree(made, folder)
