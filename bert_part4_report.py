@@ -172,6 +172,10 @@ def read_runs(results_dir):
         except Fatal as e:
             problems += [str(e)] if named else []
             continue
+        if data is None:                                   # named like one, but a folder or a link to nothing
+            what = "a folder" if os.path.isdir(path) else "a link to no file"
+            problems += [f"{path}: {what}, not a results file"] if named else []
+            continue
         if not named and "run" not in data:
             continue
         problem = run_problem(data, path)

@@ -284,6 +284,17 @@ def test_a_folder_that_is_not_one_and_an_empty_one_are_said(tmp_path, capsys):
     assert "No results files found" in (empty / report.REPORT_MD).read_text()
 
 
+def test_a_folder_or_a_broken_link_named_like_a_results_file_is_named(tmp_path):
+    (tmp_path / "r" / "part4_heads.json").mkdir(parents=True)
+    (tmp_path / "r" / "part4_squad.json").symlink_to(tmp_path / "gone.json")
+    (tmp_path / "r" / "notes.json").symlink_to(tmp_path / "gone.json")          # not named like one: not a run
+    with pytest.raises(Fatal) as e:
+        report.main(["--results-dir", str(tmp_path / "r")])
+    assert str(e.value) == (f"2 results files cannot be read as runs: {tmp_path}/r/part4_heads.json: a folder, not a "
+                            f"results file; {tmp_path}/r/part4_squad.json: a link to no file, not a results file; no "
+                            f"report written")
+
+
 # --- --help at once: no script loads torch to answer it, and the report never loads it ---
 
 @pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report"])
