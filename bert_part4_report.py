@@ -204,8 +204,17 @@ def lookup(data, path):
 def number_at(data, path):
     """The finite number at a path, or None."""
     value = lookup(data, path)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value)
     return value if ok else None
+
+
+def finite(number):
+    """A number a float holds: not NaN, not infinity, not a whole number too long for a float (JSON allows 1e400 as
+    digits)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 OPERATIONS = {"exp": lambda a: math.exp(a), "neglog": lambda a: -math.log(a), "sumexp": lambda a: sum(map(math.exp, a)),
@@ -259,7 +268,7 @@ def value_problem(entry, path, value, count):
     theirs = article.numbers_in(entry.value)
     if not theirs:
         return None if isinstance(value, bool) else Unusable(f"{path} is {json_text(value)}, where true or false should be")
-    bad = [x for x in flat(value) if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)]
+    bad = [x for x in flat(value) if isinstance(x, bool) or not isinstance(x, (int, float)) or not finite(x)]
     if bad:
         return Unusable(f"{path} {'holds' if isinstance(value, list) else 'is'} {json_text(bad[0])}, where a number "
                         f"should be")

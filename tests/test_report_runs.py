@@ -230,7 +230,8 @@ def test_a_file_that_cannot_be_a_run_is_named_in_both_modes(made, tmp_path, chan
     assert not (folder / report.REPORT_JSON).exists()
 
 
-@pytest.mark.parametrize("value, said", [("abc", '"abc"'), (None, "null"), (float("nan"), "NaN"), (float("inf"), "Infinity")])
+@pytest.mark.parametrize("value, said", [("abc", '"abc"'), (None, "null"), (float("nan"), "NaN"), (float("inf"), "Infinity"),
+                                         (10 ** 400, "1" + "0" * 36 + "...")])        # too long for a float
 def test_a_value_that_is_no_number_is_a_warning_and_its_rows_are_marked(made, tmp_path, value, said, capsys):
     folder, path = spoil(made, tmp_path, "finetune_one", "part4_mrpc_lr5e-5_bs8_ep1.json",
                          lambda d: d["final"]["dev"].update(accuracy=value))
