@@ -16,7 +16,8 @@ the rules that decide them:
   another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2), or a fine-tune
                    left the article's batch 32, 3 epochs and seed 0 (for its learning curve, also the article's 30
                    dev evaluations): shown, not judged;
-  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit): shown, not judged;
+  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --limit): shown, not judged
+                   (a cut run or another split on another model says that too);
   shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
   unusable         the results file holds no number where ours should be (a string, null, NaN, infinity, a count that
                    is not whole; or nothing, where a run in the article's setting holds it): a warning names the file
@@ -171,6 +172,10 @@ def read_runs(results_dir):
         except Fatal as e:
             problems += [str(e)] if named else []
             continue
+        if data is None:                                   # named like one, but a folder or a link to nothing
+            what = "a folder" if os.path.isdir(path) else "a link to no file"
+            problems += [f"{path}: {what}, not a results file"] if named else []
+            continue
         if not named and "run" not in data:
             continue
         problem = run_problem(data, path)
@@ -199,8 +204,17 @@ def lookup(data, path):
 def number_at(data, path):
     """The finite number at a path, or None."""
     value = lookup(data, path)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value)
     return value if ok else None
+
+
+def finite(number):
+    """A number a float holds: not NaN, not infinity, not a whole number too long for a float (JSON allows 1e400 as
+    digits)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 OPERATIONS = {"exp": lambda a: math.exp(a), "neglog": lambda a: -math.log(a), "sumexp": lambda a: sum(map(math.exp, a)),
@@ -254,7 +268,7 @@ def value_problem(entry, path, value, count):
     theirs = article.numbers_in(entry.value)
     if not theirs:
         return None if isinstance(value, bool) else Unusable(f"{path} is {json_text(value)}, where true or false should be")
-    bad = [x for x in flat(value) if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)]
+    bad = [x for x in flat(value) if isinstance(x, bool) or not isinstance(x, (int, float)) or not finite(x)]
     if bad:
         return Unusable(f"{path} {'holds' if isinstance(value, list) else 'is'} {json_text(bad[0])}, where a number "
                         f"should be")
@@ -409,22 +423,32 @@ def judge(entry, data, requirements=""):
 
 def unjudged(entry, data, requirements):
     """(status, note) of a row that is not judged (shown, cut run, another split, model or setting), or ('', '')."""
-    recorded = (data["run"].get("config") or {}).get(entry.flag)
     if entry.kind in SHOWN:
         return "shown", shown_note(entry, data)
+    model = other_model(entry, data)
+    also = f"; on another model too ({model})" if model else ""      # a cut run or another split says it as well
     if cut_by(data):
-        return "cut run", cut_by(data)
+        return "cut run", cut_by(data) + also
     if split_of(entry, data):
-        return "another split", split_of(entry, data)
-    if entry.model and (data.get("settings") or {}).get("init") == "random":
-        return "another model", "random weights (--init random), not the article's pre-trained ones"
-    if entry.model and not same_model(recorded, entry.model):
-        return "another model", f"ours: {model_name(recorded)}; article: {entry.model}"
+        return "another split", split_of(entry, data) + also
+    if model:
+        return "another model", model
     if excluded_versions(data["run"].get("versions"), requirements):
         return "another setting", excluded_versions(data["run"].get("versions"), requirements)
     if setting_of(entry, data):
         return "another setting", setting_of(entry, data)
     return "", ""
+
+
+def other_model(entry, data):
+    """How ours was computed on another model than the article's number was, in words, or '' (the same model, or a
+    number that needs none)."""
+    recorded = (data["run"].get("config") or {}).get(entry.flag)
+    if entry.model and (data.get("settings") or {}).get("init") == "random":
+        return "random weights (--init random), not the article's pre-trained ones"
+    if entry.model and not same_model(recorded, entry.model):
+        return f"ours: {model_name(recorded)}; article: {entry.model}"
+    return ""
 
 
 def shown_note(entry, data):

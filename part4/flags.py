@@ -5,6 +5,7 @@ them, the flags every script takes, the check of numbers that must be positive; 
 checks and its recorded settings are made."""
 
 import argparse
+import os
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -32,7 +33,8 @@ def say_error(line):
 
 
 def run_cli(main, argv=None, end=None):
-    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code. `end`, when given,
+    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
+    `| head` leaves it: no line, code 141). `end`, when given,
     runs last whatever happened (part4/common.py's run_cli ends the processes there)."""
     try:
         return main(argv) or 0
@@ -42,9 +44,23 @@ def run_cli(main, argv=None, end=None):
     except KeyboardInterrupt:
         say_error("interrupted: no results were written")
         return 130
+    except BrokenPipeError:              # the reader of stdout went away (a pipe into head): end as quietly as it did
+        quiet_stdout()
+        return CLOSED_OUTPUT
     finally:
         if end is not None:
             end()
+
+
+CLOSED_OUTPUT = 141                      # what the shell shows for a command its closed pipe ended (128 + SIGPIPE)
+
+
+def quiet_stdout():
+    """stdout onto /dev/null, so that nothing written later (Python's last flush included) meets the closed pipe."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):    # a stdout without a file descriptor (a test's capture)
+        pass
 
 
 class ArgumentParser(argparse.ArgumentParser):

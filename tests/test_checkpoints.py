@@ -753,6 +753,52 @@ def test_the_weight_file_loaded_is_named_and_alone_fingerprinted(tiny_bert_dir, 
     assert got["bin"][0]["weights"] == {"weight_files": ["pytorch_model.bin"], "saved_in": "fp32", "loaded_in": "fp32"}
 
 
+def short_run(script, folder, tmp_path, out):
+    """(main, argv, results name, what it computed) of a short run of one script on a model folder."""
+    flags = ["--results-dir", str(out), "--device", "cpu"]
+    if script == "finetune":
+        glue = write_sst2(str(tmp_path / "glue"), n_train=16, n_dev=8)
+        return (ft.main, sst2_argv(folder, glue, out, ["1e-3", "--batch-size", "8", "--epochs", "1", "--evals", "1"]),
+                "part4_sst2_lr1e-3_bs8_ep1", numbers)
+    if script == "squad":
+        return (sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False), "--only", "v1",
+                          "--max-len", "48", "--stride", "16", *flags], "part4_squad",
+                lambda r: (r["v1_dev"]["em"], r["v1_dev"]["f1"], r["v1_dev"]["windows"]))
+    return heads.main, ["--model", folder, *flags], "part4_heads", lambda r: (r["glue"], r["swag"], r["span"])
+
+
+@pytest.mark.parametrize("script", ["finetune", "squad", "heads"])
+def test_each_script_loads_a_bf16_file_in_fp32_and_names_the_one_file_it_loaded(script, tiny_bert_dir, tiny_qa_dir,
+                                                                                 tmp_path, monkeypatch):
+    """A checkpoint saved in bf16, with other weights in a pytorch_model.bin beside the model.safetensors transformers
+    loads: each script computes what it computes on the same weights saved in fp32, says in one line the file it loaded
+    and the dtype that file holds, records both, and its fingerprint covers that file alone."""
+    source, model_class = (tiny_qa_dir, BertForQuestionAnswering) if script == "squad" else (tiny_bert_dir,
+                                                                                          transformers.BertModel)
+    bf16 = saved_as(source, str(tmp_path / "bf16"), model_class, torch.bfloat16)
+    twin = saved_as(bf16, str(tmp_path / "twin"), model_class, torch.float32)
+    loaded_alone = common.fingerprint(bf16)
+    torch.manual_seed(9)
+    torch.save(model_class(transformers.BertConfig.from_pretrained(bf16)).state_dict(),
+               os.path.join(bf16, "pytorch_model.bin"))             # other weights, not loaded
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")                       # the folders lie outside it: recorded by fingerprint
+    got = {}
+    for name, folder in (("bf16", bf16), ("twin", twin)):
+        out = tmp_path / f"r_{name}"
+        main, argv, results, computed = short_run(script, folder, tmp_path, out)
+        assert main(argv) == 0
+        r = json.loads((out / f"{results}.json").read_text())
+        got[name] = computed(r), r, (out / f"{results}.log").read_text()
+    assert got["bf16"][0] == got["twin"][0]
+    r, log = got["bf16"][1:]
+    assert "model weights: model.safetensors, saved in bf16: loaded in fp32" in log and "pytorch_model.bin" not in log
+    weights = r["models"]["v1"] if script == "squad" else r["weights"]
+    assert (weights["weight_files"], weights["saved_in"], weights["loaded_in"]) == (["model.safetensors"], "bf16", "fp32")
+    recorded = r["run"]["config"]["v1_model"] if script == "squad" else r["model"]
+    assert recorded == f"bf16@{loaded_alone}"
+
+
 def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_bert_dir, tmp_path):
     folder = edited_config(tiny_bert_dir, str(tmp_path / "cased"))
     vocab = write_vocab(folder)

@@ -103,12 +103,14 @@ def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judge
     assert status("sst2.lr2e-05.accuracy", finetune_run(max_train_examples=300)) == ("cut run", "--max-train-examples 300")
     offline = squad_v1(n=1988, model="models/squad-v1-minilm")
     offline["run"]["config"]["v1_data"] = "../shared/data/squad/offline-eval-v1.1.json"
-    for key in ("v1.dev.em", "v1.dev.windows"):
-        assert status(key, offline) == ("another split", "the offline evaluation part, ../shared/data/squad/"
-                                                         "offline-eval-v1.1.json: 1988 of the article's 10570 dev questions")
+    split = "the offline evaluation part, ../shared/data/squad/offline-eval-v1.1.json: 1988 of the article's 10570 dev questions"
+    minilm = "; on another model too (ours: squad-v1-minilm; article: csarron/bert-base-uncased-squad-v1)"
+    assert status("v1.dev.windows", offline) == ("another split", split)          # the tokenizer's count: no model
+    assert status("v1.dev.em", offline) == ("another split", split + minilm)      # a score: the model is said too
     assert status("v1.dev.em", squad_v1(n=1988))[0] == "another split"
     offline["run"]["config"]["limit"] = 5
-    assert status("v1.dev.em", offline) == ("cut run", "--limit 5")
+    assert status("v1.dev.em", offline) == ("cut run", "--limit 5" + minilm)
+    assert status("v1.dev.n", offline) == ("cut run", "--limit 5")
     assert status("sst2.minutes", finetune_run())[0] == "shown"
     assert "ours on cpu, the article's on a GPU" in status("sst2.minutes", finetune_run() | {"run": {
         "argv": ["bert_part4_finetune.py"], "config": {}, "device": "cpu"}})[1]

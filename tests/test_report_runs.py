@@ -162,10 +162,12 @@ def test_the_squad_runs_give_every_squad_row(made, tiny_qa_dir, capsys):
     b = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).qa_outputs.bias.tolist()
     assert demo["v1.bias"]["ours"] == f"{b[0]:.4f}, {b[1]:.4f}" and demo["v1.bias"]["status"] == "another model"
     assert dev["v2.dev.tau"]["status"] == dev["v1.dev.em"]["status"] == "cut run"      # the first 3 questions
-    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"
+    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"     # a count: no model
+    assert dev["v1.dev.em"]["note"] == (f"--limit 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}; "
+                                        f"article: {article.SQUAD_V1})")                   # a score: the model said
 
 
-def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, capsys):
+def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, tiny_bert_dir, capsys):
     parts = ["finetune_one", "finetune_grid", "finetune_seeds", "finetune_glue", "finetune_squad", "finetune_swag"]
     rows = check_files(made, parts, capsys)
     assert {name for name, mine in rows.items() if not mine} == {       # summaries and other tasks: no row, no error
@@ -175,7 +177,9 @@ def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, cap
         "finetune_squad/part4_squad_lr3e-4_bs8_ep1.json", "finetune_swag/part4_swag_lr1e-3_bs8_ep1.json"}
     one = rows["finetune_one/part4_mrpc_lr5e-5_bs8_ep1.json"]
     assert one["mrpc.lr5e-05.accuracy"]["status"] == "another split"       # 8 dev examples, not MRPC's 408
-    assert one["mrpc.lr5e-05.accuracy"]["note"].endswith("8 of the article's 408 dev examples")
+    assert one["mrpc.lr5e-05.accuracy"]["note"].endswith("8 of the article's 408 dev examples; on another model too "
+                                                         f"(ours: {os.path.basename(tiny_bert_dir)}; article: {article.BERT})")
+    assert one["mrpc.lr5e-05.n"]["note"].endswith("8 of the article's 408 dev examples")      # a count: no model
     seed1 = rows["finetune_seeds/part4_sst2_lr2e-5_bs8_ep1_seed1.json"]
     curve = json.loads((made / "finetune_seeds" / "part4_sst2_lr2e-5_bs8_ep1_seed1.json").read_text())["curve"]
     assert [seed1[f"sst2.curve.{step}.step"]["ours"] for step in (210, 6300, 6315)] == [
@@ -226,7 +230,8 @@ def test_a_file_that_cannot_be_a_run_is_named_in_both_modes(made, tmp_path, chan
     assert not (folder / report.REPORT_JSON).exists()
 
 
-@pytest.mark.parametrize("value, said", [("abc", '"abc"'), (None, "null"), (float("nan"), "NaN"), (float("inf"), "Infinity")])
+@pytest.mark.parametrize("value, said", [("abc", '"abc"'), (None, "null"), (float("nan"), "NaN"), (float("inf"), "Infinity"),
+                                         (10 ** 400, "1" + "0" * 36 + "...")])        # too long for a float
 def test_a_value_that_is_no_number_is_a_warning_and_its_rows_are_marked(made, tmp_path, value, said, capsys):
     folder, path = spoil(made, tmp_path, "finetune_one", "part4_mrpc_lr5e-5_bs8_ep1.json",
                          lambda d: d["final"]["dev"].update(accuracy=value))
@@ -280,6 +285,17 @@ def test_a_folder_that_is_not_one_and_an_empty_one_are_said(tmp_path, capsys):
     assert "No results files found" in (empty / report.REPORT_MD).read_text()
 
 
+def test_a_folder_or_a_broken_link_named_like_a_results_file_is_named(tmp_path):
+    (tmp_path / "r" / "part4_heads.json").mkdir(parents=True)
+    (tmp_path / "r" / "part4_squad.json").symlink_to(tmp_path / "gone.json")
+    (tmp_path / "r" / "notes.json").symlink_to(tmp_path / "gone.json")          # not named like one: not a run
+    with pytest.raises(Fatal) as e:
+        report.main(["--results-dir", str(tmp_path / "r")])
+    assert str(e.value) == (f"2 results files cannot be read as runs: {tmp_path}/r/part4_heads.json: a folder, not a "
+                            f"results file; {tmp_path}/r/part4_squad.json: a link to no file, not a results file; no "
+                            f"report written")
+
+
 # --- --help at once: no script loads torch to answer it, and the report never loads it ---
 
 @pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report"])
@@ -294,6 +310,18 @@ def test_help_is_answered_before_torch_loads(name):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "usage: bert_part4_" in done.stdout and done.stdout.splitlines()[-1] == "[]"
+
+
+def test_output_into_a_closed_pipe_ends_without_a_traceback():
+    """`python bert_part4_report.py FILE | head`: the reader goes away before the report has printed its lines."""
+    read, write = os.pipe()
+    os.close(read)                                         # no reader: the first line written meets a closed pipe
+    try:
+        done = subprocess.run([sys.executable, "bert_part4_report.py", "results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json"],
+                              cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_the_report_reads_a_folder_without_torch(made, tmp_path):
