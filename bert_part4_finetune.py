@@ -42,6 +42,7 @@ from transformers import AutoConfig
 
 from part4 import glue, lines, runs, tasks
 from part4.article import ARTICLE_BEFORE
+from part4.batches import collate, epoch_batches
 from part4.common import (
     ALONE,
     RANDOM_HEAD,
@@ -59,7 +60,7 @@ from part4.common import (
 )
 from part4.packing import padding_free
 from part4.recipe import evaluations, grid_settings
-from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
+from part4.runs import Fit, Job, Run, Where, eval_every, run_name, run_settings
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 

@@ -41,9 +41,10 @@ from transformers import (  # noqa: E402
 import bert_part4_finetune as ft  # noqa: E402
 from part4 import spans  # noqa: E402
 from part4 import tasks as tasks  # noqa: E402
+from part4.batches import collate, epoch_batches  # noqa: E402
 from part4.common import ALONE, autocast_dtype, has_fused_adamw, load_pretrained, pick_device  # noqa: E402
 from part4.packing import padding_free  # noqa: E402
-from part4.runs import Run, collate, epoch_batches  # noqa: E402
+from part4.runs import Run  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 

@@ -24,8 +24,8 @@ from transformers import BertForSequenceClassification  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 from part4 import tasks as tasks  # noqa: E402
+from part4.batches import epoch_batches  # noqa: E402
 from part4.common import autocast_dtype, start_processes  # noqa: E402
-from part4.runs import epoch_batches  # noqa: E402
 
 
 def parse(argv):

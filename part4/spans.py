@@ -15,6 +15,7 @@ import torch
 import transformers
 from tqdm import tqdm
 
+from part4.batches import batches_by_length, collate
 from part4.common import (
     ALONE,
     Fatal,
@@ -28,7 +29,6 @@ from part4.recipe import N_BEST as N_BEST
 from part4.recipe import SPAN_BATCH_SIZE as BATCH_SIZE
 from part4.recipe import STRIDE as STRIDE
 from part4.recipe import TAU_SWEEP as TAU_SWEEP
-from part4.runs import batches_by_length, collate
 from part4.squad_metric import question_scores
 
 HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}

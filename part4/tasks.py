@@ -30,8 +30,9 @@ from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnsweri
 
 from part4 import spans
 from part4.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST, TABLE1_BASE
+from part4.batches import batches_by_length, collate, row_length
 from part4.common import Fatal, autocast, file_problem, fmt, load_hub_dataset, not_a_script, write_atomic
-from part4.runs import batches_by_length, collate, task_config
+from part4.runs import task_config
 
 
 @dataclass(frozen=True)
@@ -424,12 +425,6 @@ METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pe
                 "em": "EM"}
 
 
-def row_length(enc, i):
-    """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
-    row = enc["input_ids"][i]
-    return max(len(r) for r in row) if isinstance(row[0], list) else len(row)
-
-
 @torch.inference_mode()
 def predict_logits(model, enc, device, dtype, batch_size):
     """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
@@ -505,7 +500,6 @@ def prediction_strings(logits, task, majority=None):
 
 def submission_text(index, labels):
     return "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, labels))
-
 
 
 # --- The head families: what differs between the tasks (one class per output layer) ---

@@ -44,7 +44,8 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import common, packing, runs, tasks
+from part4 import common, packing, tasks
+from part4.batches import collate
 from part4.common import run_cli
 
 CPU = torch.device("cpu")
@@ -297,7 +298,7 @@ def batch_of(lengths, seed=0):
     ids = [torch.randint(5, 90, (n,), generator=g).tolist() for n in lengths]
     enc = {"input_ids": ids, "token_type_ids": [[0] * (n // 2) + [1] * (n - n // 2) for n in lengths],
            "labels": [n % 2 for n in lengths], "targets": ("labels",)}
-    return runs.collate(enc, range(len(lengths)), CPU)
+    return collate(enc, range(len(lengths)), CPU)
 
 
 def test_an_eager_bert_trains_padding_free_as_the_padded_one():

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
 from part4 import cli, runs, spans, squad_metric, tasks
+from part4.batches import collate, epoch_batches
 from part4.common import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -118,8 +119,8 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
                  "starts": [LONG.find("London")], "impossible": False} for k in (60, 120, 200)]
     enc = spans.encode_squad(tok, examples, 64, 16)
     idx = list(range(len(enc["input_ids"])))
-    dynamic = runs.collate(enc, idx, torch.device("cpu"))
-    padded = runs.collate(enc, idx, torch.device("cpu"), pad_to=96)
+    dynamic = collate(enc, idx, torch.device("cpu"))
+    padded = collate(enc, idx, torch.device("cpu"), pad_to=96)
     with torch.no_grad():
         a, b = ft.span_loss(model, dynamic), ft.span_loss(model, padded)
         out = model(input_ids=dynamic["input_ids"], token_type_ids=dynamic["token_type_ids"],
@@ -136,12 +137,12 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
 
 def test_grouped_batches_are_a_permutation_of_every_row():
     lengths = [random.Random(k).randrange(10, 384) for k in range(1000)]
-    plan = runs.epoch_batches(1000, 32, 2, 0, lengths)
+    plan = epoch_batches(1000, 32, 2, 0, lengths)
     for batches in plan:
         rows = sorted(i for b in batches for i in b)
         assert rows == list(range(1000)) and len(batches) == 32
     spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in plan[0]])
-    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in runs.epoch_batches(1000, 32, 1, 0)[0]])
+    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in epoch_batches(1000, 32, 1, 0)[0]])
     assert spread < plain / 4
 
 
@@ -301,7 +302,7 @@ def test_swag_reader_and_the_four_inputs(tmp_path, tok):
     raw = swag_rows(8, 0)
     assert rows[0] == (raw[0][4], [f"{raw[0][5]} {raw[0][7 + k]}" for k in range(4)], int(raw[0][-1]))
     enc = tasks.encode_swag(tok, rows, 128)
-    batch = runs.collate(enc, [0, 1, 2], torch.device("cpu"))
+    batch = collate(enc, [0, 1, 2], torch.device("cpu"))
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["labels"].tolist() == [r[2] for r in rows[:3]]
     for k in range(4):
         assert batch["input_ids"][1, k, :len(enc["input_ids"][1][k])].tolist() == enc["input_ids"][1][k]

@@ -16,6 +16,7 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
 from part4 import runs, tasks
+from part4.batches import collate
 from part4.common import Processes, run_cli
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -64,14 +65,14 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
     idx = list(range(10, 10 + size))
     grads = lambda: [p.grad.clone() for p in model.parameters()]  # noqa: E731
     model.zero_grad()
-    ft.library_loss(model, runs.collate(enc, idx, torch.device("cpu"))).backward()
+    ft.library_loss(model, collate(enc, idx, torch.device("cpu"))).backward()
     whole = grads()
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
         rows, weight = runs.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
-        (ft.library_loss(model, runs.collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
+        (ft.library_loss(model, collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx
     for a, b in zip(whole, grads()):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
