@@ -81,31 +81,6 @@ def warmup_then_linear_decay(s, warm, steps):
     return s / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
 
 
-# --- The loss of each head family: the classification layer (§4.1), SQuAD's span (§4.2, §4.3), SWAG (§4.4) ---
-
-def library_loss(model, batch):
-    """GLUE and SWAG: the library's loss: cross-entropy over the labels (over the four endings for SWAG), the
-    squared error for STS-B's one regression output."""
-    return model(**batch).loss
-
-
-def span_loss(model, batch):
-    """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
-
-    The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
-    of the softmax, so a window's loss does not depend on how far its batch is padded."""
-    targets = {k: batch[k] for k in ("start_positions", "end_positions")}
-    out = model(**{k: v for k, v in batch.items() if k not in targets})
-    mask = batch["attention_mask"].bool()
-    start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
-    end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
-    return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
-            + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
-
-
-LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span": span_loss}
-
-
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
 def new_model(family, model, init, head="new"):
@@ -159,7 +134,7 @@ def train_loop(fit, job, config, state, steps, every):
         start=1) for idx in in_epoch]
     ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
     curve = list(state["curve"])
-    loss_fn = LOSSES[fit.family.kind]
+    loss_fn = fit.family.loss
     with run, tqdm(total=steps, initial=step, desc=report.name, unit="step", file=sys.stderr, leave=False,
                    disable=report.quiet) as bar:
         for epoch, idx in batches[step:]:                              # every weight is trained

@@ -21,7 +21,6 @@ is 36 runs); the cost is one forward pass over the test sets per run.
 import dataclasses
 import os
 import sys
-import zipfile
 
 import numpy as np
 
@@ -34,10 +33,12 @@ from part4.common import (
     not_a_script,
     portable,
     preflight,
-    replace_atomically,
     write_atomic,
 )
 from part4.flags import TABLE, recorded
+from part4.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
+from part4.metrics import METRIC_NAMES
+from part4.readers import Sources, test_problems
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
 from part4.runs import (
     as_recorded_now,
@@ -51,17 +52,7 @@ from part4.runs import (
     runs_folder,
     unless_paper,
 )
-from part4.tasks import (
-    HF_DEV,
-    MAJORITY_CLASS,
-    METRIC_NAMES,
-    QNLI_VERSION,
-    TASKS,
-    Sources,
-    label_name,
-    paper_test_text,
-    test_problems,
-)
+from part4.submission import write_submission
 
 ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
@@ -401,41 +392,6 @@ def markdown(payload, table):
                       f"`{sub['zip']}`" + (f"; missing {', '.join(sub['missing'])}." if sub["missing"] else ".")]
     return "\n".join(lines + [""] + notes(table)) + "\n"
 
-
-# --- The test-server files: each run's predictions, then the chosen run's of every task (--glue-submission) ---
-
-def write_submission(folder, rows, report):
-    """The submitted run's files of every task copied into folder, their rows checked against the full test sets,
-    and folder/submission.zip holding them, ready to upload."""
-    runs_dir, written = runs_folder(folder), {}
-    for t, row in rows.items():
-        expected = {f: n for _, f, n in TASKS[t].tests}
-        for rel in row["submitted"]["test_predictions"]:
-            name = os.path.basename(rel)
-            with open(os.path.join(runs_dir, rel), encoding="utf-8") as f:
-                text = f.read()
-            write_atomic(os.path.join(folder, name), text)
-            n = text.count("\n") - 1
-            written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
-            report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
-                       + (" (the training set's majority class, not the model: the paper's WNLI submission)"
-                          if t in MAJORITY_CLASS else "")
-                       + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
-                                                         f"rows: it will not take this file"))
-    every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
-    missing = [f for f in every if f not in written]
-    zip_path = os.path.join(folder, "submission.zip")
-    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
-    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
-               + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
-    return {"files": written, "missing": missing, "zip": portable(zip_path)}
-
-
-def write_zip(path, folder, names):
-    """The files names of folder, compressed into the zip file path (each under its own name)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for name in names:
-            z.write(os.path.join(folder, name), name)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ import sys
 
 from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
 from part4.common import model_type_note, not_a_script, portable, weights_line
+from part4.glue_tasks import TASKS
+from part4.metrics import METRIC_NAMES
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
 from part4.runs import by_setting, computation, job_of, mean_and_std, save_summary
-from part4.tasks import METRIC_NAMES, TASKS
 
 
 def preamble(config, fit, job, steps, warm, every):

@@ -44,7 +44,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import common, packing, tasks
+from part4 import common, families, metrics, packing, readers, tasks
 from part4.batches import collate
 from part4.common import run_cli
 
@@ -129,11 +129,11 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     examples = [((text,), 0) for text in ("a gorgeous, witty, seductive movie.", "dull", "the plot is dull and the "
                                           "acting is worse. good bad film great")]
-    enc = tasks.encode(tok, examples, 128)
+    enc = families.encode(tok, examples, 128)
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]
-    batched = tasks.predict_logits(model, enc, CPU, None, 8)
+    batched = metrics.predict_logits(model, enc, CPU, None, 8)
     assert torch.allclose(torch.tensor(batched, dtype=torch.float32), torch.stack(alone), atol=1e-5)
 
 
@@ -665,7 +665,7 @@ def test_an_sst2_head_reused_for_mrpc_is_a_new_layer_unless_kept(tiny_bert_dir, 
     saved = json.loads((tmp_path / "saved" / "config.json").read_text())
     assert saved["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
     kept, log = mrpc_run(sst2, glue, tmp_path / "kept", ["--head", "checkpoint"])
-    zeros = [y for _, y in tasks.read_split(glue, "mrpc", "dev")].count(0) / 16
+    zeros = [y for _, y in readers.read_split(glue, "mrpc", "dev")].count(0) / 16
     assert kept["before"]["dev"]["accuracy"] == zeros and kept["before"]["dev"]["f1"] == 0.0
     assert f"before fine-tuning (the checkpoint's classifier layer, kept): dev accuracy {zeros:.4f}  dev F1 0.0000" in log
     assert "not expected to match" not in log.split("before fine-tuning")[1].splitlines()[0]

@@ -14,7 +14,7 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4 import cli, glue, recipe, runs, spans, tasks
+from part4 import cli, glue, glue_tasks, readers, recipe, runs, spans, tasks
 from part4.flags import RUN, TABLE, Fatal, Range, setting
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
@@ -58,7 +58,7 @@ def test_the_command_line_room_imports_no_torch():
 
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
-    assert recipe.GLUE_TASKS == tuple(tasks.TASKS)
+    assert recipe.GLUE_TASKS == tuple(glue_tasks.TASKS)
     assert set(recipe.RECIPES) == set(tasks.FAMILIES)
     assert spans.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and spans.STRIDE == cli.parse(["squad"]).stride == 128
 
@@ -74,7 +74,7 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert mnli.command is settings and rte.command is settings
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
-    assert sources == tasks.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
+    assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
     assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
     defaults = cli.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)

@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article, cli, common, flags, recipe, spans, tasks
+from part4 import article, cli, common, flags, readers, recipe, spans
 from part4.common import run_cli
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -156,8 +156,8 @@ def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny
     out = tmp_path / "r"
     assert ft.main(["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu",
                     "--grid", "glue", "--evals", "1"]) == 0
-    train_labels = [y for _, y in tasks.read_split(glue, "sst2", "train")]
-    dev_labels = np.array([y for _, y in tasks.read_split(glue, "sst2", "dev")])
+    train_labels = [y for _, y in readers.read_split(glue, "sst2", "train")]
+    dev_labels = np.array([y for _, y in readers.read_split(glue, "sst2", "dev")])
     majority = int(np.bincount(train_labels).argmax())
     log = (out / "part4_sst2_lr2e-5.log").read_text().splitlines()
     before = next(x for x in log if x.startswith("before fine-tuning"))

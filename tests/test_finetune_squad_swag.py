@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import cli, runs, spans, squad_metric, tasks
+from part4 import cli, families, readers, runs, spans, squad_metric, tasks
 from part4.batches import collate, epoch_batches
 from part4.common import run_cli
 
@@ -122,7 +122,7 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
     dynamic = collate(enc, idx, torch.device("cpu"))
     padded = collate(enc, idx, torch.device("cpu"), pad_to=96)
     with torch.no_grad():
-        a, b = ft.span_loss(model, dynamic), ft.span_loss(model, padded)
+        a, b = families.SpanExtraction.loss(model, dynamic), families.SpanExtraction.loss(model, padded)
         out = model(input_ids=dynamic["input_ids"], token_type_ids=dynamic["token_type_ids"],
                     attention_mask=dynamic["attention_mask"])
     assert a.item() == pytest.approx(b.item(), abs=1e-5)
@@ -298,10 +298,10 @@ def write_swag(folder, n_train=480, n_dev=64, header=SWAG_HEADER, label=None):
 
 def test_swag_reader_and_the_four_inputs(tmp_path, tok):
     folder = write_swag(str(tmp_path / "swag"), n_train=8, n_dev=4)
-    rows = tasks.read_swag_csv(os.path.join(folder, "train.csv"))
+    rows = readers.read_swag_csv(os.path.join(folder, "train.csv"))
     raw = swag_rows(8, 0)
     assert rows[0] == (raw[0][4], [f"{raw[0][5]} {raw[0][7 + k]}" for k in range(4)], int(raw[0][-1]))
-    enc = tasks.encode_swag(tok, rows, 128)
+    enc = families.encode_swag(tok, rows, 128)
     batch = collate(enc, [0, 1, 2], torch.device("cpu"))
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["labels"].tolist() == [r[2] for r in rows[:3]]
     for k in range(4):
@@ -396,12 +396,12 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
             return [{"sent1": "She opened the fridge", "sent2": "and", "ending0": "took milk.", "ending1": "flew.",
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
-    monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)

@@ -11,7 +11,7 @@ from test_finetune import write_sst2
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import packing
+from part4 import families, packing
 from part4.batches import collate
 
 CPU = torch.device("cpu")
@@ -37,13 +37,14 @@ def family_batch(kind, labels=2):
         enc = encoded(LENGTHS, 0, ("labels",))
         enc = {"input_ids": [enc["input_ids"][:4], enc["input_ids"][4:]], "targets": ("labels",), "labels": [1, 3],
                "token_type_ids": [enc["token_type_ids"][:4], enc["token_type_ids"][4:]]}
-        return collate(enc, [0, 1], CPU), BertForMultipleChoice, {}, ft.library_loss
+        return collate(enc, [0, 1], CPU), BertForMultipleChoice, {}, families.MultipleChoice.loss
     if kind == "span":
         enc = encoded(LENGTHS, 0, ("start_positions", "end_positions"))
-        return collate(enc, range(len(LENGTHS)), CPU), BertForQuestionAnswering, {}, ft.span_loss
+        return collate(enc, range(len(LENGTHS)), CPU), BertForQuestionAnswering, {}, families.SpanExtraction.loss
     enc = encoded(LENGTHS, 0, ("labels",))
     enc["labels"] = [y % 2 for y in enc["labels"]] if labels > 1 else [y * 1.25 for y in enc["labels"]]   # STS-B: 1
-    return collate(enc, range(len(LENGTHS)), CPU), BertForSequenceClassification, {"num_labels": labels}, ft.library_loss
+    return (collate(enc, range(len(LENGTHS)), CPU), BertForSequenceClassification, {"num_labels": labels},
+            families.Classification.loss)
 
 
 FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2), ("span", 2)]

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4 import recipe, spans, squad_metric, tasks
+from part4 import families, recipe, spans, squad_metric
 from part4.common import run_cli
 
 # --- span search ---
@@ -409,7 +409,7 @@ def test_the_span_search_settings_have_one_home():
     args = sq.parse_args([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
     assert spans.SpanSearch() == spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
-    assert tasks.SpanExtraction.eval_batch_size == 64
+    assert families.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "spans.py"), values) == []
     assert (recipe.MAX_LEN, recipe.STRIDE) == (spans.MAX_LEN, spans.STRIDE)
@@ -419,4 +419,4 @@ def test_the_span_search_settings_have_one_home():
     assert number_literals(os.path.join(ROOT, "part4", "parsers.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_math.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_squad.py"), values) == ["30"]  # best_span as the article prints it
-    assert number_literals(os.path.join(ROOT, "part4", "tasks.py"), values) == ["128"]   # GLUE's evaluation batch
+    assert number_literals(os.path.join(ROOT, "part4", "families.py"), values) == ["128"]   # GLUE's evaluation batch

@@ -15,7 +15,7 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-from part4 import lines, runs, tasks
+from part4 import glue_tasks, lines, runs, tasks
 from part4.common import ALONE, Report, run_cli
 from part4.runs import Job
 
@@ -75,7 +75,7 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
         # the majority class of the whole training file, scored on the dev file, beside the chosen score
         train = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "train.tsv"))[1:]]
         dev = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "dev.tsv"))[1:]]
-        names = tasks.TASKS[task].labels
+        names = glue_tasks.TASKS[task].labels
         majority = max(names, key=lambda y: (train.count(y), -names.index(y)))          # the first of any ties
         baseline = 100 * dev.count(majority) / len(dev)
         assert row["majority"]["dev"] == pytest.approx([baseline])
