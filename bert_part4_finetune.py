@@ -43,21 +43,10 @@ from transformers import AutoConfig
 from part4 import glue, lines, runs, tasks
 from part4.article import ARTICLE_BEFORE
 from part4.batches import collate, epoch_batches
-from part4.common import (
-    ALONE,
-    RANDOM_HEAD,
-    Report,
-    article,
-    autocast,
-    autocast_dtype,
-    has_fused_adamw,
-    load_model,
-    load_pretrained,
-    run_cli,
-    seed_everything,
-    start_processes,
-    task_labels,
-)
+from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
+from part4.lines import RANDOM_HEAD, article
+from part4.log import Report
+from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
 from part4.recipe import evaluations, grid_settings
 from part4.runs import Fit, Job, Run, Where, eval_every, run_name, run_settings

@@ -33,28 +33,15 @@ from part4 import spans, squad_metric
 from part4.article import MATH_LABELS as ARTICLE
 from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
 from part4.article import TAU as ARTICLE_TAU
-from part4.common import (
-    UNTRAINED_HEAD,
-    Report,
-    article,
-    check_writable_dir,
-    command_line,
-    file_problem,
-    load_model,
-    loaded_record,
-    model_problem,
-    not_bert,
-    pick_device,
-    portable,
-    preflight,
-    pyplot,
-    read_checkpoints,
-    read_results,
-    rounded,
-    run_cli,
-    seed_everything,
-    weights_line,
-)
+from part4.devices import pick_device, run_cli, seed_everything
+from part4.files import check_writable_dir, portable, read_results
+from part4.flags import preflight
+from part4.hub import file_problem
+from part4.lines import UNTRAINED_HEAD, article, rounded
+from part4.log import Report, command_line
+from part4.model_folders import loaded_record, not_bert, read_checkpoints, weights_line
+from part4.models import load_model, model_problem
+from part4.plots import pyplot
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
 

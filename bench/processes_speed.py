@@ -25,7 +25,7 @@ from transformers import BertForSequenceClassification  # noqa: E402
 from part4 import families, readers  # noqa: E402
 from part4 import tasks as tasks
 from part4.batches import epoch_batches  # noqa: E402
-from part4.common import autocast_dtype, start_processes  # noqa: E402
+from part4.devices import autocast_dtype, start_processes  # noqa: E402
 
 
 def parse(argv):

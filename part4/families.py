@@ -18,8 +18,10 @@ from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnsweri
 
 from part4 import spans
 from part4.article import PAPER_SQUAD
-from part4.common import file_problem, fmt, not_a_script
+from part4.flags import not_a_script
 from part4.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
+from part4.hub import file_problem
+from part4.lines import fmt, score_parts
 from part4.metrics import METRIC_NAMES, METRICS, accuracy, evaluate
 from part4.readers import SQUAD_VERSION, read_glue, read_squad_task, read_swag, read_tests
 from part4.submission import predict_tests
@@ -122,18 +124,6 @@ def encode_swag(tok, examples, max_len):
     return {"input_ids": [enc["input_ids"][k] for k in fours], **segments(enc, lambda t: [t[k] for k in fours]),
             "labels": [y for _, _, y in examples], "full_lengths": [max(len(f) for f in full[k]) for k in fours],
             "targets": ("labels",)}
-
-
-def score_parts(scores, metrics, counts=False):
-    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
-    the first accuracy."""
-    parts = []
-    for name, s in scores.items():
-        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
-        for k, m in enumerate(metrics):
-            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
-                                                                     and m == "accuracy" else ""))
-    return parts
 
 
 # --- The head families: what differs between the tasks (one class per output layer) ---

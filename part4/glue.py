@@ -25,18 +25,11 @@ import sys
 import numpy as np
 
 from part4.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
-from part4.common import (
-    Fatal,
-    Report,
-    check_writable_dir,
-    fmt,
-    not_a_script,
-    portable,
-    preflight,
-    write_atomic,
-)
-from part4.flags import TABLE, recorded
+from part4.files import check_writable_dir, portable, write_atomic
+from part4.flags import TABLE, Fatal, not_a_script, preflight, recorded
 from part4.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
+from part4.lines import fmt
+from part4.log import Report
 from part4.metrics import METRIC_NAMES
 from part4.readers import Sources, test_problems
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag

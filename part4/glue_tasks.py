@@ -5,7 +5,7 @@ import sys
 from dataclasses import dataclass
 
 from part4.article import PAPER_DEV, PAPER_TEST, TABLE1_BASE
-from part4.common import not_a_script
+from part4.flags import not_a_script
 from part4.metrics import METRIC_NAMES
 
 

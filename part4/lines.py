@@ -6,13 +6,55 @@ bert_part4_finetune.py says them."""
 import sys
 
 from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
-from part4.common import model_type_note, not_a_script, portable, weights_line
+from part4.files import portable
+from part4.flags import not_a_script
 from part4.glue_tasks import TASKS
 from part4.metrics import METRIC_NAMES
+from part4.model_folders import weights_line
+from part4.models import model_type_note
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
 from part4.runs import by_setting, computation, job_of, mean_and_std, save_summary
 
+# --- What lines are made of: scores as printed, the article's number beside ours ---
+
+def fmt(scores, missing="n/a"):
+    """Scores as the logs and tables print them, with two decimals: 88.5 -> '88.50'; several (MNLI's matched and
+    mismatched) joined by '/': [84.1, 83.4] -> '84.10/83.40'; None or none at all -> missing."""
+    if scores is None:
+        return missing
+    values = scores if isinstance(scores, (list, tuple)) else [scores]
+    return "/".join(f"{v:.2f}" for v in values) if values else missing
+
+
+def rounded(values, digits):
+    """A list printed as the article prints it: [-0.1763, -0.9611, 0.0659]."""
+    return str([round(float(v), digits) for v in values])
+
+
+RANDOM_HEAD = "the article's own random head, not expected to match"
+UNTRAINED_HEAD = "from a trained head; ours is untrained, not expected to match"
+
+
+def article(value, note=None):
+    """The article's number, labelled, printed after ours on every route. Where ours comes from a randomly
+    initialised head, the note says that the two are not expected to match."""
+    return f"   [article: {value}" + (f"; {note}]" if note else "]")
+
+
+def score_parts(scores, metrics, counts=False):
+    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
+    the first accuracy."""
+    parts = []
+    for name, s in scores.items():
+        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+        for k, m in enumerate(metrics):
+            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
+                                                                     and m == "accuracy" else ""))
+    return parts
+
+
+# --- A fine-tuning run's lines: the preamble, each evaluation, the best dev score seen ---
 
 def preamble(config, fit, job, steps, warm, every):
     """The derived quantities a run prints before it trains: data, inputs cut, steps, warmup, how it is computed,

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from part4.batches import batches_by_length, collate, row_length
-from part4.common import autocast, not_a_script
+from part4.devices import autocast
+from part4.flags import not_a_script
 
 
 def accuracy(pred, gold):

@@ -8,8 +8,9 @@ import sys
 from dataclasses import dataclass
 
 from part4 import spans
-from part4.common import Fatal, load_hub_dataset, not_a_script
+from part4.flags import Fatal, not_a_script
 from part4.glue_tasks import HUB_LABELS, LABEL_COLUMN, TASKS, TEST_INDEX
+from part4.hub import load_hub_dataset
 
 
 @dataclass(frozen=True)

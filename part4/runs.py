@@ -24,33 +24,21 @@ import numpy as np
 import torch
 
 from part4 import cli
-from part4.common import (
-    ALONE,
-    DTYPE_NAMES,
-    Fatal,
-    Report,
-    Stopped,
-    all_agree,
+from part4.devices import ALONE, DTYPE_NAMES, all_agree, gather, summed
+from part4.files import (
     check_model_target,
-    check_positions,
     check_writable_dir,
-    command_line,
-    gather,
-    line_plot,
-    load_model,
-    loaded_record,
-    model_problem,
-    not_a_script,
     portable,
-    preflight,
-    read_checkpoint,
     read_results,
     replace_atomically,
     replace_folder_atomically,
-    summed,
 )
-from part4.flags import RUN, recorded, recorded_defaults
+from part4.flags import RUN, Fatal, Stopped, not_a_script, preflight, recorded, recorded_defaults
+from part4.log import Report, command_line
+from part4.model_folders import loaded_record, read_checkpoint
+from part4.models import check_positions, load_model, model_problem
 from part4.packing import is_padding_free
+from part4.plots import line_plot
 from part4.recipe import CUT_EVAL_EVERY, RECIPES, lr_tag
 
 # --- checkpoints: tensors and plain values only, and the signals that stop a long run cleanly ---

@@ -16,13 +16,9 @@ import transformers
 from tqdm import tqdm
 
 from part4.batches import batches_by_length, collate
-from part4.common import (
-    ALONE,
-    Fatal,
-    autocast,
-    gather,
-    load_hub_dataset,
-)
+from part4.devices import ALONE, autocast, gather
+from part4.flags import Fatal
+from part4.hub import load_hub_dataset
 from part4.recipe import MAX_ANSWER as MAX_ANSWER  # run_squad.py's settings, the recipe's (part4/recipe.py)
 from part4.recipe import MAX_LEN as MAX_LEN
 from part4.recipe import N_BEST as N_BEST

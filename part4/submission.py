@@ -7,7 +7,8 @@ import zipfile
 
 import numpy as np
 
-from part4.common import not_a_script, portable, replace_atomically, write_atomic
+from part4.files import portable, replace_atomically, write_atomic
+from part4.flags import not_a_script
 from part4.glue_tasks import TASKS, label_name
 from part4.metrics import predict_logits
 from part4.runs import runs_folder

@@ -3,8 +3,8 @@ its Config, its family and where its data comes from."""
 
 import sys
 
-from part4.common import not_a_script
 from part4.families import Classification, MultipleChoice, SpanExtraction
+from part4.flags import not_a_script
 from part4.glue_tasks import TASKS
 from part4.readers import Sources
 from part4.runs import task_config

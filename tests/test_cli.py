@@ -157,7 +157,7 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
     from part4 import glue
-    from part4.common import Fatal
+    from part4.flags import Fatal
     settings = cli.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
     recorded = glue.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"

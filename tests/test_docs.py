@@ -12,7 +12,7 @@ from conftest import ROOT
 from test_report import parses
 
 import bert_part4_report as report
-from part4.common import Fatal
+from part4.flags import Fatal
 
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))

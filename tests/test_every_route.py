@@ -16,8 +16,9 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article, cli, common, flags, readers, recipe, spans
-from part4.common import run_cli
+from part4 import article, cli, flags, log, plots, readers, recipe, spans
+from part4.devices import run_cli
+from part4.files import portable
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
@@ -53,7 +54,7 @@ def test_a_results_dir_below_a_file_fails_first_in_one_line(name, argv, tmp_path
 def test_an_unwritable_results_dir_is_caught_before_any_work(tmp_path, monkeypatch, capsys):
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(common.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     assert run_cli(heads.main, ["--model", "/nonexistent", "--results-dir", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err.strip().endswith("cannot write there (Permission denied)")
     assert not (tmp_path / "r").exists()
@@ -68,8 +69,8 @@ def test_missing_matplotlib_is_said_once(monkeypatch, capsys):
             raise ImportError(name)
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    monkeypatch.setattr(common, "_PLOT_NOTICE", [])
-    assert common.pyplot() is None and common.pyplot() is None
+    monkeypatch.setattr(plots, "_PLOT_NOTICE", [])
+    assert plots.pyplot() is None and plots.pyplot() is None
     err = capsys.readouterr().err.splitlines()
     assert err == ["plots skipped: matplotlib is not installed (pip install matplotlib to get them)"]
 
@@ -82,18 +83,18 @@ def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkey
     (inside / "data").mkdir(parents=True)
     (inside / "data" / "x.json").write_text("{}")
     monkeypatch.chdir(inside)
-    assert common.portable(str(inside / "data" / "x.json")) == os.path.join("data", "x.json")
-    printed = common.portable(model)
+    assert portable(str(inside / "data" / "x.json")) == os.path.join("data", "x.json")
+    printed = portable(model)
     assert re.fullmatch(r"my-model@[0-9a-f]{12}", printed)
     with open(os.path.join(model, "config.json"), "a") as f:
         f.write("\n")
-    assert common.portable(model) != printed                        # another config, another fingerprint
-    assert common.portable("bert-base-uncased") == "bert-base-uncased"
-    assert common.portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
-    report = common.Report("x", str(inside / "results"))
+    assert portable(model) != printed                        # another config, another fingerprint
+    assert portable("bert-base-uncased") == "bert-base-uncased"
+    assert portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
+    report = log.Report("x", str(inside / "results"))
     args = type("A", (), {})()
     args.model, args.n = model, 3
-    report.save({}, cli=common.command_line(["--model", model], vars(args)))
+    report.save({}, cli=log.command_line(["--model", model], vars(args)))
     saved = (inside / "results" / "x.json").read_text()
     assert str(tmp_path) not in saved and json.loads(saved)["run"]["config"]["model"].startswith("my-model@")
 

@@ -14,7 +14,7 @@ from transformers import BertForSequenceClassification, get_linear_schedule_with
 
 import bert_part4_finetune as ft
 from part4 import glue_tasks, metrics, readers, recipe, tasks
-from part4.common import run_cli
+from part4.devices import run_cli
 
 # --- the schedule and the optimiser ---
 

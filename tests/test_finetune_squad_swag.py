@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_squad as sq
 from part4 import cli, families, readers, runs, spans, squad_metric, tasks
 from part4.batches import collate, epoch_batches
-from part4.common import run_cli
+from part4.devices import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 

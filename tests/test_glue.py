@@ -15,7 +15,10 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
 from part4 import article, cli, glue, glue_tasks, lines, metrics, readers, submission, tasks
-from part4.common import Fatal, Report, fmt, run_cli
+from part4.devices import run_cli
+from part4.flags import Fatal
+from part4.lines import fmt
+from part4.log import Report
 from part4.runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 import bert_part4_finetune as ft
 from part4 import families, readers, runs
 from part4.batches import collate
-from part4.common import Processes, run_cli
+from part4.devices import Processes, run_cli
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 

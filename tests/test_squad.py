@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
 from part4 import families, recipe, spans, squad_metric
-from part4.common import run_cli
+from part4.devices import run_cli
 
 # --- span search ---
 

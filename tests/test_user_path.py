@@ -16,7 +16,8 @@ from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
 from part4 import glue_tasks, lines, runs, tasks
-from part4.common import ALONE, Report, run_cli
+from part4.devices import ALONE, run_cli
+from part4.log import Report
 from part4.runs import Job
 
 
