@@ -43,13 +43,15 @@ from transformers import AutoConfig
 from part4 import glue, lines, runs, tasks
 from part4.article import ARTICLE_BEFORE
 from part4.batches import collate, epoch_batches
+from part4.checkpoints import Run
 from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
 from part4.lines import RANDOM_HEAD, article
 from part4.log import Report
 from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
+from part4.plan import collected, earlier_result, plan_runs
 from part4.recipe import evaluations, grid_settings
-from part4.runs import Fit, Job, Run, Where, eval_every, run_name, run_settings
+from part4.runs import Fit, Job, Where, eval_every, run_name, run_settings
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -215,11 +217,11 @@ def main(argv=None):
         config, family, sources = tasks.task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
         jobs = planned_runs(config)
         report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
-        plan = runs.plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
-                              header=lines.grid_header(config, len(jobs), in_table))
-        mine = {k: runs.earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
+        plan = plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
+                         header=lines.grid_header(config, len(jobs), in_table))
+        mine = {k: earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
                 for k in plan.mine()}
-        results = runs.collected(plan, mine)
+        results = collected(plan, mine)
         if processes.main and in_table:
             rows[task] = glue.choose(results, family, config, plan.data)
         elif processes.main and settings.many:

@@ -42,10 +42,10 @@ import bert_part4_finetune as ft  # noqa: E402
 from part4 import families, readers, spans  # noqa: E402
 from part4 import tasks as tasks  # noqa: E402
 from part4.batches import collate, epoch_batches  # noqa: E402
+from part4.checkpoints import Run  # noqa: E402
 from part4.devices import ALONE, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
 from part4.models import load_pretrained  # noqa: E402
 from part4.packing import padding_free  # noqa: E402
-from part4.runs import Run  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 

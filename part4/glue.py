@@ -31,20 +31,11 @@ from part4.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test
 from part4.lines import fmt
 from part4.log import Report
 from part4.metrics import METRIC_NAMES
+from part4.plan import check_not_replaced, existing_result
 from part4.readers import Sources, test_problems
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
-from part4.runs import (
-    as_recorded_now,
-    by_setting,
-    check_not_replaced,
-    existing_result,
-    file_name,
-    job_of,
-    mean_and_std,
-    results_path,
-    runs_folder,
-    unless_paper,
-)
+from part4.runs import by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
+from part4.settings import as_recorded_now
 from part4.submission import write_submission
 
 ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%

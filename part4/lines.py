@@ -205,5 +205,17 @@ def summarise(config, family, results, report, device):
     save_summary(report, config, payload, device)
 
 
+def split_line(mode, processes, n_runs):
+    if mode == "data":
+        return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{processes.world} of every batch")
+    return (f"work split: {processes.world} processes ({processes.backend}), whole runs: process r trains runs r, r + "
+            f"{processes.world}, ... of the {n_runs}, each alone on its own device")
+
+
+def skipped_line(result):
+    return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
+
+
 if __name__ == "__main__":
     sys.exit(not_a_script("part4/lines.py", "python bert_part4_finetune.py (--help lists its flags)"))

@@ -19,6 +19,7 @@ import bert_part4_squad as sq
 from part4 import article, cli, flags, log, plots, readers, recipe, spans
 from part4.devices import run_cli
 from part4.files import portable
+from part4.settings import Settings
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
@@ -29,7 +30,7 @@ def test_help_states_every_default(name):
     defaults are their declarations' (part4/cli.py), the recipe's where the declaration says so."""
     parser = (cli if name == "finetune" else SCRIPTS[name]).build_parser()
     declared = ({flags.dest(f): "the recipe's" if f.metadata["recipe"] else flags.recorded_value(f, f.default)
-                 for f in flags.declared(cli.Settings)} if name == "finetune" else {})
+                 for f in flags.declared(Settings)} if name == "finetune" else {})
     for action in parser._actions:
         default = declared.get(action.dest, action.default)
         if action.dest == "help" or default is None or default is False or default == ():

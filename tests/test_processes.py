@@ -15,7 +15,7 @@ from test_squad import squad_file
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import families, readers, runs
+from part4 import checkpoints, families, readers
 from part4.batches import collate
 from part4.devices import Processes, run_cli
 
@@ -70,7 +70,7 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
-        rows, weight = runs.shard(idx, Processes(rank=rank, world=world))
+        rows, weight = checkpoints.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
         (families.Classification.loss(model, collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx
@@ -243,7 +243,7 @@ def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, unin
 
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(runs.Run, "stop_requested", lambda run: run.stop.received is not None or
+    monkeypatch.setattr(checkpoints.Run, "stop_requested", lambda run: run.stop.received is not None or
                         ft_steps.append(1) or len(ft_steps) >= 30)
     ft_steps = []
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
