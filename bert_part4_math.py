@@ -42,6 +42,7 @@ from part4.log import Report, command_line
 from part4.model_folders import loaded_record, not_bert, read_checkpoints, weights_line
 from part4.models import load_model, model_problem
 from part4.plots import pyplot
+from part4.recipe import MAX_ANSWER, MAX_LEN, N_BEST
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
 
@@ -214,7 +215,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
     per_question = []
     for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
-                  max_length=spans.MAX_LEN)
+                  max_length=MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
         per_question.append(flow_shares(att, *segments(enc)))
     report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
@@ -272,7 +273,7 @@ def span_real(model, tok, name, device, report):
     report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
+        d = squad.demo_one(model, tok, question, device, N_BEST, MAX_ANSWER)
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -326,7 +327,7 @@ def null_scores(model, tok, name, device, tau, source, report):
                + article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad.demo_one(model, tok, question, device, spans.N_BEST, spans.MAX_ANSWER)
+        d = squad.demo_one(model, tok, question, device, N_BEST, MAX_ANSWER)
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
@@ -447,8 +448,8 @@ def load_models(checkpoints, device):
     sst2, head = load_model(BertForSequenceClassification, checkpoints["--sst2-model"].name, "--sst2-model",
                             head="either")
     return {"sst2": (sst2.to(device).eval(), head),
-            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, spans.MAX_LEN, attn_implementation="eager"),
-            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, spans.MAX_LEN)}
+            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, MAX_LEN, attn_implementation="eager"),
+            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, MAX_LEN)}
 
 
 def model_lines(checkpoints, loaded):

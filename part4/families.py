@@ -24,6 +24,7 @@ from part4.hub import file_problem
 from part4.lines import fmt, score_parts
 from part4.metrics import METRIC_NAMES, METRICS, accuracy, evaluate
 from part4.readers import SQUAD_VERSION, read_glue, read_squad_task, read_swag, read_tests
+from part4.recipe import MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.submission import predict_tests
 
 
@@ -275,7 +276,7 @@ class SpanExtraction:
     fresh = "random start and end vectors S, E"
     new_head, kept_head = "new start and end vectors S, E", "the checkpoint's start and end vectors S, E, kept"
     label_names = None
-    eval_batch_size = spans.BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
+    eval_batch_size = SPAN_BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
     grouped = True                     # windows run from a short passage's to the full window length
     metrics = ("em", "f1")
     selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
@@ -331,7 +332,7 @@ class SpanExtraction:
         """bert_part4_squad.py's own prediction and official metric on every dev question."""
         model.eval()
         search = spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
-                                  n_best=spans.N_BEST, max_answer=spans.MAX_ANSWER)
+                                  n_best=N_BEST, max_answer=MAX_ANSWER)
         out = {name: self.score(*spans.predict(model, tok, examples, search, device, dtype), examples)
                for name, examples in devs.items()}
         model.train()
@@ -343,7 +344,7 @@ class SpanExtraction:
             em, f1, _ = spans.score_v1(examples, answers)
             return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
                     "uncovered": timing["uncovered"]}
-        r, _, _ = spans.score_v2(examples, answers, spans.tau_grid(*spans.TAU_SWEEP))
+        r, _, _ = spans.score_v2(examples, answers, spans.tau_grid(*TAU_SWEEP))
         return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
 
     def selection(self, scores):

@@ -14,7 +14,7 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4 import cli, glue, glue_tasks, plan, readers, recipe, runs, spans, tasks
+from part4 import cli, glue, glue_tasks, plan, readers, recipe, runs, tasks
 from part4.devices import ALONE
 from part4.flags import RUN, TABLE, Fatal, Range, setting
 from part4.settings import Settings, flags_record
@@ -62,7 +62,7 @@ def test_the_command_line_room_imports_no_torch():
 def test_the_recipes_task_names_are_the_tasks_rooms():
     assert recipe.GLUE_TASKS == tuple(glue_tasks.TASKS)
     assert set(recipe.RECIPES) == set(tasks.FAMILIES)
-    assert spans.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and spans.STRIDE == cli.parse(["squad"]).stride == 128
+    assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and recipe.STRIDE == cli.parse(["squad"]).stride == 128
 
 
 def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():

@@ -13,7 +13,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-from part4 import glue_tasks, metrics, readers, recipe, tasks
+from part4 import glue_tasks, metrics, readers, recipe
 from part4.devices import run_cli
 
 # --- the schedule and the optimiser ---
@@ -51,10 +51,10 @@ def test_metrics_against_hand_computed_values():
     assert metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
     # TP 2, TN 1, FP 1, FN 1: F1 = 2*2 / (3 + 3); MCC = (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
     pred, gold = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
-    assert tasks.f1_positive(pred, gold) == pytest.approx(4 / 6)
+    assert metrics.f1_positive(pred, gold) == pytest.approx(4 / 6)
     assert metrics.matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
     assert metrics.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0          # one class predicted: 0, not NaN
-    assert tasks.f1_positive([0, 0], [1, 0]) == 0.0
+    assert metrics.f1_positive([0, 0], [1, 0]) == 0.0
     # Pearson of (1, 2, 3) and (1, 2, 4): 3 / sqrt(2 * 42/9)
     assert metrics.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
     # Spearman with ties: ranks (1, 2.5, 2.5, 4) and (1, 3, 2, 4) -> 4.5 / sqrt(4.5 * 5)

@@ -14,7 +14,7 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import article, cli, glue, glue_tasks, lines, metrics, readers, submission, tasks
+from part4 import article, cli, glue, glue_tasks, lines, metrics, readers, recipe, submission, tasks
 from part4.devices import run_cli
 from part4.flags import Fatal
 from part4.lines import fmt
@@ -131,7 +131,7 @@ def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
         assert row["lr"] == (5e-5, 4e-5, 3e-5)[mcc.index(max(mcc))] and row["tie"] is tie
         _, (_, _, cells) = glue.every_setting({"cola": row}, table)
         note = [c for c in cells if "tie" in c]
-        expected = f"{glue.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
+        expected = f"{recipe.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
         assert note == ([expected] if tie else [])
 
 
@@ -160,7 +160,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         family = tasks.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
-        report = ft.Report("x", str(tmp_path), quiet=True)
+        report = Report("x", str(tmp_path), quiet=True)
         ranked = lines.grid("glue", task, None, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]

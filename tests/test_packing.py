@@ -13,6 +13,7 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 import bert_part4_finetune as ft
 from part4 import families, packing
 from part4.batches import collate
+from part4.devices import has_fused_adamw
 
 CPU = torch.device("cpu")
 LENGTHS = [1, 13, 4, 9, 2, 13, 6, 3]       # a length-1 input, two at the batch's longest
@@ -126,7 +127,7 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
 
 
 def test_has_fused_adamw_says_whether_torch_has_the_kernel():
-    assert ft.has_fused_adamw(torch.device("cuda")) and not ft.has_fused_adamw(torch.device("meta"))
+    assert has_fused_adamw(torch.device("cuda")) and not has_fused_adamw(torch.device("meta"))
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.ones(3)
     try:                        # torch before 2.4 refuses a CPU tensor: "fused=True requires ... devices: ['cuda']"
@@ -134,7 +135,7 @@ def test_has_fused_adamw_says_whether_torch_has_the_kernel():
         works = True
     except RuntimeError:
         works = False
-    assert ft.has_fused_adamw(CPU) == works == FUSED_CPU
+    assert has_fused_adamw(CPU) == works == FUSED_CPU
 
 
 @needs_fused_cpu_adamw
@@ -179,6 +180,6 @@ def test_a_padding_free_run_is_the_padded_run(tiny_bert_dir, tmp_path):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4)
         assert y["dev"]["dev"]["accuracy"] == pytest.approx(x["dev"]["dev"]["accuracy"], rel=1e-4)
     assert a["computation"] == {"padding_free": False, "fused_adamw": False}
-    assert b["computation"] == {"padding_free": True, "fused_adamw": ft.has_fused_adamw(CPU)}
+    assert b["computation"] == {"padding_free": True, "fused_adamw": has_fused_adamw(CPU)}
     assert "(also: AdamW, clip 1.0" in out["padded log"] and ", dynamic padding" in out["padded log"]
     assert "padding-free steps (every layer but attention on the real tokens only)" in out["free log"]
