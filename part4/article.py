@@ -28,8 +28,6 @@ SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"
 SQUAD_V2 = "deepset/bert-base-uncased-squad2"
 
 FINETUNE, HEADS, SQUAD, MATH = "bert_part4_finetune.py", "bert_part4_heads.py", "bert_part4_squad.py", "bert_part4_math.py"
-LOGS = {FINETUNE: "part4_sst2_stdout.txt", HEADS: "part4_heads_stdout.txt", SQUAD: "part4_squad_stdout.txt",
-        MATH: "part4_math_stdout.txt"}
 
 
 @dataclass(frozen=True)

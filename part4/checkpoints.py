@@ -55,7 +55,7 @@ def plain(obj):
 
 
 def save_atomic(obj, path):
-    """torch.save, written atomically (see write_atomic in part4/common.py): a checkpoint is whole or absent."""
+    """torch.save, written atomically (see write_atomic in part4/files.py): a checkpoint is whole or absent."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     replace_atomically(path, lambda tmp: torch.save(obj, tmp))
 

@@ -295,9 +295,9 @@ class SpanExtraction:
         return read_squad_task(sources)
 
     def encode(self, tok, train, devs):
-        """The training windows with their targets; the dev questions stay questions (bert_part4_squad.predict
-        windows them), checked here once for windows that stop short of their passage: (uncovered, questions) of
-        each dev set, kept with the training windows as dev_uncovered."""
+        """The training windows with their targets; the dev questions stay questions (spans.predict windows them
+        when they are evaluated), checked here once for windows that stop short of their passage: (uncovered,
+        questions) of each dev set, kept with the training windows as dev_uncovered."""
         dev_uncovered = {name: (len(spans.uncovered_questions(tok, d, spans.make_windows(tok, d, self.max_len,
                                                                                           self.stride))), len(d))
                          for name, d in devs.items()}
@@ -329,7 +329,8 @@ class SpanExtraction:
                 + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
 
     def evaluate(self, model, devs, tok, device, dtype):
-        """bert_part4_squad.py's own prediction and official metric on every dev question."""
+        """Every dev question answered by the span search of bert_part4_squad.py (spans.predict) and scored with the
+        official metric."""
         model.eval()
         search = spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
                                   n_best=N_BEST, max_answer=MAX_ANSWER)

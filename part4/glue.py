@@ -58,7 +58,7 @@ def missing_data(name, data_dir):
 
 def table_settings(table):
     """What a table's numbers depend on beyond its name: the command's settings declared as recorded with a table
-    (part4/cli.py), its model and data folder among them; under a grid no single learning rate was given: each
+    (part4/settings.py), its model and data folder among them; under a grid no single learning rate was given: each
     task's is chosen from the grid. A table of other settings is not replaced."""
     settings = recorded(table, TABLE, portable)
     if table.grid:
@@ -72,7 +72,7 @@ def saved_table_settings(saved):
 
 
 def table_name(table):
-    """table: the command's Settings (part4/cli.py).
+    """table: the command's Settings (part4/settings.py).
     part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
     a3 = table.grid == "a3"

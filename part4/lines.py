@@ -1,7 +1,8 @@
-"""What a fine-tuning run prints, each line formatted here, where every run's lines come from: the preamble (the
-derived quantities first, STYLE 8), the line before training, each evaluation's line, the FINAL line with the
-article's number beside a run in its setting, the best dev score seen, and the summaries of restarts and grids.
-bert_part4_finetune.py says them."""
+"""How lines are formatted: the pieces every script's lines are made of (scores with two decimals, a list as the
+article prints it, the article's number labelled beside ours), and the lines of a fine-tuning command that are not one
+task family's own: the preamble (the derived quantities first), each evaluation's line, the FINAL line, the best dev
+score seen, the work split and the runs found done, the summaries of restarts and grids. A family formats its own
+scores (part4/families.py), the GLUE row its table (part4/glue.py), each script the lines only it prints."""
 
 import sys
 
@@ -74,7 +75,7 @@ def preamble(config, fit, job, steps, warm, every):
 def weights_lines(config, fit):
     """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
     loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
-    gave when it was read (part4/common.py read_checkpoint)."""
+    gave when it was read (read_checkpoint, part4/model_folders.py)."""
     checkpoint, head, family = fit.data["checkpoint"], fit.data["head"], fit.family
     lines = []
     if config.command.init == "pretrained":

@@ -125,7 +125,7 @@ def run_name(config, job):
 
 def run_settings(config, job, family, train_rows, dtype, processes):
     """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. The
-    command's settings declared as recorded with a run (part4/cli.py), each as this run resolved it: its task, its
+    command's settings declared as recorded with a run (part4/settings.py), each as this run resolved it: its task, its
     Job's rate, batch size, epochs and seed, its family's input length and windows, the dtype it computed in (the
     autocast dtype: "fp32", none, or "bf16"); then its batches grouped or not, its count of dev evaluations, its
     training rows and processes. How the run is computed (padding-free steps, the fused AdamW kernel) changes its

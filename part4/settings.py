@@ -105,7 +105,7 @@ class Settings:
                                     help="only the first N examples of each dev set (SQuAD: questions)")
 
     # --- how the runs are computed and where they go ---
-    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (part4/runs.py)
+    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (runs.computation)
                                  help="on (the default): each training step runs every layer but attention on the "
                                       "batch's real tokens only, skipping the padding: faster where batches hold much "
                                       "padding. On the CPU it is the same run up to float rounding; on CUDA and MPS the "
@@ -117,9 +117,9 @@ class Settings:
                                      "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
                                      "run made that way)")
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
-                                   help="dev batch size (default: the head family's, part4/tasks.py; SQuAD's windows as "
+                                   help="dev batch size (default: the head family's, part4/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
-    dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/common.py
+    dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/devices.py
                          help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
     save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
                                    "several runs: one subfolder each)")

@@ -405,3 +405,16 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
     train, devs = readers.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)
+
+
+def test_every_family_has_every_member_of_the_written_interface():
+    """Family (part4/families.py) lists what the recipe, its lines and its plan ask of a head family, a line per
+    member: every family has every member, its loss among them (SWAG trains with GLUE's: the library's)."""
+    interface = families.Family
+    members = set(interface.__annotations__) | {n for n, v in vars(interface).items() if callable(v) and not n.startswith("_")}
+    assert "loss" in members and len(members) >= 25
+    assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
+    for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
+        family = tasks.FAMILIES[task](task, 64, 32)
+        assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
+    assert families.MultipleChoice.loss is families.Classification.loss

@@ -68,7 +68,7 @@ def test_packed_outputs_loss_and_gradients_equal_the_padded(kind, labels):
     a, b = (model(**{k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")})
             for model in (padded, packed))
     real = batch["attention_mask"].bool().view(-1, batch["attention_mask"].shape[-1])
-    if kind == "span":       # S.T_i, E.T_j at the real tokens; padding's scores are never used (masked in span_loss)
+    if kind == "span":       # S.T_i, E.T_j at the real tokens; padding's scores are never used (masked in SpanExtraction.loss)
         assert (outputs(a) - outputs(b)).abs()[:, real].max() < 1e-5
         assert (outputs(a) - outputs(b)).abs()[:, ~real].min() > 0       # they do differ there: the check means something
     else:
