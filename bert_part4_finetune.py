@@ -41,7 +41,7 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from part4 import glue, lines, runs, tasks
-from part4.article import ARTICLE_BEFORE
+from part4.article_labels import ARTICLE_BEFORE
 from part4.batches import collate, epoch_batches
 from part4.checkpoints import Run
 from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes

@@ -20,7 +20,7 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.article import ARTICLE_MODEL
-from part4.article import HEADS_LABELS as ARTICLE
+from part4.article_labels import HEADS_LABELS as ARTICLE
 from part4.devices import pick_device, run_cli, seed_everything
 from part4.files import check_writable_dir, portable
 from part4.flags import Fatal, preflight

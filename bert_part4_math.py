@@ -30,9 +30,10 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4 import spans, squad_metric
-from part4.article import MATH_LABELS as ARTICLE
-from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
+from part4.article import TABLE1, TABLE2
 from part4.article import TAU as ARTICLE_TAU
+from part4.article_labels import MATH_LABELS as ARTICLE
+from part4.article_labels import NULL_TAU_LABEL
 from part4.devices import pick_device, run_cli, seed_everything
 from part4.files import check_writable_dir, portable, read_results
 from part4.flags import preflight

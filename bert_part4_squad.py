@@ -28,8 +28,8 @@ import torch
 from transformers import AutoModelForQuestionAnswering
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
-from part4.article import SQUAD_LABELS as ARTICLE
-from part4.article import WINDOWS_LABEL
+from part4.article_labels import SQUAD_LABELS as ARTICLE
+from part4.article_labels import WINDOWS_LABEL
 from part4.devices import DTYPE_NAMES, all_agree, autocast_dtype, run_cli, start_processes
 from part4.files import check_writable_dir, portable, write_atomic
 from part4.flags import Fatal, preflight

@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
 from part4 import spans
-from part4.article import PAPER_SQUAD
+from part4.article_labels import PAPER_SQUAD
 from part4.flags import not_a_script
 from part4.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
 from part4.hub import file_problem

@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from part4.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
+from part4.article import PAPER_AVERAGE
+from part4.article_labels import PAPER_DEV, PAPER_TEST
 from part4.files import check_writable_dir, portable, write_atomic
 from part4.flags import TABLE, Fatal, not_a_script, preflight, recorded
 from part4.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text

@@ -6,7 +6,8 @@ scores (part4/families.py), the GLUE row its table (part4/glue.py), each script 
 
 import sys
 
-from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
+from part4.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
+from part4.article_labels import ARTICLE_FINAL, article_final
 from part4.files import portable
 from part4.flags import not_a_script
 from part4.glue_tasks import TASKS

@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article, cli, flags, log, plots, readers, recipe, spans
+from part4 import article_labels, cli, flags, log, plots, readers, recipe, spans
 from part4.devices import run_cli
 from part4.files import portable
 from part4.settings import Settings
@@ -144,10 +144,10 @@ def test_committed_results_hold_no_absolute_paths():
 # --- fine-tuning: the article's column, its spread, the baseline, the grid's size ---
 
 def test_the_article_final_line_and_its_repeat():
-    assert article.article_final("mrpc", 2e-5) == (
+    assert article_labels.article_final("mrpc", 2e-5) == (
         "   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
         "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
-    assert "0.8701 (355/408)" in article.article_final("mrpc", 5e-5) and article.article_final("rte", 2e-5) == ""
+    assert "0.8701 (355/408)" in article_labels.article_final("mrpc", 5e-5) and article_labels.article_final("rte", 2e-5) == ""
     assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
                                   "= 2 x 3 x 3 = 18 runs")
     assert recipe.grid_size("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
