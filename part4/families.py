@@ -1,4 +1,4 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer, and the task each fine-tuning run is in:
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks.py says which task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
   MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them

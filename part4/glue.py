@@ -5,17 +5,17 @@
     python bert_part4_finetune.py glue --glue-submission DIR    # and the files the GLUE server takes
 
 The paper (§4.1): "We use a batch size of 32 and fine-tune for 3 epochs over the data for all GLUE tasks. For each
-task, we selected the best fine-tuning learning rate (among 5e-5, 4e-5, 3e-5, and 2e-5) on the Dev set." WNLI is
-left out of Table 1's average, and "for our GLUE submission, we always predicted the majority class" on it. Table
-1's numbers are test-set scores from the GLUE server: one submission per model.
+task, we selected the best fine-tuning learning rate (among 5e-5, 4e-5, 3e-5, and 2e-5) on the Dev set." WNLI is left
+out of Table 1's average, and "for our GLUE submission, we always predicted the majority class" on it. Table 1's
+numbers are test-set scores from the GLUE server: one submission per model.
 
-Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, skipped when its results exist for
-the same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in
-Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds
-with --seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
---glue-submission the test-set predictions of each task's chosen run. Each run predicts its test sets when it
-ends, so no model has to be kept to reach the test set after the choice (a BERT-base is 440 MB; the paper's grid
-is 36 runs); the cost is one forward pass over the test sets per run.
+Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, skipped when its results exist for the
+same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in Table
+1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds with
+--seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
+--glue-submission the test-set predictions of each task's chosen run (the GLUE server's files: part4/submission.py).
+Each run predicts its test sets when it ends, so no model has to be kept to reach the test set after the choice (a
+BERT-base is 440 MB; the paper's grid is 36 runs); the cost is one forward pass over the test sets per run.
 """
 
 import dataclasses

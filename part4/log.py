@@ -1,5 +1,5 @@
-"""The log: each line printed and kept, then written with the run's numbers as results/<name>.log and .json (each
-atomically), with the command line, the device, the seconds and the library versions."""
+"""The log: each line printed and kept, then written with the numbers it is given as results/<name>.log and .json
+(each atomically), with the command line, the device, the seconds and the library versions."""
 
 import json
 import os
