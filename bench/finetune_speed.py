@@ -40,7 +40,6 @@ from transformers import (  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 from part4 import families, readers, spans  # noqa: E402
-from part4 import tasks as tasks  # noqa: E402
 from part4.batches import collate, epoch_batches  # noqa: E402
 from part4.checkpoints import Run  # noqa: E402
 from part4.devices import ALONE, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402

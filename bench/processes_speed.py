@@ -23,7 +23,6 @@ from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # 
 from transformers import BertForSequenceClassification  # noqa: E402
 
 from part4 import families, readers  # noqa: E402
-from part4 import tasks as tasks
 from part4.batches import epoch_batches  # noqa: E402
 from part4.devices import autocast_dtype, start_processes  # noqa: E402
 

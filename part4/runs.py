@@ -124,13 +124,11 @@ def run_name(config, job):
 
 
 def run_settings(config, job, family, train_rows, dtype, processes):
-    """Everything that decides a run's numbers: a checkpoint or a result of other settings is never reused. The
-    command's settings declared as recorded with a run (part4/settings.py), each as this run resolved it: its task, its
-    Job's rate, batch size, epochs and seed, its family's input length and windows, the dtype it computed in (the
-    autocast dtype: "fp32", none, or "bf16"); then its batches grouped or not, its count of dev evaluations, its
-    training rows and processes. How the run is computed (padding-free steps, the fused AdamW kernel) changes its
-    numbers by float rounding only, as any kernel does: it is recorded with the results (computation), not here, so
-    results of either way stay valid."""
+    """Everything that decides a run's numbers (a checkpoint or a result of other settings is never reused): the
+    command's settings recorded with a run (part4/settings.py), each as this run resolved it (the autocast dtype as
+    "fp32" or "bf16"), its batches grouped or not, its count of dev evaluations, its training rows and processes. How
+    it is computed (padding-free steps, the fused AdamW) changes its numbers by float rounding only: that is recorded
+    with the results (computation), so results of either way stay valid."""
     ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
            "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
     return {**recorded(config.command, RUN, portable), **ran, "grouped": config.grouped,
