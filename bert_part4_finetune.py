@@ -41,25 +41,17 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from part4 import glue, lines, runs, tasks
-from part4.article import ARTICLE_BEFORE
-from part4.common import (
-    ALONE,
-    RANDOM_HEAD,
-    Report,
-    article,
-    autocast,
-    autocast_dtype,
-    has_fused_adamw,
-    load_model,
-    load_pretrained,
-    run_cli,
-    seed_everything,
-    start_processes,
-    task_labels,
-)
+from part4.article_labels import ARTICLE_BEFORE
+from part4.batches import collate, epoch_batches
+from part4.checkpoints import Run
+from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
+from part4.lines import RANDOM_HEAD, article
+from part4.log import Report
+from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
+from part4.plan import collected, earlier_result, plan_runs
 from part4.recipe import evaluations, grid_settings
-from part4.runs import Fit, Job, Run, Where, collate, epoch_batches, eval_every, run_name, run_settings
+from part4.runs import Fit, Job, Where, eval_every, run_name, run_settings
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -78,31 +70,6 @@ def warmup_then_linear_decay(s, warm, steps):
     """The learning-rate factor at step s: rising to 1 over the warm steps, then falling linearly to 0 at the last
     step (0 after it). warm < steps, since the warmup share is below 1."""
     return s / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
-
-
-# --- The loss of each head family: the classification layer (§4.1), SQuAD's span (§4.2, §4.3), SWAG (§4.4) ---
-
-def library_loss(model, batch):
-    """GLUE and SWAG: the library's loss: cross-entropy over the labels (over the four endings for SWAG), the
-    squared error for STS-B's one regression output."""
-    return model(**batch).loss
-
-
-def span_loss(model, batch):
-    """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
-
-    The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
-    of the softmax, so a window's loss does not depend on how far its batch is padded."""
-    targets = {k: batch[k] for k in ("start_positions", "end_positions")}
-    out = model(**{k: v for k, v in batch.items() if k not in targets})
-    mask = batch["attention_mask"].bool()
-    start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
-    end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
-    return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
-            + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
-
-
-LOSSES = {"classification": library_loss, "multiple_choice": library_loss, "span": span_loss}
 
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
@@ -158,7 +125,7 @@ def train_loop(fit, job, config, state, steps, every):
         start=1) for idx in in_epoch]
     ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
     curve = list(state["curve"])
-    loss_fn = LOSSES[fit.family.kind]
+    loss_fn = fit.family.loss
     with run, tqdm(total=steps, initial=step, desc=report.name, unit="step", file=sys.stderr, leave=False,
                    disable=report.quiet) as bar:
         for epoch, idx in batches[step:]:                              # every weight is trained
@@ -250,11 +217,11 @@ def main(argv=None):
         config, family, sources = tasks.task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
         jobs = planned_runs(config)
         report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
-        plan = runs.plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
-                              header=lines.grid_header(config, len(jobs), in_table))
-        mine = {k: runs.earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
+        plan = plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
+                         header=lines.grid_header(config, len(jobs), in_table))
+        mine = {k: earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
                 for k in plan.mine()}
-        results = runs.collected(plan, mine)
+        results = collected(plan, mine)
         if processes.main and in_table:
             rows[task] = glue.choose(results, family, config, plan.data)
         elif processes.main and settings.many:

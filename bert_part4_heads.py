@@ -20,27 +20,14 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.article import ARTICLE_MODEL
-from part4.article import HEADS_LABELS as ARTICLE
-from part4.common import (
-    RANDOM_HEAD,
-    Fatal,
-    Report,
-    article,
-    check_writable_dir,
-    command_line,
-    load_model,
-    loaded_record,
-    model_problem,
-    not_bert,
-    pick_device,
-    portable,
-    preflight,
-    read_checkpoint,
-    rounded,
-    run_cli,
-    seed_everything,
-    weights_line,
-)
+from part4.article_labels import HEADS_LABELS as ARTICLE
+from part4.devices import pick_device, run_cli, seed_everything
+from part4.files import check_writable_dir, portable
+from part4.flags import Fatal, preflight
+from part4.lines import RANDOM_HEAD, article, rounded
+from part4.log import Report, command_line
+from part4.model_folders import loaded_record, not_bert, read_checkpoint, weights_line
+from part4.models import load_model, model_problem
 
 # The article's inputs (INPUTS.md) ...
 PAIR = ("A man is playing a guitar.", "A person is making music.")

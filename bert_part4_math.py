@@ -30,31 +30,20 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4 import spans, squad_metric
-from part4.article import MATH_LABELS as ARTICLE
-from part4.article import NULL_TAU_LABEL, TABLE1, TABLE2
+from part4.article import TABLE1, TABLE2
 from part4.article import TAU as ARTICLE_TAU
-from part4.common import (
-    UNTRAINED_HEAD,
-    Report,
-    article,
-    check_writable_dir,
-    command_line,
-    file_problem,
-    load_model,
-    loaded_record,
-    model_problem,
-    not_bert,
-    pick_device,
-    portable,
-    preflight,
-    pyplot,
-    read_checkpoints,
-    read_results,
-    rounded,
-    run_cli,
-    seed_everything,
-    weights_line,
-)
+from part4.article_labels import MATH_LABELS as ARTICLE
+from part4.article_labels import NULL_TAU_LABEL
+from part4.devices import pick_device, run_cli, seed_everything
+from part4.files import check_writable_dir, portable, read_results
+from part4.flags import preflight
+from part4.hub import file_problem
+from part4.lines import UNTRAINED_HEAD, article, rounded
+from part4.log import Report, command_line
+from part4.model_folders import loaded_record, not_bert, read_checkpoints, weights_line
+from part4.models import load_model, model_problem
+from part4.plots import pyplot
+from part4.recipe import MAX_LEN
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
 
@@ -227,7 +216,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
     per_question = []
     for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
-                  max_length=spans.MAX_LEN)
+                  max_length=MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
         per_question.append(flow_shares(att, *segments(enc)))
     report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
@@ -463,8 +452,8 @@ def load_models(checkpoints, device):
     sst2, head = load_model(BertForSequenceClassification, checkpoints["--sst2-model"].name, "--sst2-model",
                             head="either")
     return {"sst2": (sst2.to(device).eval(), head),
-            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, spans.MAX_LEN, attn_implementation="eager"),
-            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, spans.MAX_LEN)}
+            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, MAX_LEN, attn_implementation="eager"),
+            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, MAX_LEN)}
 
 
 def model_lines(checkpoints, loaded):

@@ -45,7 +45,7 @@ from packaging.requirements import Requirement
 
 from part4 import article
 from part4.files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
-from part4.flags import ArgumentParser, Fatal, run_cli, say_error
+from part4.flags import ArgumentParser, Fatal, run_main, say_error
 from part4.recipe import GLUE_RECIPE
 
 REPORT_MD, REPORT_JSON = "REPRODUCTION.md", "REPRODUCTION.json"
@@ -747,4 +747,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    sys.exit(run_main(main))

@@ -29,34 +29,17 @@ import torch
 from transformers import AutoModelForQuestionAnswering
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
-from part4.article import SQUAD_LABELS as ARTICLE
-from part4.article import WINDOWS_LABEL
-from part4.common import (
-    DTYPE_NAMES,
-    Fatal,
-    Processes,
-    Report,
-    all_agree,
-    article,
-    autocast_dtype,
-    check_positions,
-    check_writable_dir,
-    command_line,
-    file_problem,
-    fmt,
-    line_plot,
-    load_model,
-    loaded_record,
-    model_problem,
-    model_type_note,
-    portable,
-    preflight,
-    read_checkpoints,
-    run_cli,
-    start_processes,
-    weights_line,
-    write_atomic,
-)
+from part4.article_labels import SQUAD_LABELS as ARTICLE
+from part4.article_labels import WINDOWS_LABEL
+from part4.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
+from part4.files import check_writable_dir, portable, write_atomic
+from part4.flags import Fatal, preflight
+from part4.hub import file_problem
+from part4.lines import article, fmt
+from part4.log import Report, command_line
+from part4.model_folders import loaded_record, read_checkpoints, weights_line
+from part4.models import check_positions, load_model, model_problem, model_type_note
+from part4.plots import line_plot
 from part4.spans import (
     HUB_DATASETS,
     SpanSearch,

@@ -39,11 +39,12 @@ from transformers import (  # noqa: E402
 )
 
 import bert_part4_finetune as ft  # noqa: E402
-from part4 import spans  # noqa: E402
-from part4 import tasks as tasks  # noqa: E402
-from part4.common import ALONE, autocast_dtype, has_fused_adamw, load_pretrained, pick_device  # noqa: E402
+from part4 import families, readers, spans  # noqa: E402
+from part4.batches import collate, epoch_batches  # noqa: E402
+from part4.checkpoints import Run  # noqa: E402
+from part4.devices import ALONE, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
+from part4.models import load_pretrained  # noqa: E402
 from part4.packing import padding_free  # noqa: E402
-from part4.runs import Run, collate, epoch_batches  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -128,9 +129,10 @@ def training_data(args, tok):
     if args.task == "squad":
         examples = spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
         enc = spans.encode_squad(tok, examples, args.max_len or 384, 128)
-        return enc, ft.span_loss, enc["full_lengths"], BertForQuestionAnswering, {}
-    train = tasks.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    return tasks.encode(tok, train, args.max_len or 128), ft.library_loss, None, BertForSequenceClassification, {"num_labels": 2}
+        return enc, families.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
+    train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
+    return (families.encode(tok, train, args.max_len or 128), families.Classification.loss, None,
+            BertForSequenceClassification, {"num_labels": 2})
 
 
 def ways(lengths, n, batch_size, steps):

@@ -22,10 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # noqa: E402
 from transformers import BertForSequenceClassification  # noqa: E402
 
-import bert_part4_finetune as ft  # noqa: E402
-from part4 import tasks as tasks  # noqa: E402
-from part4.common import autocast_dtype, start_processes  # noqa: E402
-from part4.runs import epoch_batches  # noqa: E402
+from part4 import families, readers  # noqa: E402
+from part4.batches import epoch_batches  # noqa: E402
+from part4.devices import autocast_dtype, start_processes  # noqa: E402
 
 
 def parse(argv):
@@ -45,11 +44,11 @@ def worker(args):
     torch.manual_seed(0)
     tok, _, make = tokenizer_and_models(args)
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
-    train = tasks.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    enc = tasks.encode(tok, train, 128)
+    train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
+    enc = families.encode(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
-    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=ft.library_loss,
+    seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=families.Classification.loss,
                              processes=processes)
     if processes.main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": processes.world, "device": str(device.type),

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
 from part4 import spans  # noqa: E402
-from part4.common import autocast, autocast_dtype, load_pretrained, pick_device  # noqa: E402
+from part4.devices import autocast, autocast_dtype, pick_device  # noqa: E402
+from part4.models import load_pretrained  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 

@@ -39,7 +39,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 import bert_part4_squad as sq
 from part4 import spans, squad_metric  # noqa: E402
-from part4.common import portable  # noqa: E402
+from part4.files import portable  # noqa: E402
 
 SQUAD = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "squad"))
 

@@ -1,6 +1,11 @@
-"""The rooms below the scripts at the root: the fine-tuning recipe's settings (recipe), its command line (cli)
-and what every script's command line shares (flags), both without torch; its runs (runs) and the lines they print
-(lines), the tasks and their head families (tasks), the GLUE row (glue), SQuAD's windows and span search (spans),
-SQuAD's official metric (squad_metric, the standard library only), padding-free steps (packing) and what every
-script shares (common). Run the scripts at the root; the one room that runs on its own is the metric, which scores
-a predictions file as the official scripts do: python -m part4.squad_metric dev-v2.0.json predictions.json"""
+"""The rooms below the five scripts at the root, each holding one thing (docs/layout.md says which file holds what):
+the article's numbers (article) and the paper's settings (recipe); the command lines (settings and cli for the
+fine-tuning script, parsers for the others, flags for what all share); devices and processes (devices), the Hub (hub),
+model loading (models) and what a model folder holds (model_folders), the log (log), results files (files), plots
+(plots) and how lines are formatted (lines); a fine-tuning run's batches (batches), checkpoints and resume
+(checkpoints), the plan of a task's runs (plan), a run's records (runs) and padding-free steps (packing); the tasks:
+GLUE's table (glue_tasks), readers (readers), GLUE's metrics (metrics), the head families (families) and which task is
+in which (tasks), the GLUE row (glue) and the GLUE server's files (submission); SQuAD's windows and span search (spans)
+and its official metric (squad_metric, the standard library only). Run the scripts at the root; the one room that runs
+on its own is the metric, which scores a predictions file as the official scripts do:
+python -m part4.squad_metric dev-v2.0.json predictions.json"""

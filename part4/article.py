@@ -1,10 +1,10 @@
 """The article's numbers, one home: each as printed, what it measures, where it stands, and where ours comes from.
 
-Every `[article: ...]` label the scripts print and every row of the reproduction report (bert_part4_report.py)
-read from here. An entry is a Number: `value` holds the digits the article prints (a list or a shape stays one
-entry), `where` the article's section and the reference log it comes from (../shared/article/reference_logs),
-`script` and `field` the script and the place in its results JSON that hold ours. A field is a dotted path into
-the JSON (list positions as numbers), or an operation on paths and constants:
+Every `[article: ...]` label the scripts print (through part4/article_labels.py) and every row of the reproduction
+report (bert_part4_report.py) read from here. An entry is a Number: `value` holds the digits the article prints (a
+list or a shape stays one entry), `where` the article's section and the reference log it comes from
+(../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
+A field is a dotted path into the JSON (list positions as numbers), or an operation on paths and constants:
 
     "final.dev.accuracy"                 the value itself
     "neglog span_toy.p_start.2"          -log of it          "exp glue_toy.logits.0"     e to the power of it
@@ -12,10 +12,10 @@ the JSON (list positions as numbers), or an operation on paths and constants:
     "plus null.questions.0.s_null 4"     a + b               "ratio glue.new_params glue.total_params"   a / b
     "concat span_toy.best span_toy.best_score"  both, one after the other
 
-An empty field: the paper's numbers, which no script makes. `kind` says how the report treats it:
-result (judged), timing (machine-bound: shown, not judged), random-head (from the article's own random head: not
-expected to match), noise (float rounding of a check: ours need only be as small), paper (the paper's or a model
-page's number, quoted: the reference, nothing to re-run).
+An empty field: the paper's numbers, which no script makes. `kind` says how the report treats it: result (judged),
+timing (machine-bound: shown, not judged), random-head (from the article's own random head: not expected to match),
+noise (float rounding of a check: ours need only be as small), paper (the paper's or a model page's number, quoted:
+the reference, nothing to re-run).
 """
 
 import re
@@ -28,8 +28,6 @@ SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"
 SQUAD_V2 = "deepset/bert-base-uncased-squad2"
 
 FINETUNE, HEADS, SQUAD, MATH = "bert_part4_finetune.py", "bert_part4_heads.py", "bert_part4_squad.py", "bert_part4_math.py"
-LOGS = {FINETUNE: "part4_sst2_stdout.txt", HEADS: "part4_heads_stdout.txt", SQUAD: "part4_squad_stdout.txt",
-        MATH: "part4_math_stdout.txt"}
 
 
 @dataclass(frozen=True)
@@ -72,10 +70,10 @@ TOY_GLUE += [number("toy.glue.sumexp", "5.169", "the softmax's bottom, sum of e^
 # --- The same arithmetic on textattack/bert-base-uncased-SST-2 (math.py section 1b) ---
 
 _REAL = "The classification layer: a real SST-2 classifier"
-_SST2 = (("[-4.316, 4.135]", "[-4.316, 4.135]", "[0.0002, 0.9998]", "0.0002", "8.45"),
+SST2_ROWS = (("[-4.316, 4.135]", "[-4.316, 4.135]", "[0.0002, 0.9998]", "0.0002", "8.45"),
          ("[3.883, -3.500]", "[3.883, -3.499]", "[0.9994, 0.0006]", "0.0006", "7.38"))
 SST2_REAL = []
-for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(_SST2):
+for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(SST2_ROWS):
     _m = dict(model=SST2, flag="sst2_model")
     SST2_REAL += [number(f"sst2.{_k}.CW", _cw, f"sentence {_k + 1}: C W^T, without the bias", _REAL, MATH,
                          f"glue_real.{_k}.CW", **_m),
@@ -128,13 +126,13 @@ WEIGHTS += [number(f"weights.{label}", v, f"new weights, {label}", _W, MATH, f"n
 # --- Why packing two texts is enough: the attention flow (math.py section 2) ---
 
 _FLOW = "Why packing two texts into one sequence is enough (csarron/bert-base-uncased-squad-v1)"
-_FLOW_ROWS = ((0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
+FLOW_ROWS = ((0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
               (0.148, 0.128, 0.519), (0.170, 0.072, 0.503), (0.088, 0.054, 0.687), (0.062, 0.022, 0.659),
               (0.135, 0.043, 0.603), (0.191, 0.196, 0.414), (0.156, 0.117, 0.690), (0.087, 0.045, 0.740))
-_SHARES = (("q_to_p", "question -> passage"), ("p_to_q", "passage -> question"), ("q_to_special", "question -> [CLS]/[SEP]"))
+FLOW_SHARES = (("q_to_p", "question -> passage"), ("p_to_q", "passage -> question"), ("q_to_special", "question -> [CLS]/[SEP]"))
 FLOW = [number(f"flow.{layer}.{name}", f"{row[c]:.3f}", f"layer {layer}: {words}", _FLOW, MATH,
                f"attention.layers.{layer - 1}.{name}", model=SQUAD_V1, flag="squad_model")
-        for layer, row in enumerate(_FLOW_ROWS, start=1) for c, (name, words) in enumerate(_SHARES)]
+        for layer, row in enumerate(FLOW_ROWS, start=1) for c, (name, words) in enumerate(FLOW_SHARES)]
 FLOW.append(number("flow.born", "0.162", '"born" (question): its share of attention to the passage, 12 layers', _FLOW,
                    MATH, "attention.born_to_passage", model=SQUAD_V1, flag="squad_model"))
 
@@ -201,10 +199,10 @@ for _k, _row in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
 # --- Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out (math.py section 5), then the dev score ---
 
 _F1 = "Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out"
-_F1_ROWS = (("2", "1.000", "1.000", "1.000", "1"), ("3", "1.000", "0.600", "0.750", "0"),
+F1_ROWS = (("2", "1.000", "1.000", "1.000", "1"), ("3", "1.000", "0.600", "0.750", "0"),
             ("1", "0.333", "0.500", "0.400", "0"), ("0", "0.000", "0.000", "0.000", "0"))
 F1_EXAMPLES = [number(f"f1.{k}.{name}", row[c], f"example {k + 1}: {name}", _F1, MATH, f"f1_examples.{k}.{name}")
-               for k, row in enumerate(_F1_ROWS) for c, name in enumerate(("shared", "precision", "recall", "f1", "em"))]
+               for k, row in enumerate(F1_ROWS) for c, name in enumerate(("shared", "precision", "recall", "f1", "em"))]
 F1_EXAMPLES += [number("f1.1.recall_text", "0.6", "example 2: recall, as the text's arithmetic writes it", _F1, MATH,
                        "f1_examples.1.recall"),
                 number("f1.1.f1_text", "0.75", "example 2: F1, as the text's arithmetic writes it", _F1, MATH,
@@ -249,11 +247,11 @@ V2_DEMO = [number(f"v2.{k}.{name}", row[c], f"{row[0]} {name}", _NULL, SQUAD, f"
 _RULE = "SQuAD v2.0: the rule with real numbers (reference log part4_math_stdout.txt, section 4)"
 TAU = 4.0                                 # the tau the article chose on the v2.0 dev set
 _M4 = dict(model=SQUAD_V2, flag="squad2_model")
-_NULL_ROWS = (("5.08", "5.10", "10.18", "11.69", "11.56", "23.25", "14.18", ("yes", "yes")),
+NULL_ROWS = (("5.08", "5.10", "10.18", "11.69", "11.56", "23.25", "14.18", ("yes", "yes")),
               ("10.51", "10.63", "21.13", "0.33", "0.89", "1.22", "25.13", ("no", "no")),
               ("6.61", "6.58", "13.19", "8.45", "7.71", "16.16", "17.19", ("yes", "no")))
 NULL = []
-for _k, (_sc, _ec, _sn, _st, _et, _sh, _bar, _answers) in enumerate(_NULL_ROWS):
+for _k, (_sc, _ec, _sn, _st, _et, _sh, _bar, _answers) in enumerate(NULL_ROWS):
     _at = f"null.questions.{_k}"
     NULL += [number(f"null.{_k}.S.C", _sc, f"question {_k + 1}: S.C", _RULE, MATH, f"{_at}.S_C", **_M4),
              number(f"null.{_k}.E.C", _ec, f"question {_k + 1}: E.C", _RULE, MATH, f"{_at}.E_C", **_M4),
@@ -303,14 +301,14 @@ SWAG_TOY = [number("toy.swag.p", "[0.596, 0.015, 0.327, 0.063]", "softmax over t
 
 _FT_SST2 = "Our own fine-tune: SST-2 (reference log part4_sst2_stdout.txt)"
 # The FINAL lines: (task, lr) -> accuracy, correct, dev examples, F1, and the text's roundings in percent.
-_FINAL_ROWS = {("sst2", 2e-5): ("0.9255", "807", "872", "0.9279", ("92.55",)),
+FINAL_ROWS = {("sst2", 2e-5): ("0.9255", "807", "872", "0.9279", ("92.55",)),
                ("mrpc", 2e-5): ("0.8333", "340", "408", "0.8847", ("83.3",)),
                ("mrpc", 3e-5): ("0.8333", "340", "408", "0.8863", ()),
                ("mrpc", 4e-5): ("0.8480", "346", "408", "0.8953", ()),
                ("mrpc", 5e-5): ("0.8701", "355", "408", "0.9094", ("87.0", "90.9"))}
 # A fine-tune's numbers are the article's data's only: a run on another dev set (another number of examples) is
 # another split, whatever its model.
-_DEV_N = {task: ("final.dev.n", int(printed[2])) for (task, _), printed in _FINAL_ROWS.items()}
+_DEV_N = {task: ("final.dev.n", int(printed[2])) for (task, _), printed in FINAL_ROWS.items()}
 _S = dict(model=BERT, flag="model", match=(("task", "sst2"), ("lr", 2e-5)), n=_DEV_N["sst2"])
 _CURVE = ((0, "210", "0.5933", "0.8544", "0.8486", "82"), (-2, "6300", "0.0790", "0.9255", "0.9279", "2888"),
           (-1, "6315", "0.0487", "0.9255", "0.9279", "2894"))
@@ -360,7 +358,7 @@ def _final(task, lr, where, printed):
 
 
 _FT_MRPC = "Our own fine-tune: MRPC, the four learning rates (reference logs part4_mrpc_lr*_stdout.txt)"
-FINALS = [e for (task, lr), printed in _FINAL_ROWS.items()
+FINALS = [e for (task, lr), printed in FINAL_ROWS.items()
           for e in _final(task, lr, _FT_SST2 if task == "sst2" else _FT_MRPC, printed)]
 _REPEAT = "Our own fine-tune: MRPC 2e-5 run once more (reference log part4_mrpc_repeat_lr2e-5_stdout.txt)"
 _R = dict(model=BERT, flag="model", match=(("task", "mrpc"), ("lr", 2e-5)), n=_DEV_N["mrpc"])
@@ -443,89 +441,12 @@ def numbers_in(text):
     return [m.lstrip("+") for m in re.findall(r"(?<![\w.])[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?", text)]
 
 
-# --- The labels the scripts print, built from the entries above ---
+# --- The article's setting: the model and the run its numbers are for, the optimiser the paper used ---
 
 ARTICLE_MODEL = BERT
 ARTICLE_RUN = (32, 3, 0)                  # the article's batch size, epochs and seed: its numbers are for these only
 ARTICLE_SETTING = f"{BERT}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs, seed {ARTICLE_RUN[2]}"
 PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"
-
-
-def final_text(at):
-    """'0.9255 (807/872), F1 0.9279': an entry group's FINAL numbers, as the log prints them."""
-    return f"{value(at + '.accuracy')} ({value(at + '.correct')}/{value(at + '.n')}), F1 {value(at + '.f1')}"
-
-
-ARTICLE_FINAL = {(task, lr): final_text(f"{task}.lr{lr:g}") for task, lr in _FINAL_ROWS}
-ARTICLE_REPEAT = {("mrpc", 2e-5): f"{value('mrpc.repeat.accuracy')} ({value('mrpc.repeat.correct')}/"
-                                  f"{value('mrpc.lr2e-05.n')}), F1 {value('mrpc.repeat.f1')}"}
-ARTICLE_BEFORE = {"sst2": f"dev accuracy {value('sst2.before')}", "mrpc": f"dev accuracy {value('mrpc.before')}"}
-
-
-def article_final(task, lr):
-    """The article's number for this task and learning rate (and its repeat of the same job), labelled."""
-    if (task, lr) not in ARTICLE_FINAL:
-        return ""
-    repeat = f"; the same job run again: {ARTICLE_REPEAT[(task, lr)]}" if (task, lr) in ARTICLE_REPEAT else ""
-    return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
-
-
-HEADS_LABELS = {name: value(f"heads.{name}") for name in ("C_shape", "W_shape", "logits", "loss", "probs", "raw_logits",
-                                                          "swag_shape", "swag_scores", "swag_probs")}
-HEADS_LABELS["new_params"] = (f"{value('heads.new_params')} out of {value('heads.total_params')} "
-                              f"({value('heads.new_share')}%)")
-
-SQUAD_LABELS = {
-    "bias": value("v1.bias"),
-    "v1_demo": {q: value(f"v1.{k}.score") for k, q in enumerate(V1_QUESTIONS)},
-    "v1_dev": f"EM {value('v1.dev.em')}, F1 {value('v1.dev.f1')}, {value('v1.dev.windows')} windows, "
-              f"{value('v1.dev.minutes')} min",
-    "v2_demo": {q: value(f"v2.{k}.difference") for k, q in enumerate(V2_QUESTIONS)},
-    "v2_at0": f"F1 {value('v2.dev.at0_f1')}, EM {value('v2.dev.at0_em')}, {value('v2.dev.at0_answered')}%",
-    "v2_best": f"tau {value('v2.dev.tau')}, F1 {value('v2.dev.best_f1')}, EM {value('v2.dev.best_em')}, "
-               f"{value('v2.dev.best_answered')}%, {value('v2.dev.minutes')} min",
-}
-WINDOWS_LABEL = f"{value('v1.dev.windows')} windows, no breakdown printed"
-
-
-def _sst2_label(k):
-    return {name: value(f"sst2.{k}.{name}") for name in ("logits", "softmax", "loss", "gap")} | {"CW": value(f"sst2.{k}.CW")}
-
-
-def _null_label(k):
-    return {"s_null": f"{value(f'null.{k}.S.C')} + {value(f'null.{k}.E.C')} = {value(f'null.{k}.s_null')}",
-            "s_hat": f"{value(f'null.{k}.S.T_i')} + {value(f'null.{k}.E.T_j')} = {value(f'null.{k}.s_hat')}",
-            "answer": (value(f"null.{k}.answer+0.00"), value(f"null.{k}.answer{TAU:+.2f}"))}
-
-
-def _gold_label(k, text):
-    return {"span": f'"{text}" (tokens {value(f"gold.{k}.tokens")}, score {value(f"gold.{k}.score")})',
-            "p": f"P_start {value(f'gold.{k}.p_start')}, P_end {value(f'gold.{k}.p_end')}, loss {value(f'gold.{k}.loss')}"}
-
-
-MATH_LABELS = {
-    "glue_p": value("toy.glue.p"), "glue_loss": value("toy.glue.loss"), "span_best": value("toy.span.best"),
-    "span_loss": value("toy.span.loss4"), "swag_p": value("toy.swag.p"), "swag_loss": value("toy.swag.loss"),
-    "f1": [value(f"f1.{k}.f1") for k in range(len(_F1_ROWS))],
-    "sst2": [_sst2_label(k) for k in range(len(_SST2))],
-    "weights": {"total": value("weights.total"), "new": value("weights.new")}
-    | {label: value(f"weights.{label}") for label in ("GLUE, K = 2 (SST-2)", "GLUE, K = 3 (MNLI)", "SQuAD (S and E)",
-                                                      "SWAG (one vector V)")},
-    "flow": [tuple(float(value(f"flow.{layer}.{name}")) for name, _ in _SHARES) for layer in range(1, len(_FLOW_ROWS) + 1)],
-    "born": value("flow.born"),
-    "table1": {name: value(f"table1.{name}.gain") for name in ("BERT-base", "BERT-large")},
-    "table2": value("table2.margin"),
-    "span_real": [_gold_label(0, "Bidirectional Encoder Representations from Transformers"), _gold_label(1, "Transformers")],
-    "null": [_null_label(k) for k in range(len(_NULL_ROWS))],
-}
-NULL_TAU_LABEL = f"{SQUAD_V2}, tau {value('v2.dev.tau')} chosen on all {value('v2.dev.n')} dev questions"
-
-# The paper's numbers the GLUE and SQuAD rooms print beside ours.
-PAPER_DEV = "paper, BERT-base dev"
-PAPER_TEST = "paper Table 1, BERT-base test (GLUE server)"
-PAPER_SQUAD = {"1.1": f"paper, BERT-base dev (Table 2): {value('table2.base_dev')}",
-               "2.0": f"paper, BERT-large dev (Table 3): EM 78.7, F1 {value('table3.large_dev')}; the paper gives no "
-                      f"BERT-base v2.0 number"}
 
 
 if __name__ == "__main__":

@@ -1,188 +1,30 @@
-"""The command line of bert_part4_finetune.py: its Settings, each declared once (flag, default, help, range or
-choices, where it is recorded), the parser and --help made from them (the article's commands, every default named
-with where it comes from), their checks before any work, and the Settings they become, once, by keyword, in parse.
-No torch here (nor anything that imports it): --help and every refused flag answer at once. The defaults are the
-recipe's (part4/recipe.py), read from there.
+"""The command line of bert_part4_finetune.py, made from the declarations of its Settings (part4/settings.py): the
+parser and --help (the article's commands, every default named with where it comes from), the checks before any work,
+and the Settings the command line becomes, once, by keyword, in parse. No torch here (nor anything that imports it):
+--help and every refused flag answer at once.
 """
 
 import math
 import sys
-from dataclasses import asdict, dataclass, fields
 
-from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
 from part4.flags import (
-    COMMON_FLAGS,
-    POSITIVE,
-    RUN,
-    TABLE,
     ArgumentParser,
     Fatal,
-    Range,
     add_settings,
     check_given,
-    flag_name,
     given_or_default,
     say_error,
-    setting,
 )
 from part4.recipe import (
-    CLIP,
-    CUT_EVAL_EVERY,
     GLUE_TASKS,
-    GRIDS,
     RECIPES,
-    STRIDE,
-    WARMUP,
-    WEIGHT_DECAY,
     check_windows,
-    grid_lrs,
-    lr_tag,
 )
+from part4.settings import Settings
 
-FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
 ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
 SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE and SWAG read --data-dir
 DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
-ON_OFF = {"on": True, "off": False}
-
-
-def paper_defaults(field, text=str):
-    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
-    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
-
-
-def training_dtype(dtype):
-    """--dtype: None when it can train, else what it must be."""
-    if dtype == "fp16":
-        return "training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32"
-    return None if dtype in ("auto", "fp32", "bf16") else "choose auto, fp32 or bf16"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """What one command line asks, each setting declared once here: its flag, default (the recipe's, part4/recipe.py,
-    where the paper sets it), help, range or choices and where it is recorded (part4/flags.py's setting). The
-    parser, the checks, --help and the recorded settings are made from these declarations; parse makes the Settings
-    once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which holds
-    these), never the flags. Adding a setting: one declaration here, and the line that reads it."""
-
-    # --- the article's command: the task and the learning rate ---
-    task: str = setting(flag="positional", record=(RUN,),
-                        help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate of the "
-                             "paper's grid on each dev set, and Table 1 beside it (§4.1)")
-    lr: float = setting(flag="optional positional", type=str, recipe=True, record=(RUN, TABLE),
-                        help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of the paper's "
-                             f"grid {grid_lrs('glue')}, the best on dev; given, that one only)")
-
-    # --- the model and the data ---
-    model: str = setting(ARTICLE_MODEL, record=(RUN, TABLE), path=True,
-                         help=f"pre-trained BERT: Hub id or local folder (default and article: {ARTICLE_MODEL})")
-    init: str = setting("pretrained", choices=("pretrained", "random"), record=(RUN, TABLE), unless_default=(RUN,),
-                        help="pretrained (the paper; default) or random: the same architecture from random weights, "
-                             "fine-tuned with the same recipe, to measure what pre-training buys")
-    head: str = setting("new", choices=("new", "checkpoint"), record=(RUN, TABLE), unless_default=(RUN, TABLE),
-                        help="new (the paper: a new output layer on the pre-trained weights; default) or checkpoint: the "
-                             "checkpoint's own output layer, kept (e.g. to go on fine-tuning a fine-tuned model), refused "
-                             "where it has none or one of another shape than the task's")
-    data_dir: str = setting(record=(TABLE,), path=True,
-                            help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...) or SWAG folder (DIR/train.csv, "
-                                 "val.csv); default: the Hub datasets nyu-mll/glue, allenai/swag (regular)")
-    train_data: str = setting(help="SQuAD: official training JSON (default: the Hub dataset rajpurkar/squad or "
-                                   "rajpurkar/squad_v2, split train)")
-    dev_data: str = setting(help="SQuAD: official dev JSON (default: the same Hub dataset, split validation)")
-    tasks: tuple = setting((), type=str, help="glue: a comma-separated subset, e.g. cola,mrpc,rte (default: all nine)")
-    submission: str = setting(flag="--glue-submission", metavar="DIR",
-                              help="glue: every run predicts the test set, and the chosen run of each task is written "
-                                   "to DIR as the GLUE server takes it (CoLA.tsv ... AX.tsv, submission.zip)")
-
-    # --- the recipe (paper §4.1-4.4, A.3) ---
-    batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
-                              help=f"default: the paper's ({paper_defaults('batch_size')})")
-    epochs: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
-                          help=f"default: the paper's ({paper_defaults('epochs')})")
-    max_len: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
-                           help=f"longest input in tokens (default: {paper_defaults('max_len')}: run_classifier.py's "
-                                "inputs, run_squad.py's windows)")
-    stride: int = setting(STRIDE, record=(RUN,),
-                          help=f"SQuAD: tokens two windows share (default {STRIDE}, as bert_part4_squad.py)")
-    warmup: float = setting(WARMUP, check=Range(0, 1), record=(RUN, TABLE),
-                            help=f"share of steps with a rising lr (default {WARMUP}, run_classifier.py)")
-    weight_decay: float = setting(WEIGHT_DECAY, check=Range(0), record=(RUN, TABLE),
-                                  help=f"AdamW weight decay, not on biases and LayerNorm (default {WEIGHT_DECAY}, paper "
-                                       f"A.2); AdamW is torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
-    clip: float = setting(CLIP, check=POSITIVE, record=(RUN, TABLE),
-                          help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
-    seed: int = setting(0, record=(RUN, TABLE), help="the one fixed seed (default 0; restarts: --seeds)")
-    seeds: int = setting(check=POSITIVE, record=(TABLE,),
-                         help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); with --grid or "
-                              "glue, each setting is chosen by its mean over the seeds (paper, BERT-large: the best "
-                              "restart on dev)")
-    grid: str = setting(choices=sorted(GRIDS), record=(TABLE,),
-                        help=f"glue: lr {grid_lrs('glue')} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
-                             "setting with every seed")
-    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (part4/recipe.py's evaluations)
-                         help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as the article, "
-                              "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
-                              f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
-                              "preamble says how often)")
-    grouped: bool = setting(flag="--group-by-length", choices={"auto": None, "on": True, "off": False}, record=(TABLE,),
-                            help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on "
-                                 "for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: "
-                                 "random batches)")
-    max_train_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
-                                      help="only the first N training examples (SQuAD: questions)")
-    max_dev_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
-                                    help="only the first N examples of each dev set (SQuAD: questions)")
-
-    # --- how the runs are computed and where they go ---
-    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (part4/runs.py)
-                                 help="on (the default): each training step runs every layer but attention on the "
-                                      "batch's real tokens only, skipping the padding: faster where batches hold much "
-                                      "padding. On the CPU it is the same run up to float rounding; on CUDA and MPS the "
-                                      "dropout masks fall otherwise (the same distribution, not the same masks). Choose "
-                                      "off to train on padded batches, as the paper's code")
-    fused_adamw: bool = setting(True, choices=ON_OFF,
-                                help="on (the default): AdamW's fused kernel where torch has one (CUDA; the CPU and MPS "
-                                     "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
-                                     "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
-                                     "run made that way)")
-    eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
-                                   help="dev batch size (default: the head family's, part4/tasks.py; SQuAD's windows as "
-                                        "bert_part4_squad.py)")
-    dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/common.py
-                         help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
-    save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
-                                   "several runs: one subfolder each)")
-    device: str = setting(COMMON_FLAGS["device"][0], help=COMMON_FLAGS["device"][1])
-    results_dir: str = setting(COMMON_FLAGS["results_dir"][0], help=COMMON_FLAGS["results_dir"][1])
-    run_tag: str = setting(record=(TABLE,), help="appended to the results file names, e.g. the model's name")
-    parallel: str = setting(choices=("data", "runs"),      # None: the default for the command
-                            help="under torchrun: data = every batch split over the processes (default for one run); "
-                                 "runs = whole runs of --grid/--seeds spread over them (default for those)")
-    backend: str = setting("auto", help="under torchrun: auto (nccl on CUDA, gloo on CPU; the default), nccl, gloo")
-    argv: tuple = setting((), flag=None, help="the command line as given (recorded with the results)")
-
-    @property
-    def many(self):
-        """--seeds or --grid: a summary, and whole runs spread over processes."""
-        return bool(self.seeds or self.grid)
-
-    @property
-    def reuse(self):
-        """Several runs (grids, seeds, glue): those done are skipped, each keeps a model folder of its own."""
-        return self.many or self.task == "glue"
-
-    @property
-    def cuts(self):
-        """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
-        return {flag_name(f.name): getattr(self, f.name) for f in fields(self) if f.metadata["cuts"]}
-
-
-def flags_record(settings, **ran):
-    """The command's settings as a results file records them (JSON values; ran: what a task's run resolved, its
-    task). Under a grid no single learning rate was given: lr is null, the grid names them."""
-    record = {k: v for k, v in asdict(settings).items() if k != "argv"}
-    return {**record, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks), **ran}
 
 
 def build_parser():

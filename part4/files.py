@@ -1,12 +1,13 @@
 """Results files and the paths they record, without torch (the report reads them on any machine): a path as the
 results record it (relative, or a model folder by its name and a fingerprint), a results JSON read with one line for
-a file that is not one, a folder checked writable before any work, and files written atomically (temp file, then
-rename: a crash leaves nothing that looks complete)."""
+a file that is not one, a folder checked writable before any work, and files and model folders written atomically (a
+temp file or folder, then rename: a crash leaves nothing that looks complete)."""
 
 import functools
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -135,6 +136,47 @@ def replace_atomically(path, write):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+# --- a model's folder: checked before any work, replaced whole ---
+
+def check_model_target(path, flag):
+    """A folder a model will be saved to must be writable before any training starts; an existing one must be a
+    model folder (it is replaced whole), never another kind of folder."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise Fatal(f"{flag} {path}: exists and is not a directory")
+    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise Fatal(f"{flag} {path}: exists and is not a model folder (no config.json); refusing to replace it")
+    check_writable_dir(os.path.dirname(path), flag)
+
+
+def replace_folder_atomically(path, write):
+    """write(tmp) fills a temporary folder beside path, which then takes path's place: never half a folder. The
+    folder and its files get the ordinary permissions of the user's umask (mkdtemp makes 0700)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        for folder, _, files in os.walk(tmp):
+            os.chmod(folder, 0o777 & ~umask)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o666 & ~umask)
+        old = None
+        if os.path.isdir(path):
+            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
+            os.rename(path, os.path.join(old, "model"))
+        os.rename(tmp, path)
+        if old:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
 
 
 if __name__ == "__main__":

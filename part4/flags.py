@@ -1,8 +1,9 @@
 """What every script's command line shares, without torch (so that --help and a refused flag answer at once): the
-one-line errors (Fatal, Stopped) and the run that turns them into one line and an exit code, the parser that raises
-them, the flags every script takes, the check of numbers that must be positive; and the declaration of a setting
-(setting: its default, help, range or choices and where it is recorded, once), from which a command's flags, their
-checks and its recorded settings are made."""
+one-line errors (Fatal, Stopped), the run that turns them into one line and an exit code, every bad input said at
+once (preflight), what a module says when run as a script, the parser that raises them, the flags every script takes,
+the check of numbers that must be positive; and the declaration of a setting (setting: its default, help, range or
+choices and where it is recorded, once), from which a command's flags, their checks and its recorded settings are
+made."""
 
 import argparse
 import os
@@ -32,10 +33,10 @@ def say_error(line):
     sys.stderr.flush()
 
 
-def run_cli(main, argv=None, end=None):
+def run_main(main, argv=None, end=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
-    `| head` leaves it: no line, code 141). `end`, when given,
-    runs last whatever happened (part4/common.py's run_cli ends the processes there)."""
+    `| head` leaves it: no line, code 141). `end`, when given, runs last whatever happened (part4/devices.py's run_cli
+    ends the processes there)."""
     try:
         return main(argv) or 0
     except (Fatal, Stopped) as e:
@@ -61,6 +62,21 @@ def quiet_stdout():
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):    # a stdout without a file descriptor (a test's capture)
         pass
+
+
+def preflight(problems):
+    """Stop with every problem found at once: one line, not one error per run."""
+    problems = list(dict.fromkeys(p for p in problems if p))
+    if len(problems) == 1:
+        raise Fatal(problems[0])
+    if problems:
+        raise Fatal(f"{len(problems)} inputs cannot be used: " + "; ".join(problems))
+
+
+def not_a_script(name, run="one of the bert_part4_*.py scripts at the root (each with --help)"):
+    """What a module of the suite says when it is run as a script: which script to run instead (exit 2)."""
+    say_error(f"{name} is a module, not a script: run {run}")
+    return 2
 
 
 class ArgumentParser(argparse.ArgumentParser):

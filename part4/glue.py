@@ -5,63 +5,39 @@
     python bert_part4_finetune.py glue --glue-submission DIR    # and the files the GLUE server takes
 
 The paper (§4.1): "We use a batch size of 32 and fine-tune for 3 epochs over the data for all GLUE tasks. For each
-task, we selected the best fine-tuning learning rate (among 5e-5, 4e-5, 3e-5, and 2e-5) on the Dev set." WNLI is
-left out of Table 1's average, and "for our GLUE submission, we always predicted the majority class" on it. Table
-1's numbers are test-set scores from the GLUE server: one submission per model.
+task, we selected the best fine-tuning learning rate (among 5e-5, 4e-5, 3e-5, and 2e-5) on the Dev set." WNLI is left
+out of Table 1's average, and "for our GLUE submission, we always predicted the majority class" on it. Table 1's
+numbers are test-set scores from the GLUE server: one submission per model.
 
-Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, skipped when its results exist for
-the same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in
-Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds
-with --seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
---glue-submission the test-set predictions of each task's chosen run. Each run predicts its test sets when it
-ends, so no model has to be kept to reach the test set after the choice (a BERT-base is 440 MB; the paper's grid
-is 36 runs); the cost is one forward pass over the test sets per run.
+Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, skipped when its results exist for the
+same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in Table
+1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds with
+--seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
+--glue-submission the test-set predictions of each task's chosen run (the GLUE server's files: part4/submission.py).
+Each run predicts its test sets when it ends, so no model has to be kept to reach the test set after the choice (a
+BERT-base is 440 MB; the paper's grid is 36 runs); the cost is one forward pass over the test sets per run.
 """
 
 import dataclasses
 import os
 import sys
-import zipfile
 
 import numpy as np
 
-from part4.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
-from part4.common import (
-    Fatal,
-    Report,
-    check_writable_dir,
-    fmt,
-    not_a_script,
-    portable,
-    preflight,
-    replace_atomically,
-    write_atomic,
-)
-from part4.flags import TABLE, recorded
+from part4.article import PAPER_AVERAGE
+from part4.article_labels import PAPER_DEV, PAPER_TEST
+from part4.files import check_writable_dir, portable, write_atomic
+from part4.flags import TABLE, Fatal, not_a_script, preflight, recorded
+from part4.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
+from part4.lines import fmt
+from part4.log import Report
+from part4.metrics import METRIC_NAMES
+from part4.plan import check_not_replaced, existing_result
+from part4.readers import Sources, test_problems
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
-from part4.runs import (
-    as_recorded_now,
-    by_setting,
-    check_not_replaced,
-    existing_result,
-    file_name,
-    job_of,
-    mean_and_std,
-    results_path,
-    runs_folder,
-    unless_paper,
-)
-from part4.tasks import (
-    HF_DEV,
-    MAJORITY_CLASS,
-    METRIC_NAMES,
-    QNLI_VERSION,
-    TASKS,
-    Sources,
-    label_name,
-    paper_test_text,
-    test_problems,
-)
+from part4.runs import by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
+from part4.settings import as_recorded_now
+from part4.submission import write_submission
 
 ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
@@ -83,7 +59,7 @@ def missing_data(name, data_dir):
 
 def table_settings(table):
     """What a table's numbers depend on beyond its name: the command's settings declared as recorded with a table
-    (part4/cli.py), its model and data folder among them; under a grid no single learning rate was given: each
+    (part4/settings.py), its model and data folder among them; under a grid no single learning rate was given: each
     task's is chosen from the grid. A table of other settings is not replaced."""
     settings = recorded(table, TABLE, portable)
     if table.grid:
@@ -97,7 +73,7 @@ def saved_table_settings(saved):
 
 
 def table_name(table):
-    """table: the command's Settings (part4/cli.py).
+    """table: the command's Settings (part4/settings.py).
     part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
     a3 = table.grid == "a3"
@@ -401,41 +377,6 @@ def markdown(payload, table):
                       f"`{sub['zip']}`" + (f"; missing {', '.join(sub['missing'])}." if sub["missing"] else ".")]
     return "\n".join(lines + [""] + notes(table)) + "\n"
 
-
-# --- The test-server files: each run's predictions, then the chosen run's of every task (--glue-submission) ---
-
-def write_submission(folder, rows, report):
-    """The submitted run's files of every task copied into folder, their rows checked against the full test sets,
-    and folder/submission.zip holding them, ready to upload."""
-    runs_dir, written = runs_folder(folder), {}
-    for t, row in rows.items():
-        expected = {f: n for _, f, n in TASKS[t].tests}
-        for rel in row["submitted"]["test_predictions"]:
-            name = os.path.basename(rel)
-            with open(os.path.join(runs_dir, rel), encoding="utf-8") as f:
-                text = f.read()
-            write_atomic(os.path.join(folder, name), text)
-            n = text.count("\n") - 1
-            written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
-            report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
-                       + (" (the training set's majority class, not the model: the paper's WNLI submission)"
-                          if t in MAJORITY_CLASS else "")
-                       + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
-                                                         f"rows: it will not take this file"))
-    every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
-    missing = [f for f in every if f not in written]
-    zip_path = os.path.join(folder, "submission.zip")
-    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
-    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
-               + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
-    return {"files": written, "missing": missing, "zip": portable(zip_path)}
-
-
-def write_zip(path, folder, names):
-    """The files names of folder, compressed into the zip file path (each under its own name)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for name in names:
-            z.write(os.path.join(folder, name), name)
 
 
 if __name__ == "__main__":

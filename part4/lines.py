@@ -1,17 +1,62 @@
-"""What a fine-tuning run prints, each line formatted here, where every run's lines come from: the preamble (the
-derived quantities first, STYLE 8), the line before training, each evaluation's line, the FINAL line with the
-article's number beside a run in its setting, the best dev score seen, and the summaries of restarts and grids.
-bert_part4_finetune.py says them."""
+"""How lines are formatted: the pieces every script's lines are made of (scores with two decimals, a list as the
+article prints it, the article's number labelled beside ours), and the lines of a fine-tuning command that are not one
+task family's own: the preamble (the derived quantities first), each evaluation's line, the FINAL line, the best dev
+score seen, the work split and the runs found done, the summaries of restarts and grids. A family formats its own
+scores (part4/families.py), the GLUE row its table (part4/glue.py), each script the lines only it prints."""
 
 import sys
 
-from part4.article import ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
-from part4.common import model_type_note, not_a_script, portable, weights_line
+from part4.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
+from part4.article_labels import ARTICLE_FINAL, article_final
+from part4.files import portable
+from part4.flags import not_a_script
+from part4.glue_tasks import TASKS
+from part4.metrics import METRIC_NAMES
+from part4.model_folders import weights_line
+from part4.models import model_type_note
 from part4.packing import is_padding_free, padding_free_problem
 from part4.recipe import grid_size
 from part4.runs import by_setting, computation, job_of, mean_and_std, save_summary
-from part4.tasks import METRIC_NAMES, TASKS
 
+# --- What lines are made of: scores as printed, the article's number beside ours ---
+
+def fmt(scores, missing="n/a"):
+    """Scores as the logs and tables print them, with two decimals: 88.5 -> '88.50'; several (MNLI's matched and
+    mismatched) joined by '/': [84.1, 83.4] -> '84.10/83.40'; None or none at all -> missing."""
+    if scores is None:
+        return missing
+    values = scores if isinstance(scores, (list, tuple)) else [scores]
+    return "/".join(f"{v:.2f}" for v in values) if values else missing
+
+
+def rounded(values, digits):
+    """A list printed as the article prints it: [-0.1763, -0.9611, 0.0659]."""
+    return str([round(float(v), digits) for v in values])
+
+
+RANDOM_HEAD = "the article's own random head, not expected to match"
+UNTRAINED_HEAD = "from a trained head; ours is untrained, not expected to match"
+
+
+def article(value, note=None):
+    """The article's number, labelled, printed after ours on every route. Where ours comes from a randomly
+    initialised head, the note says that the two are not expected to match."""
+    return f"   [article: {value}" + (f"; {note}]" if note else "]")
+
+
+def score_parts(scores, metrics, counts=False):
+    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
+    the first accuracy."""
+    parts = []
+    for name, s in scores.items():
+        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+        for k, m in enumerate(metrics):
+            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
+                                                                     and m == "accuracy" else ""))
+    return parts
+
+
+# --- A fine-tuning run's lines: the preamble, each evaluation, the best dev score seen ---
 
 def preamble(config, fit, job, steps, warm, every):
     """The derived quantities a run prints before it trains: data, inputs cut, steps, warmup, how it is computed,
@@ -31,7 +76,7 @@ def preamble(config, fit, job, steps, warm, every):
 def weights_lines(config, fit):
     """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
     loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
-    gave when it was read (part4/common.py read_checkpoint)."""
+    gave when it was read (read_checkpoint, part4/model_folders.py)."""
     checkpoint, head, family = fit.data["checkpoint"], fit.data["head"], fit.family
     lines = []
     if config.command.init == "pretrained":
@@ -160,6 +205,18 @@ def summarise(config, family, results, report, device):
     payload = (grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
                else restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
     save_summary(report, config, payload, device)
+
+
+def split_line(mode, processes, n_runs):
+    if mode == "data":
+        return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{processes.world} of every batch")
+    return (f"work split: {processes.world} processes ({processes.backend}), whole runs: process r trains runs r, r + "
+            f"{processes.world}, ... of the {n_runs}, each alone on its own device")
+
+
+def skipped_line(result):
+    return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
 
 
 if __name__ == "__main__":

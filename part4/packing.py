@@ -1,6 +1,6 @@
 """Padding-free training steps: every layer but attention runs on the real tokens of a batch only.
 
-A batch padded to its longest input (collate, in part4/runs.py) holds B sequences of M positions, of which
+A batch padded to its longest input (collate, in part4/batches.py) holds B sequences of M positions, of which
 N are real tokens. The embeddings, the Q/K/V projections, the attention output, the feed-forward layers and the
 LayerNorms act on each token alone: packed into one (N, H) matrix they do the same work on N rows instead of
 B * M. Attention needs each sequence's own tokens side by side: q, k, v are scattered back into (B, h, M, d),
@@ -56,8 +56,9 @@ class Packing:
         return out.index_copy(0, self.index, x).view(*self.shape, *x.shape[1:])
 
     def dropout(self, x, p, training):
-        """Dropout of the packed (N, H) x, its mask drawn as F.dropout draws it for the padded (B, M, H) input (CPU:
-        bernoulli_(1 - p) on a tensor of that shape, scaled by 1 / (1 - p)), the real tokens' rows kept."""
+        """Dropout of the packed (N, H) x. On the CPU (exact_dropout) its mask is drawn as F.dropout draws it for the
+        padded (B, M, H) input (bernoulli_(1 - p) at that shape, scaled by 1 / (1 - p)) and the real tokens' rows
+        kept; on CUDA and MPS it is F.dropout of x itself, drawn at the packed shape."""
         if not training or p == 0:
             return x
         if not self.exact_dropout:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from part4.flags import Fatal
 
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # in GLUE's order (part4/tasks.py)
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # in GLUE's order (part4/glue_tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
 N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens

@@ -15,20 +15,11 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from part4.common import (
-    ALONE,
-    Fatal,
-    autocast,
-    gather,
-    load_hub_dataset,
-)
-from part4.recipe import MAX_ANSWER as MAX_ANSWER  # run_squad.py's settings, the recipe's (part4/recipe.py)
-from part4.recipe import MAX_LEN as MAX_LEN
-from part4.recipe import N_BEST as N_BEST
-from part4.recipe import SPAN_BATCH_SIZE as BATCH_SIZE
-from part4.recipe import STRIDE as STRIDE
-from part4.recipe import TAU_SWEEP as TAU_SWEEP
-from part4.runs import batches_by_length, collate
+from part4.batches import batches_by_length, collate
+from part4.devices import ALONE, autocast, gather
+from part4.flags import Fatal
+from part4.hub import load_hub_dataset
+from part4.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
 from part4.squad_metric import question_scores
 
 HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
@@ -219,7 +210,7 @@ class SpanSearch:
     """How the dev set is cut and searched (run_squad.py's settings by default)."""
     max_len: int = MAX_LEN       # window length in tokens
     stride: int = STRIDE         # tokens shared by consecutive windows
-    batch_size: int = BATCH_SIZE  # windows per forward pass
+    batch_size: int = SPAN_BATCH_SIZE  # windows per forward pass
     n_best: int = N_BEST         # best starts and best ends tried per window
     max_answer: int = MAX_ANSWER  # longest answer in tokens
     dtype: torch.dtype | None = None  # autocast dtype of the forward passes (None: fp32)

@@ -44,8 +44,10 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import common, packing, runs, tasks
-from part4.common import run_cli
+from part4 import families, metrics, model_folders, models, packing, readers, tasks
+from part4.batches import collate
+from part4.devices import run_cli
+from part4.files import fingerprint, weight_files
 
 CPU = torch.device("cpu")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -128,11 +130,11 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     examples = [((text,), 0) for text in ("a gorgeous, witty, seductive movie.", "dull", "the plot is dull and the "
                                           "acting is worse. good bad film great")]
-    enc = tasks.encode(tok, examples, 128)
+    enc = families.encode(tok, examples, 128)
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]
-    batched = tasks.predict_logits(model, enc, CPU, None, 8)
+    batched = metrics.predict_logits(model, enc, CPU, None, 8)
     assert torch.allclose(torch.tensor(batched, dtype=torch.float32), torch.stack(alone), atol=1e-5)
 
 
@@ -263,7 +265,7 @@ def test_unknown_type_missing_weights_and_misspelled_folders(tiny_bert_dir, tmp_
     err = fails_in_one_line(ft.main, sst2_argv(str(bare), glue, out), capsys, out)
     assert "a config.json without weights (no model.safetensors or pytorch_model.bin beside it)" in err
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(common, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: False)
     err = fails_in_one_line(ft.main, sst2_argv("models/all-MiniLM-L6", glue, out), capsys, out)
     assert err.startswith("error: --model models/all-MiniLM-L6: no such folder here, and as a Hub id: the Hugging Face "
                           "Hub cannot be reached and 'models/all-MiniLM-L6' is not in the local cache")
@@ -297,7 +299,7 @@ def batch_of(lengths, seed=0):
     ids = [torch.randint(5, 90, (n,), generator=g).tolist() for n in lengths]
     enc = {"input_ids": ids, "token_type_ids": [[0] * (n // 2) + [1] * (n - n // 2) for n in lengths],
            "labels": [n % 2 for n in lengths], "targets": ("labels",)}
-    return runs.collate(enc, range(len(lengths)), CPU)
+    return collate(enc, range(len(lengths)), CPU)
 
 
 def test_an_eager_bert_trains_padding_free_as_the_padded_one():
@@ -390,8 +392,8 @@ def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, 
     tok.backend_tokenizer.post_processor = TemplateProcessing(
         single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
     assert sq.layout_problem(tok).startswith(problem)
-    load = common.load_pretrained              # the folder's tokenizer, laid out otherwise
-    monkeypatch.setattr(common, "load_pretrained",
+    load = models.load_pretrained              # the folder's tokenizer, laid out otherwise
+    monkeypatch.setattr(model_folders, "load_pretrained",
                         lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
     out = tmp_path / "r"
     err = fails_in_one_line(sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False),
@@ -537,28 +539,28 @@ def test_the_real_vocabulary_over_fewer_rows_names_both_numbers(tmp_path, capsys
 def test_a_truncated_shard_is_named(tiny_bert_dir, tmp_path):
     folder = str(tmp_path / "sharded")
     transformers.BertModel.from_pretrained(tiny_bert_dir).save_pretrained(folder, max_shard_size="60KB")
-    files = common.weight_files(folder)
+    files = weight_files(folder)
     assert files[0] == "model.safetensors.index.json" and len(files) >= 3
-    assert common.weights_problem(folder) is None
+    assert model_folders.weights_problem(folder) is None
     cut(os.path.join(folder, files[-1]))
-    assert common.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
+    assert model_folders.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
     os.remove(os.path.join(folder, files[-1]))
-    assert common.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
+    assert model_folders.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
 
 
 def test_the_probe_counts_the_words_a_tokenizer_makes_unknown(tmp_path):
     """The casing check against a hand count: an uncased vocabulary, with and without lower-casing, and a cased one."""
     vocab = write_vocab(str(tmp_path))
     lowering, keeping = BertTokenizer(vocab=vocab), BertTokenizer(vocab=vocab, do_lower_case=False)
-    assert common.casing_problem(lowering) == (None, None)
-    capitalised = [w for w in common.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
-    problem, note = common.casing_problem(keeping)
-    assert note is None and f"{len(capitalised)} of the {len(common.PROBE.split())} words" in problem
+    assert model_folders.casing_problem(lowering) == (None, None)
+    capitalised = [w for w in model_folders.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
+    problem, note = model_folders.casing_problem(keeping)
+    assert note is None and f"{len(capitalised)} of the {len(model_folders.PROBE.split())} words" in problem
     with open(vocab, "a") as f:                                                 # a cased vocabulary
         f.write("".join(w.capitalize() + "\n" for w in tiny_vocab_words() if w.isalpha() and len(w) > 3))
-    problem, note = common.casing_problem(BertTokenizer(vocab=vocab))
+    problem, note = model_folders.casing_problem(BertTokenizer(vocab=vocab))
     assert problem is None and note == (f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of "
-                                        f"the 8 words of the probe sentence \"{common.PROBE}\" become [UNK] (0%)")
+                                        f"the 8 words of the probe sentence \"{model_folders.PROBE}\" become [UNK] (0%)")
 
 
 # --- the dtype: loaded in fp32 whatever the file was saved in, said in one line, recorded as computed ---
@@ -664,7 +666,7 @@ def test_an_sst2_head_reused_for_mrpc_is_a_new_layer_unless_kept(tiny_bert_dir, 
     saved = json.loads((tmp_path / "saved" / "config.json").read_text())
     assert saved["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
     kept, log = mrpc_run(sst2, glue, tmp_path / "kept", ["--head", "checkpoint"])
-    zeros = [y for _, y in tasks.read_split(glue, "mrpc", "dev")].count(0) / 16
+    zeros = [y for _, y in readers.read_split(glue, "mrpc", "dev")].count(0) / 16
     assert kept["before"]["dev"]["accuracy"] == zeros and kept["before"]["dev"]["f1"] == 0.0
     assert f"before fine-tuning (the checkpoint's classifier layer, kept): dev accuracy {zeros:.4f}  dev F1 0.0000" in log
     assert "not expected to match" not in log.split("before fine-tuning")[1].splitlines()[0]
@@ -732,15 +734,15 @@ def test_the_weight_file_loaded_is_named_and_alone_fingerprinted(tiny_bert_dir, 
     """A pytorch_model.bin beside the model.safetensors that transformers loads changes neither the numbers nor the
     fingerprint; a folder with the .bin alone gives the same numbers, and says so."""
     both = edited_config(tiny_bert_dir, str(tmp_path / "both"))
-    alone = common.fingerprint(both)
+    alone = fingerprint(both)
     torch.manual_seed(9)
     torch.save(transformers.BertModel(transformers.BertConfig.from_pretrained(both)).state_dict(),
                os.path.join(both, "pytorch_model.bin"))              # other weights, not loaded
     only_bin = as_bin(edited_config(tiny_bert_dir, str(tmp_path / "bin")))
     monkeypatch.chdir(tmp_path / "bin")                               # the folders lie outside it: recorded by fingerprint
-    before = common.fingerprint(both)
+    before = fingerprint(both)
     cut(os.path.join(both, "pytorch_model.bin"), keep=0.9)
-    assert common.fingerprint(both) == before == alone
+    assert fingerprint(both) == before == alone
     got = {}
     for name, folder in (("both", both), ("bin", only_bin)):
         out = str(tmp_path / f"r_{name}")
@@ -777,7 +779,7 @@ def test_each_script_loads_a_bf16_file_in_fp32_and_names_the_one_file_it_loaded(
                                                                                           transformers.BertModel)
     bf16 = saved_as(source, str(tmp_path / "bf16"), model_class, torch.bfloat16)
     twin = saved_as(bf16, str(tmp_path / "twin"), model_class, torch.float32)
-    loaded_alone = common.fingerprint(bf16)
+    loaded_alone = fingerprint(bf16)
     torch.manual_seed(9)
     torch.save(model_class(transformers.BertConfig.from_pretrained(bf16)).state_dict(),
                os.path.join(bf16, "pytorch_model.bin"))             # other weights, not loaded
@@ -812,7 +814,7 @@ def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_
     assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
     assert open(os.path.join(out, "part4_heads.log")).read().splitlines()[2] == (
         f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of the 8 words of the probe "
-        f"sentence \"{common.PROBE}\" become [UNK] (0%)")
+        f"sentence \"{model_folders.PROBE}\" become [UNK] (0%)")
 
 
 def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_path, monkeypatch, capsys):
@@ -822,9 +824,10 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     (repo / "refs" / "main").write_text(commit)
     snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(common, "hub_reachable", lambda timeout=3.0: False)
-    assert common.model_folder("someone/tiny-bert") == snapshot
-    assert common.weights_line(common.read_checkpoint("someone/tiny-bert")) == "model weights: model.safetensors (fp32)"
+    monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: False)
+    assert model_folders.model_folder("someone/tiny-bert") == snapshot
+    line = model_folders.weights_line(model_folders.read_checkpoint("someone/tiny-bert"))
+    assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))
     out = tmp_path / "r"
     err = refused_before_any_line(heads.main, ["--model", "someone/tiny-bert", "--results-dir", str(out), "--device",

@@ -14,8 +14,10 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4 import cli, glue, recipe, runs, spans, tasks
+from part4 import cli, glue, glue_tasks, plan, readers, recipe, runs, tasks
+from part4.devices import ALONE
 from part4.flags import RUN, TABLE, Fatal, Range, setting
+from part4.settings import Settings, flags_record
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -58,9 +60,9 @@ def test_the_command_line_room_imports_no_torch():
 
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
-    assert recipe.GLUE_TASKS == tuple(tasks.TASKS)
+    assert recipe.GLUE_TASKS == tuple(glue_tasks.TASKS)
     assert set(recipe.RECIPES) == set(tasks.FAMILIES)
-    assert spans.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and spans.STRIDE == cli.parse(["squad"]).stride == 128
+    assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and recipe.STRIDE == cli.parse(["squad"]).stride == 128
 
 
 def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
@@ -74,7 +76,7 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert mnli.command is settings and rte.command is settings
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
-    assert sources == tasks.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
+    assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
     assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
     defaults = cli.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
@@ -144,33 +146,33 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
     config, family, _ = tasks.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
-    ours = runs.run_settings(config, job, family, 10, None, runs.ALONE)
-    assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, runs.ALONE)["dtype"] == "bf16"
+    ours = runs.run_settings(config, job, family, 10, None, ALONE)
+    assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
-    assert runs.existing_result(str(path), ours) is not None
-    runs.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
+    assert plan.existing_result(str(path), ours) is not None
+    plan.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
     path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
-    assert runs.existing_result(str(path), ours) is None
+    assert plan.existing_result(str(path), ours) is None
 
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
     from part4 import glue
-    from part4.common import Fatal
+    from part4.flags import Fatal
     settings = cli.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
     recorded = glue.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
     other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
     (tmp_path / f"{glue.table_name(settings)}.json").write_text(json.dumps(other))
     with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
-        glue.start(settings, ["rte"], {}, runs.ALONE)
+        glue.start(settings, ["rte"], {}, ALONE)
 
 
 # --- A setting declared once: parsed, checked, recorded and in --help from its one declaration ---
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class WithDummy(cli.Settings):
+class WithDummy(Settings):
     """The command's Settings and one more setting, declared as a new one would be."""
     dummy_share: float = setting(0.25, check=Range(0, 1), record=(RUN, TABLE),
                                  help="a setting only the tests declare (default 0.25)")
@@ -181,24 +183,25 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     kept in Settings, recorded with the command line, and (declared so) with each run's settings and each table's;
     results written before it existed read as its default: the same run at the default, another at any other
     value."""
-    monkeypatch.setattr(cli, "Settings", WithDummy)
+    monkeypatch.setattr(cli, "Settings", WithDummy)                 # the parser's and the checks'
+    monkeypatch.setattr("part4.settings.Settings", WithDummy)       # the defaults of settings recorded before
     assert "--dummy-share DUMMY_SHARE" in cli.build_parser().format_help()
     assert "a setting only the tests declare (default 0.25)" in " ".join(cli.build_parser().format_help().split())
     given, default = cli.parse(["rte", "--dummy-share", "0.5"]), cli.parse(["rte"])
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
         cli.parse(["rte", "--dummy-share", "1.5"])
-    assert cli.flags_record(given)["dummy_share"] == 0.5
+    assert flags_record(given)["dummy_share"] == 0.5
     assert glue.table_settings(cli.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
         config, family, _ = tasks.task_inputs(settings, "rte")
-        ours[name] = runs.run_settings(config, ft.planned_runs(config)[0], family, 10, None, runs.ALONE)
+        ours[name] = runs.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
-    assert runs.existing_result(str(earlier), ours["default"]) is not None
-    assert runs.existing_result(str(earlier), ours["given"]) is None
+    assert plan.existing_result(str(earlier), ours["default"]) is not None
+    assert plan.existing_result(str(earlier), ours["given"]) is None
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
                     "--device", "cpu", "--results-dir", str(tmp_path / "r"), "--dummy-share", "0.5"]) == 0
@@ -220,7 +223,7 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
         config, family, _ = tasks.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.evals == count and type(job.evals) is int
-        recorded = runs.run_settings(config, job, family, 10, None, runs.ALONE)
+        recorded = runs.run_settings(config, job, family, 10, None, ALONE)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
@@ -250,9 +253,9 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     config, family, _ = tasks.task_inputs(settings, saved["task"], glue.ONCE_PER_EPOCH if settings.task == "glue" else ())
     job = next(j for j in ft.planned_runs(config) if runs.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
-    ours = runs.run_settings(config, job, family, saved["settings"]["train_rows"], None, runs.ALONE)
-    assert runs.existing_result(path, ours) is not None
-    runs.check_not_replaced(path, ours, "holds a result of other settings")
+    ours = runs.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
+    assert plan.existing_result(path, ours) is not None
+    plan.check_not_replaced(path, ours, "holds a result of other settings")
     assert runs.job_of(saved) == job
 
 
@@ -263,4 +266,4 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
         saved = json.load(f)
     ours = {"tasks": saved["settings"]["tasks"], **glue.table_settings(cli.parse(saved["run"]["argv"][1:]))}
     assert glue.saved_table_settings(saved) == ours
-    runs.check_not_replaced(path, ours, "a table of other settings", recorded=glue.saved_table_settings)
+    plan.check_not_replaced(path, ours, "a table of other settings", recorded=glue.saved_table_settings)

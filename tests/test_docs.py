@@ -2,6 +2,7 @@
 accepted by its script's parser (run in-process: nothing is trained or loaded), every link leads somewhere, and the
 report's summary line the README quotes is the committed report's."""
 
+import ast
 import glob
 import json
 import os
@@ -12,7 +13,7 @@ from conftest import ROOT
 from test_report import parses
 
 import bert_part4_report as report
-from part4.common import Fatal
+from part4.flags import Fatal
 
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -109,3 +110,40 @@ def test_the_readme_quotes_the_committed_reports_summary():
     with open(os.path.join(ROOT, "results", "REPRODUCTION.json"), encoding="utf-8") as f:
         line = json.load(f)["summary"]
     assert f"> {line}\n" in read(README)
+
+
+# --- docs/layout.md: a row for every room and script, its Imports column the code's ---
+
+def part4_imports(path):
+    """The part4 modules a file imports, anywhere in it (a room's name; a script imported is named as its file)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "part4":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("part4.", "bert_part4_")):
+            found.add(node.module.removeprefix("part4."))
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.removeprefix("part4.") for alias in node.names
+                      if alias.name.startswith(("part4.", "bert_part4_"))}
+    return found
+
+
+def layout_rows():
+    """{file: the rooms its Imports column names} of docs/layout.md's table."""
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([^|]+) \|$", read(os.path.join(ROOT, "docs", "layout.md")), re.M)
+    return {path: set() if names.strip() == "(none)" else {n.strip() for n in names.split(",")} for path, names in rows}
+
+
+def test_the_layout_names_every_room_and_script_and_what_each_imports():
+    rows = layout_rows()
+    rooms = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "part4", "*.py"))} - {"part4/__init__.py"}
+    scripts = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "bert_part4_*.py"))}
+    assert set(rows) == rooms | scripts
+    for path, named in rows.items():
+        imported = part4_imports(os.path.join(ROOT, path))
+        assert named == {m for m in imported if not m.startswith("bert_part4_")}, path
+        if path.startswith("part4/"):
+            assert not any(m.startswith("bert_part4_") for m in imported), f"{path} imports a script"
+            assert "cli" not in imported, f"{path} imports the command line"

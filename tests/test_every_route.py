@@ -16,8 +16,10 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article, cli, common, flags, recipe, spans, tasks
-from part4.common import run_cli
+from part4 import article_labels, cli, flags, log, plots, readers, recipe, spans
+from part4.devices import run_cli
+from part4.files import portable
+from part4.settings import Settings
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
@@ -28,7 +30,7 @@ def test_help_states_every_default(name):
     defaults are their declarations' (part4/cli.py), the recipe's where the declaration says so."""
     parser = (cli if name == "finetune" else SCRIPTS[name]).build_parser()
     declared = ({flags.dest(f): "the recipe's" if f.metadata["recipe"] else flags.recorded_value(f, f.default)
-                 for f in flags.declared(cli.Settings)} if name == "finetune" else {})
+                 for f in flags.declared(Settings)} if name == "finetune" else {})
     for action in parser._actions:
         default = declared.get(action.dest, action.default)
         if action.dest == "help" or default is None or default is False or default == ():
@@ -53,7 +55,7 @@ def test_a_results_dir_below_a_file_fails_first_in_one_line(name, argv, tmp_path
 def test_an_unwritable_results_dir_is_caught_before_any_work(tmp_path, monkeypatch, capsys):
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(common.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     assert run_cli(heads.main, ["--model", "/nonexistent", "--results-dir", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err.strip().endswith("cannot write there (Permission denied)")
     assert not (tmp_path / "r").exists()
@@ -68,8 +70,8 @@ def test_missing_matplotlib_is_said_once(monkeypatch, capsys):
             raise ImportError(name)
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    monkeypatch.setattr(common, "_PLOT_NOTICE", [])
-    assert common.pyplot() is None and common.pyplot() is None
+    monkeypatch.setattr(plots, "_PLOT_NOTICE", [])
+    assert plots.pyplot() is None and plots.pyplot() is None
     err = capsys.readouterr().err.splitlines()
     assert err == ["plots skipped: matplotlib is not installed (pip install matplotlib to get them)"]
 
@@ -82,18 +84,18 @@ def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkey
     (inside / "data").mkdir(parents=True)
     (inside / "data" / "x.json").write_text("{}")
     monkeypatch.chdir(inside)
-    assert common.portable(str(inside / "data" / "x.json")) == os.path.join("data", "x.json")
-    printed = common.portable(model)
+    assert portable(str(inside / "data" / "x.json")) == os.path.join("data", "x.json")
+    printed = portable(model)
     assert re.fullmatch(r"my-model@[0-9a-f]{12}", printed)
     with open(os.path.join(model, "config.json"), "a") as f:
         f.write("\n")
-    assert common.portable(model) != printed                        # another config, another fingerprint
-    assert common.portable("bert-base-uncased") == "bert-base-uncased"
-    assert common.portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
-    report = common.Report("x", str(inside / "results"))
+    assert portable(model) != printed                        # another config, another fingerprint
+    assert portable("bert-base-uncased") == "bert-base-uncased"
+    assert portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
+    report = log.Report("x", str(inside / "results"))
     args = type("A", (), {})()
     args.model, args.n = model, 3
-    report.save({}, cli=common.command_line(["--model", model], vars(args)))
+    report.save({}, cli=log.command_line(["--model", model], vars(args)))
     saved = (inside / "results" / "x.json").read_text()
     assert str(tmp_path) not in saved and json.loads(saved)["run"]["config"]["model"].startswith("my-model@")
 
@@ -142,10 +144,10 @@ def test_committed_results_hold_no_absolute_paths():
 # --- fine-tuning: the article's column, its spread, the baseline, the grid's size ---
 
 def test_the_article_final_line_and_its_repeat():
-    assert article.article_final("mrpc", 2e-5) == (
+    assert article_labels.article_final("mrpc", 2e-5) == (
         "   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
         "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
-    assert "0.8701 (355/408)" in article.article_final("mrpc", 5e-5) and article.article_final("rte", 2e-5) == ""
+    assert "0.8701 (355/408)" in article_labels.article_final("mrpc", 5e-5) and article_labels.article_final("rte", 2e-5) == ""
     assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
                                   "= 2 x 3 x 3 = 18 runs")
     assert recipe.grid_size("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
@@ -156,8 +158,8 @@ def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny
     out = tmp_path / "r"
     assert ft.main(["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu",
                     "--grid", "glue", "--evals", "1"]) == 0
-    train_labels = [y for _, y in tasks.read_split(glue, "sst2", "train")]
-    dev_labels = np.array([y for _, y in tasks.read_split(glue, "sst2", "dev")])
+    train_labels = [y for _, y in readers.read_split(glue, "sst2", "train")]
+    dev_labels = np.array([y for _, y in readers.read_split(glue, "sst2", "dev")])
     majority = int(np.bincount(train_labels).argmax())
     log = (out / "part4_sst2_lr2e-5.log").read_text().splitlines()
     before = next(x for x in log if x.startswith("before fine-tuning"))

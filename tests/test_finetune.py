@@ -13,8 +13,8 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-from part4 import recipe, tasks
-from part4.common import run_cli
+from part4 import glue_tasks, metrics, readers, recipe
+from part4.devices import run_cli
 
 # --- the schedule and the optimiser ---
 
@@ -48,22 +48,22 @@ def test_no_decay_group_is_exactly_the_biases_and_layernorm_weights(tiny_bert_di
 # --- GLUE's metrics against hand values ---
 
 def test_metrics_against_hand_computed_values():
-    assert tasks.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
+    assert metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
     # TP 2, TN 1, FP 1, FN 1: F1 = 2*2 / (3 + 3); MCC = (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
     pred, gold = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
-    assert tasks.f1_positive(pred, gold) == pytest.approx(4 / 6)
-    assert tasks.matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
-    assert tasks.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0          # one class predicted: 0, not NaN
-    assert tasks.f1_positive([0, 0], [1, 0]) == 0.0
+    assert metrics.f1_positive(pred, gold) == pytest.approx(4 / 6)
+    assert metrics.matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
+    assert metrics.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0          # one class predicted: 0, not NaN
+    assert metrics.f1_positive([0, 0], [1, 0]) == 0.0
     # Pearson of (1, 2, 3) and (1, 2, 4): 3 / sqrt(2 * 42/9)
-    assert tasks.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
+    assert metrics.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
     # Spearman with ties: ranks (1, 2.5, 2.5, 4) and (1, 3, 2, 4) -> 4.5 / sqrt(4.5 * 5)
-    assert tasks.average_ranks([1, 2, 2, 3]).tolist() == [1, 2.5, 2.5, 4]
-    assert tasks.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / math.sqrt(22.5))
+    assert metrics.average_ranks([1, 2, 2, 3]).tolist() == [1, 2.5, 2.5, 4]
+    assert metrics.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / math.sqrt(22.5))
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=50), rng.normal(size=50)
-    assert tasks.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
-    assert tasks.spearman(x, y) == pytest.approx(np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1])
+    assert metrics.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert metrics.spearman(x, y) == pytest.approx(np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1])
 
 
 # --- a synthetic GLUE folder the tests write ---
@@ -262,20 +262,20 @@ def test_ctrl_c_leaves_no_finished_looking_result(tiny_bert_dir, glue_dir, tmp_p
     ("rte", "train", 2490), ("rte", "dev", 277), ("wnli", "train", 635), ("wnli", "dev", 71),
     ("qnli", "dev", 5463), ("mnli", "dev_matched", 9815)])
 def test_glue_readers_on_the_real_files(task, split, rows):
-    examples = tasks.read_split(os.path.join(SHARED_DATA, "glue_data"), task, split)
+    examples = readers.read_split(os.path.join(SHARED_DATA, "glue_data"), task, split)
     assert len(examples) == rows
-    n_texts = len(tasks.TASKS[task].columns)
+    n_texts = len(glue_tasks.TASKS[task].columns)
     assert all(len(texts) == n_texts and all(isinstance(t, str) and t for t in texts) for texts, _ in examples[:200])
 
 
 @needs_shared_data
 def test_real_label_counts():
     glue = os.path.join(SHARED_DATA, "glue_data")
-    mrpc = [y for _, y in tasks.read_split(glue, "mrpc", "dev")]
+    mrpc = [y for _, y in readers.read_split(glue, "mrpc", "dev")]
     assert sum(mrpc) == 279                       # 68% paraphrases: the article's "always yes" scores 0.684
-    mnli = [y for _, y in tasks.read_split(glue, "mnli", "dev_matched")]
+    mnli = [y for _, y in readers.read_split(glue, "mnli", "dev_matched")]
     assert [mnli.count(k) for k in range(3)] == [3479, 3123, 3213]
-    assert tasks.read_split(glue, "mnli", "dev_matched")[0][0] == ["The new rights are nice enough",
+    assert readers.read_split(glue, "mnli", "dev_matched")[0][0] == ["The new rights are nice enough",
                                                                 "Everyone really likes the newest benefits "]
 
 
@@ -303,7 +303,7 @@ def write_mnli(folder, n=48):
 def test_mnli_reports_matched_and_mismatched(tiny_bert_dir, tmp_path):
     glue = str(tmp_path / "glue")
     write_mnli(glue)
-    examples = tasks.read_split(glue, "mnli", "dev_mismatched")
+    examples = readers.read_split(glue, "mnli", "dev_mismatched")
     assert [y for _, y in examples[:4]] == [0, 1, 2, 0] and examples[0][0] == ["the movie is good", examples[0][0][1]]
     out = tmp_path / "r"
     assert ft.main(["mnli", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(out), "--device", "cpu",
@@ -318,22 +318,22 @@ def test_qqp_tsv_layout(tmp_path):
     os.makedirs(tmp_path / "QQP")
     (tmp_path / "QQP" / "dev.tsv").write_text("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
                                               "1\t2\t3\tIs it good?\tIs it great?\t1\n4\t5\t6\tWhy?\tHow?\t0\n")
-    assert tasks.read_split(str(tmp_path), "qqp", "dev") == [(["Is it good?", "Is it great?"], 1), (["Why?", "How?"], 0)]
+    assert readers.read_split(str(tmp_path), "qqp", "dev") == [(["Is it good?", "Is it great?"], 1), (["Why?", "How?"], 0)]
 
 
-@pytest.mark.parametrize("task", sorted(tasks.TASKS))
+@pytest.mark.parametrize("task", sorted(glue_tasks.TASKS))
 def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
     """Without --data-dir the Hub dataset nyu-mll/glue is read; its columns map onto (texts, label)."""
-    spec = tasks.TASKS[task]
+    spec = glue_tasks.TASKS[task]
     rows = [{**{c: f"{c} {k}" for c in spec.hub_columns}, "label": k % max(2, len(spec.labels))} for k in range(4)]
     asked = []
 
     def fake_hub(name, config, split, flag):
         asked.append((name, config, split))
         return rows
-    monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
     split = "dev_mismatched" if task == "mnli" else "dev"
-    examples = tasks.read_split(None, task, split)
+    examples = readers.read_split(None, task, split)
     assert asked == [("nyu-mll/glue", task, "validation_mismatched" if task == "mnli" else "validation")]
     assert examples[1] == ([f"{c} 1" for c in spec.hub_columns], 1)
 

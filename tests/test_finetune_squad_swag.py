@@ -14,8 +14,9 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import cli, runs, spans, squad_metric, tasks
-from part4.common import run_cli
+from part4 import cli, families, readers, runs, spans, squad_metric, tasks
+from part4.batches import collate, epoch_batches
+from part4.devices import run_cli
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 
@@ -118,10 +119,10 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
                  "starts": [LONG.find("London")], "impossible": False} for k in (60, 120, 200)]
     enc = spans.encode_squad(tok, examples, 64, 16)
     idx = list(range(len(enc["input_ids"])))
-    dynamic = runs.collate(enc, idx, torch.device("cpu"))
-    padded = runs.collate(enc, idx, torch.device("cpu"), pad_to=96)
+    dynamic = collate(enc, idx, torch.device("cpu"))
+    padded = collate(enc, idx, torch.device("cpu"), pad_to=96)
     with torch.no_grad():
-        a, b = ft.span_loss(model, dynamic), ft.span_loss(model, padded)
+        a, b = families.SpanExtraction.loss(model, dynamic), families.SpanExtraction.loss(model, padded)
         out = model(input_ids=dynamic["input_ids"], token_type_ids=dynamic["token_type_ids"],
                     attention_mask=dynamic["attention_mask"])
     assert a.item() == pytest.approx(b.item(), abs=1e-5)
@@ -136,12 +137,12 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
 
 def test_grouped_batches_are_a_permutation_of_every_row():
     lengths = [random.Random(k).randrange(10, 384) for k in range(1000)]
-    plan = runs.epoch_batches(1000, 32, 2, 0, lengths)
+    plan = epoch_batches(1000, 32, 2, 0, lengths)
     for batches in plan:
         rows = sorted(i for b in batches for i in b)
         assert rows == list(range(1000)) and len(batches) == 32
     spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in plan[0]])
-    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in runs.epoch_batches(1000, 32, 1, 0)[0]])
+    plain = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in epoch_batches(1000, 32, 1, 0)[0]])
     assert spread < plain / 4
 
 
@@ -297,11 +298,11 @@ def write_swag(folder, n_train=480, n_dev=64, header=SWAG_HEADER, label=None):
 
 def test_swag_reader_and_the_four_inputs(tmp_path, tok):
     folder = write_swag(str(tmp_path / "swag"), n_train=8, n_dev=4)
-    rows = tasks.read_swag_csv(os.path.join(folder, "train.csv"))
+    rows = readers.read_swag_csv(os.path.join(folder, "train.csv"))
     raw = swag_rows(8, 0)
     assert rows[0] == (raw[0][4], [f"{raw[0][5]} {raw[0][7 + k]}" for k in range(4)], int(raw[0][-1]))
-    enc = tasks.encode_swag(tok, rows, 128)
-    batch = runs.collate(enc, [0, 1, 2], torch.device("cpu"))
+    enc = families.encode_swag(tok, rows, 128)
+    batch = collate(enc, [0, 1, 2], torch.device("cpu"))
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["labels"].tolist() == [r[2] for r in rows[:3]]
     for k in range(4):
         assert batch["input_ids"][1, k, :len(enc["input_ids"][1][k])].tolist() == enc["input_ids"][1][k]
@@ -395,12 +396,25 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
             return [{"sent1": "She opened the fridge", "sent2": "and", "ending0": "took milk.", "ending1": "flew.",
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
-    monkeypatch.setattr(tasks, "load_hub_dataset", fake_hub)
+    monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = tasks.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = tasks.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)
+
+
+def test_every_family_has_every_member_of_the_written_interface():
+    """Family (part4/families.py) lists what the recipe, its lines and its plan ask of a head family, a line per
+    member: every family has every member, its loss among them (SWAG trains with GLUE's: the library's)."""
+    interface = families.Family
+    members = set(interface.__annotations__) | {n for n, v in vars(interface).items() if callable(v) and not n.startswith("_")}
+    assert "loss" in members and len(members) >= 25
+    assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
+    for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
+        family = tasks.FAMILIES[task](task, 64, 32)
+        assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
+    assert families.MultipleChoice.loss is families.Classification.loss

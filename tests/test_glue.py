@@ -14,8 +14,11 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import article, cli, glue, lines, tasks
-from part4.common import Fatal, Report, fmt, run_cli
+from part4 import article, cli, glue, glue_tasks, lines, metrics, readers, recipe, submission, tasks
+from part4.devices import run_cli
+from part4.flags import Fatal
+from part4.lines import fmt
+from part4.log import Report
 from part4.runs import Job
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
@@ -128,7 +131,7 @@ def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
         assert row["lr"] == (5e-5, 4e-5, 3e-5)[mcc.index(max(mcc))] and row["tie"] is tie
         _, (_, _, cells) = glue.every_setting({"cola": row}, table)
         note = [c for c in cells if "tie" in c]
-        expected = f"{glue.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
+        expected = f"{recipe.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
         assert note == ([expected] if tie else [])
 
 
@@ -144,8 +147,8 @@ def test_the_majority_class_is_scored_as_the_runs_are():
     two = {"dev_matched": {"labels": [2, 2, 0, 1]}, "dev_mismatched": {"labels": [2, 0, 0, 0, 1]}}
     assert mnli.majority_scores(2, two) == pytest.approx([50.0, 20.0])
     assert tasks.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
-    assert tasks.label_name("wnli", 0) == "not_entailment (0)" and tasks.label_name("rte", 1) == "not_entailment"
-    assert tasks.label_name("mrpc", 1) == "equivalent (1)"
+    assert glue_tasks.label_name("wnli", 0) == "not_entailment (0)" and glue_tasks.label_name("rte", 1) == "not_entailment"
+    assert glue_tasks.label_name("mrpc", 1) == "equivalent (1)"
 
 
 def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
@@ -157,7 +160,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         family = tasks.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
-        report = ft.Report("x", str(tmp_path), quiet=True)
+        report = Report("x", str(tmp_path), quiet=True)
         ranked = lines.grid("glue", task, None, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
@@ -177,7 +180,7 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
         family = tasks.FAMILIES[task](task, 128, 64)
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
-        assert family.selection_name == tasks.METRIC_NAMES[metric], task
+        assert family.selection_name == metrics.METRIC_NAMES[metric], task
         assert not hasattr(family, "headline"), task                   # no second name for it
 
 
@@ -193,7 +196,7 @@ def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
     assert round(glue.average(list(glue.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
     assert "wnli" not in glue.paper_columns() and len(glue.paper_columns()) == 9
-    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in tasks.TASKS}
+    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in glue_tasks.TASKS}
     rows["wnli"] = {"dev": [0.0]}
     cols = glue.columns(rows)
     assert "wnli" not in cols and glue.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
@@ -205,17 +208,17 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
     sub = tmp_path / "submission"
     assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--glue-submission", str(sub)])) == 0
     table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
-    assert all(table["tasks"][t]["run"] for t in tasks.TASKS) and table["average"]["ours"] is not None
+    assert all(table["tasks"][t]["run"] for t in glue_tasks.TASKS) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
         run = json.loads((tmp_path / f"{row['runs'][0]}.json").read_text())
-        metric = tasks.TASKS[t].selection_metric
+        metric = glue_tasks.TASKS[t].selection_metric
         assert row["dev"] == pytest.approx([100 * s[metric] for s in run["final"].values()])
-        assert row["paper_test"] == tasks.paper_test_text(t)
+        assert row["paper_test"] == glue_tasks.paper_test_text(t)
     md = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.md").read_text()
     assert "| MRPC | F1 | 1e-3 |" in md and "| CoLA | MCC |" in md and "| STS-B | Spearman |" in md
     log = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text()
     assert "not the same quantity" in log and "the paper's QNLI is v1" in log and "GLUE's QNLI is v2" in log
-    servers = {f for t in tasks.TASKS.values() for _, f, _ in t.tests}
+    servers = {f for t in glue_tasks.TASKS.values() for _, f, _ in t.tests}
     assert servers == {"CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
                        "QNLI.tsv", "RTE.tsv", "WNLI.tsv", "AX.tsv"}
     inputs = {"CoLA.tsv": "CoLA/test.tsv", "SST-2.tsv": "SST-2/test.tsv", "MRPC.tsv": "MRPC/test.tsv",
@@ -252,7 +255,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
     rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
     report = Report("x", str(tmp_path), quiet=True)
-    out = glue.write_submission(str(folder), rows, report)
+    out = submission.write_submission(str(folder), rows, report)
     assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
     with zipfile.ZipFile(folder / "submission.zip") as z:
         assert z.namelist() == ["RTE.tsv"] and z.read("RTE.tsv").decode() == text
@@ -262,7 +265,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
         raise OSError("disk full")
     monkeypatch.setattr(zipfile.ZipFile, "write", broken)
     with pytest.raises(OSError):
-        glue.write_submission(str(folder), rows, report)
+        submission.write_submission(str(folder), rows, report)
     assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
     assert (folder / "submission.zip").read_bytes() == before
 
@@ -283,11 +286,11 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
-    logits = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]])
-    assert tasks.prediction_strings(logits, tasks.TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert tasks.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), tasks.TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert tasks.prediction_strings(logits[:, :2], tasks.TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    logits, TASKS = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), glue_tasks.TASKS
+    assert submission.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert submission.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert submission.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert submission.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -299,12 +302,12 @@ def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
     class Rows(list):
         features = {"label": Names()}
     rows = Rows([{"premise": "p", "hypothesis": "h", "label": k} for k in range(3)])
-    monkeypatch.setattr(tasks, "load_hub_dataset", lambda *a: rows)
-    got = [y for _, y in tasks.read_split(None, "mnli", "dev_matched")]
-    assert [tasks.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
+    monkeypatch.setattr(readers, "load_hub_dataset", lambda *a: rows)
+    got = [y for _, y in readers.read_split(None, "mnli", "dev_matched")]
+    assert [glue_tasks.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
     Names.names = ["entailment", "maybe"]
     with pytest.raises(Fatal, match="unknown label name"):
-        tasks.read_split(None, "rte", "dev")
+        readers.read_split(None, "rte", "dev")
 
 
 def test_a_task_without_files_is_named_as_not_run(tiny_bert_dir, tmp_path):
@@ -443,7 +446,7 @@ def test_mnlis_missing_file_names_its_dev_files(tmp_path):
     os.makedirs(tmp_path / "MNLI")
     (tmp_path / "MNLI" / "train.tsv").write_text("index\tsentence1\tsentence2\tgold_label\n")
     with pytest.raises(Fatal, match="dev_matched.tsv, dev_mismatched.tsv"):
-        tasks.read_split(str(tmp_path), "mnli", "dev_matched")
+        readers.read_split(str(tmp_path), "mnli", "dev_matched")
 
 
 # --- bad input: one line, exit 2, nothing that looks complete ---
@@ -466,7 +469,7 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
 def test_the_shared_glue_folder_runs_six_tasks():
     """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
     data = os.path.join(SHARED_DATA, "glue_data")
-    absent = {t: glue.missing_data(t, data) for t in tasks.TASKS}
+    absent = {t: glue.missing_data(t, data) for t in glue_tasks.TASKS}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 

@@ -10,8 +10,8 @@ from conftest import ROOT, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_math as bm
-from part4 import common
-from part4.common import Report
+from part4 import model_folders, models
+from part4.log import Report
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
 
@@ -145,7 +145,7 @@ def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
 
 
 def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tiny_qa_dir, tmp_path, capsys):
-    from part4.common import run_cli
+    from part4.devices import run_cli
     folder = save_tiny(str(tmp_path / "base"))
     argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--squad2-model", tiny_qa_dir, "--flow-questions", "0",
             "--results-dir", str(tmp_path / "r"), "--device", "cpu"]
@@ -174,12 +174,13 @@ def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_
     import datasets
     from huggingface_hub import constants
 
-    from part4.common import run_cli
+    from part4.devices import run_cli
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
     loaded = []
-    monkeypatch.setattr(common, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
+    for room in (models, model_folders):                  # the weights, and a folder's config and tokenizer
+        monkeypatch.setattr(room, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
     assert run_cli(bm.main, ["--sst2-model", tiny_qa_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
                              "--results-dir", str(tmp_path / "r"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -11,7 +11,9 @@ from test_finetune import write_sst2
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import packing, runs
+from part4 import families, packing
+from part4.batches import collate
+from part4.devices import has_fused_adamw
 
 CPU = torch.device("cpu")
 LENGTHS = [1, 13, 4, 9, 2, 13, 6, 3]       # a length-1 input, two at the batch's longest
@@ -36,13 +38,14 @@ def family_batch(kind, labels=2):
         enc = encoded(LENGTHS, 0, ("labels",))
         enc = {"input_ids": [enc["input_ids"][:4], enc["input_ids"][4:]], "targets": ("labels",), "labels": [1, 3],
                "token_type_ids": [enc["token_type_ids"][:4], enc["token_type_ids"][4:]]}
-        return runs.collate(enc, [0, 1], CPU), BertForMultipleChoice, {}, ft.library_loss
+        return collate(enc, [0, 1], CPU), BertForMultipleChoice, {}, families.MultipleChoice.loss
     if kind == "span":
         enc = encoded(LENGTHS, 0, ("start_positions", "end_positions"))
-        return runs.collate(enc, range(len(LENGTHS)), CPU), BertForQuestionAnswering, {}, ft.span_loss
+        return collate(enc, range(len(LENGTHS)), CPU), BertForQuestionAnswering, {}, families.SpanExtraction.loss
     enc = encoded(LENGTHS, 0, ("labels",))
     enc["labels"] = [y % 2 for y in enc["labels"]] if labels > 1 else [y * 1.25 for y in enc["labels"]]   # STS-B: 1
-    return runs.collate(enc, range(len(LENGTHS)), CPU), BertForSequenceClassification, {"num_labels": labels}, ft.library_loss
+    return (collate(enc, range(len(LENGTHS)), CPU), BertForSequenceClassification, {"num_labels": labels},
+            families.Classification.loss)
 
 
 FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2), ("span", 2)]
@@ -65,7 +68,7 @@ def test_packed_outputs_loss_and_gradients_equal_the_padded(kind, labels):
     a, b = (model(**{k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")})
             for model in (padded, packed))
     real = batch["attention_mask"].bool().view(-1, batch["attention_mask"].shape[-1])
-    if kind == "span":       # S.T_i, E.T_j at the real tokens; padding's scores are never used (masked in span_loss)
+    if kind == "span":       # S.T_i, E.T_j at the real tokens; padding's scores are never used (masked in SpanExtraction.loss)
         assert (outputs(a) - outputs(b)).abs()[:, real].max() < 1e-5
         assert (outputs(a) - outputs(b)).abs()[:, ~real].min() > 0       # they do differ there: the check means something
     else:
@@ -124,7 +127,7 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
 
 
 def test_has_fused_adamw_says_whether_torch_has_the_kernel():
-    assert ft.has_fused_adamw(torch.device("cuda")) and not ft.has_fused_adamw(torch.device("meta"))
+    assert has_fused_adamw(torch.device("cuda")) and not has_fused_adamw(torch.device("meta"))
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.ones(3)
     try:                        # torch before 2.4 refuses a CPU tensor: "fused=True requires ... devices: ['cuda']"
@@ -132,7 +135,7 @@ def test_has_fused_adamw_says_whether_torch_has_the_kernel():
         works = True
     except RuntimeError:
         works = False
-    assert ft.has_fused_adamw(CPU) == works == FUSED_CPU
+    assert has_fused_adamw(CPU) == works == FUSED_CPU
 
 
 @needs_fused_cpu_adamw
@@ -177,6 +180,6 @@ def test_a_padding_free_run_is_the_padded_run(tiny_bert_dir, tmp_path):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4)
         assert y["dev"]["dev"]["accuracy"] == pytest.approx(x["dev"]["dev"]["accuracy"], rel=1e-4)
     assert a["computation"] == {"padding_free": False, "fused_adamw": False}
-    assert b["computation"] == {"padding_free": True, "fused_adamw": ft.has_fused_adamw(CPU)}
+    assert b["computation"] == {"padding_free": True, "fused_adamw": has_fused_adamw(CPU)}
     assert "(also: AdamW, clip 1.0" in out["padded log"] and ", dynamic padding" in out["padded log"]
     assert "padding-free steps (every layer but attention on the real tokens only)" in out["free log"]

@@ -15,8 +15,9 @@ from test_squad import squad_file
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import runs, tasks
-from part4.common import Processes, run_cli
+from part4 import checkpoints, families, readers
+from part4.batches import collate
+from part4.devices import Processes, run_cli
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 
@@ -60,18 +61,18 @@ def unchanged(r):
 def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, glue, world, size):
     model = BertForSequenceClassification.from_pretrained(no_dropout_model, num_labels=2)
     tok = AutoTokenizer.from_pretrained(no_dropout_model)
-    enc = tasks.encode(tok, tasks.read_split(glue, "sst2", "train"), 128)
+    enc = families.encode(tok, readers.read_split(glue, "sst2", "train"), 128)
     idx = list(range(10, 10 + size))
     grads = lambda: [p.grad.clone() for p in model.parameters()]  # noqa: E731
     model.zero_grad()
-    ft.library_loss(model, runs.collate(enc, idx, torch.device("cpu"))).backward()
+    families.Classification.loss(model, collate(enc, idx, torch.device("cpu"))).backward()
     whole = grads()
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
-        rows, weight = runs.shard(idx, Processes(rank=rank, world=world))
+        rows, weight = checkpoints.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
-        (ft.library_loss(model, runs.collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
+        (families.Classification.loss(model, collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx
     for a, b in zip(whole, grads()):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
@@ -101,7 +102,7 @@ def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_fr
     assert two.stdout.count("FINAL sst2") == 1                                  # only rank 0 prints
     assert "work split: 2 processes (gloo), data parallel" in two.stdout
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "m1"))
-    dev = [texts[0] for texts, _ in tasks.read_split(glue, "sst2", "dev")]
+    dev = [texts[0] for texts, _ in readers.read_split(glue, "sst2", "dev")]
     enc = tok(dev, padding=True, return_tensors="pt")
     with torch.no_grad():
         la, lb = (BertForSequenceClassification.from_pretrained(str(tmp_path / m))(**enc).logits for m in ("m1", "m2"))
@@ -242,7 +243,7 @@ def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, unin
 
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(runs.Run, "stop_requested", lambda run: run.stop.received is not None or
+    monkeypatch.setattr(checkpoints.Run, "stop_requested", lambda run: run.stop.received is not None or
                         ft_steps.append(1) or len(ft_steps) >= 30)
     ft_steps = []
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143

@@ -15,7 +15,7 @@ from conftest import ROOT
 
 import bert_part4_report as report
 from part4 import article, cli
-from part4.common import Fatal
+from part4.flags import Fatal
 
 RESULTS = os.path.join(ROOT, "results")
 

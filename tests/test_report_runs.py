@@ -24,7 +24,7 @@ import bert_part4_math as bm
 import bert_part4_report as report
 import bert_part4_squad as sq
 from part4 import article
-from part4.common import Fatal
+from part4.flags import Fatal
 
 SCRIPTS = {"heads": heads, "math": bm, "squad": sq, "finetune": ft}
 GLUE = ["--batch-size", "8", "--epochs", "1", "--device", "cpu"]

@@ -13,8 +13,8 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4 import recipe, spans, squad_metric, tasks
-from part4.common import run_cli
+from part4 import families, recipe, spans, squad_metric
+from part4.devices import run_cli
 
 # --- span search ---
 
@@ -403,20 +403,19 @@ def number_literals(path, values):
 def test_the_span_search_settings_have_one_home():
     """run_squad.py's windows of 384 tokens overlapping by 128, its 20 best starts and ends and answers of at most 30
     tokens, and 64 windows a forward pass are defined once, in the recipe (part4/recipe.py, which the command lines read
-    without torch); part4/spans.py gives all five; the SQuAD script's defaults, SpanSearch, the fine-tuning's evaluation
-    and the math script read them from there."""
-    assert (spans.MAX_LEN, spans.STRIDE, spans.N_BEST, spans.MAX_ANSWER, spans.BATCH_SIZE) == (384, 128, 20, 30, 64)
+    without torch); the SQuAD script's defaults, SpanSearch's, the fine-tuning's evaluation and the math script read
+    them from there."""
+    assert (recipe.MAX_LEN, recipe.STRIDE, recipe.N_BEST, recipe.MAX_ANSWER, recipe.SPAN_BATCH_SIZE) == (384, 128, 20, 30, 64)
     args = sq.parse_args([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
     assert spans.SpanSearch() == spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
-    assert tasks.SpanExtraction.eval_batch_size == 64
+    assert families.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "spans.py"), values) == []
-    assert (recipe.MAX_LEN, recipe.STRIDE) == (spans.MAX_LEN, spans.STRIDE)
     # the windows' 384 once; 128 is also GLUE's and SWAG's input length, 30 also the article's number of evaluations
     assert number_literals(os.path.join(ROOT, "part4", "recipe.py"), values) == ["128", "128", "128", "20", "30", "30",
                                                                                  "384", "64"]
     assert number_literals(os.path.join(ROOT, "part4", "parsers.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_math.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_squad.py"), values) == ["30"]  # best_span as the article prints it
-    assert number_literals(os.path.join(ROOT, "part4", "tasks.py"), values) == ["128"]   # GLUE's evaluation batch
+    assert number_literals(os.path.join(ROOT, "part4", "families.py"), values) == ["128"]   # GLUE's evaluation batch

@@ -15,8 +15,9 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-from part4 import lines, runs, tasks
-from part4.common import ALONE, Report, run_cli
+from part4 import checkpoints, glue_tasks, lines, runs, tasks
+from part4.devices import ALONE, run_cli
+from part4.log import Report
 from part4.runs import Job
 
 
@@ -75,7 +76,7 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
         # the majority class of the whole training file, scored on the dev file, beside the chosen score
         train = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "train.tsv"))[1:]]
         dev = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "dev.tsv"))[1:]]
-        names = tasks.TASKS[task].labels
+        names = glue_tasks.TASKS[task].labels
         majority = max(names, key=lambda y: (train.count(y), -names.index(y)))          # the first of any ties
         baseline = 100 * dev.count(majority) / len(dev)
         assert row["majority"]["dev"] == pytest.approx([baseline])
@@ -174,12 +175,12 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     path = str(tmp_path / "x.checkpoint")
-    saving = runs.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
+    saving = checkpoints.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
     saving.add_loss(torch.tensor(0.5))
     saving.add_loss(torch.tensor(0.25))
     saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
     meta = torch.device("meta")
-    run = runs.Run(ALONE, meta, path, {"task": "t"})
+    run = checkpoints.Run(ALONE, meta, path, {"task": "t"})
     state = run.resume(model, opt, sched)
     assert state["step"] == 2 and [x.device for x in run.losses] == [meta, meta]
     run.add_loss(torch.tensor(0.125, device=meta))
@@ -217,8 +218,9 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
 
 
 @pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
-                                            ("runs", "bert_part4_finetune.py"), ("common", "bert_part4_finetune.py"),
-                                            ("cli", "bert_part4_finetune.py"), ("recipe", "bert_part4_finetune.py"),
+                                            ("runs", "bert_part4_finetune.py"), ("devices", "bert_part4_"),
+                                            ("cli", "bert_part4_finetune.py"), ("settings", "bert_part4_finetune.py"),
+                                            ("recipe", "bert_part4_finetune.py"), ("plan", "bert_part4_finetune.py"),
                                             ("lines", "bert_part4_finetune.py"), ("flags", "bert_part4_")])
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,

@@ -1,0 +1,66 @@
+"""Batches: rows padded to their own longest (dynamic padding), a batch of an encoded set, the paper's random batches
+of every epoch, and batches of rows of similar length (for evaluation, and for training with --group-by-length)."""
+
+import torch
+
+
+def padded(rows, length=None, value=0, dtype=torch.long):
+    """Rows of different lengths as one (len(rows), length) tensor, each padded at its end with value
+    (length: the longest row, unless given)."""
+    L = length or max(len(r) for r in rows)
+    out = torch.full((len(rows), L), value, dtype=dtype)
+    for r, x in enumerate(rows):
+        out[r, :len(x)] = torch.tensor(x, dtype=dtype)
+    return out
+
+
+def collate(enc, idx, device, pad_to=None, pad_id=0):
+    """A batch of the rows idx of an encoded set (a dict of columns), padded to the longest of them (or to pad_to).
+    Rows that hold several inputs each (SWAG's four) make (batch, inputs, tokens) tensors; enc["targets"] names
+    the columns that are the training targets, enc.get("masks") the token masks padded with False (SQuAD's passage)."""
+    rows = [enc["input_ids"][i] for i in idx]
+    types = [enc["token_type_ids"][i] for i in idx] if "token_type_ids" in enc else None   # none: RoBERTa, DistilBERT
+    choices = isinstance(rows[0][0], list)
+    if choices:
+        rows, types = [r for row in rows for r in row], types and [t for row in types for t in row]
+    L = pad_to or max(len(r) for r in rows)
+    batch = {"input_ids": padded(rows, L, pad_id), **({"token_type_ids": padded(types, L)} if types else {}),
+             "attention_mask": padded([[1] * len(r) for r in rows], L)}
+    if choices:
+        batch = {k: v.view(len(idx), -1, L) for k, v in batch.items()}
+    for key in enc["targets"]:
+        batch[key] = torch.tensor([enc[key][i] for i in idx])
+    for key in enc.get("masks", ()):
+        batch[key] = padded([enc[key][i] for i in idx], L, False, torch.bool)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def batches_by_length(lengths, batch_size):
+    """Rows sorted by length, cut into batches: each batch carries little padding (for evaluation)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def epoch_batches(n, batch_size, epochs, seed, lengths=None, group=50):
+    """The shuffled row order of every epoch, cut into batches (the last one of an epoch may be short).
+
+    With lengths: each run of group * batch_size shuffled rows is sorted by length before it is cut, and
+    the batches of the epoch are then shuffled, so that a batch holds rows of similar length."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=g).tolist()
+        if lengths is not None:
+            chunk = group * batch_size
+            order = [i for c in range(0, n, chunk) for i in sorted(order[c:c + chunk], key=lambda i: lengths[i])]
+        batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        if lengths is not None:
+            batches = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+        out.append(batches)
+    return out
+
+
+def row_length(enc, i):
+    """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
+    row = enc["input_ids"][i]
+    return max(len(r) for r in row) if isinstance(row[0], list) else len(row)
