@@ -33,25 +33,21 @@ if __name__ == "__main__":       # --help and a refused flag are answered before
 
 import math
 import re
-import time
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
-from tqdm import tqdm
 from transformers import AutoConfig
 
 from part4 import glue, lines, runs, tasks
-from part4.article_labels import ARTICLE_BEFORE
-from part4.batches import collate, epoch_batches
-from part4.checkpoints import Run
-from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
-from part4.lines import RANDOM_HEAD, article
+from part4.batches import collate
+from part4.devices import autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
 from part4.log import Report
 from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
 from part4.plan import collected, earlier_result, plan_runs
 from part4.recipe import evaluations, grid_settings
-from part4.runs import Fit, Job, Where, eval_every, run_name, run_settings
+from part4.runs import Job, Where
+from part4.training import TrainingRun
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -85,108 +81,40 @@ def new_model(family, model, init, head="new"):
     return task_labels(model, family.label_names)
 
 
-def fine_tune(job, config, family, data, where, processes=ALONE):
-    """Fine-tune one model with the paper's recipe, the article's lines in its order: the pre-trained weights with a
-    new output layer, or with --init random every weight random. Returns the run's results (on the first of the
-    processes that share it, each taking its part of every batch; None on the others)."""
-    c, device, name = config.command, where.device, run_name(config, job)
-    report = Report(name, c.results_dir, quiet=not (where.processes.main and processes.main))
+def fine_tune(job, plan):
+    """One run of the paper's recipe, the article's lines in its order: the pre-trained weights with a new output layer
+    (or with --init random every weight random), AdamW without decay on biases and LayerNorm, warmup then linear decay,
+    the loop over the batches of every epoch, each step clipped. What the paper does not say (the log, this process's
+    share of a batch, the dev scores, checkpoints) is the run's (part4/training.py). Returns the run's results (None on
+    the processes other than the first of those that share it)."""
+    c, device, family = plan.config.command, plan.where.device, plan.family
+    run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
     seed_everything(job.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2), the article's line:
     model = new_model(family, c.model, c.init, c.head).to(device)
     model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
     model.train()
-    train, wd = data["train"]["input_ids"], c.weight_decay
-    fused = c.fused_adamw and has_fused_adamw(device)                           # the kernel, where torch has one
-    groups = decay_groups(model, wd)
-    opt = torch.optim.AdamW(groups, lr=job.lr, weight_decay=wd, fused=fused)    # no decay on biases and LayerNorm
-    steps = job.epochs * math.ceil(len(train) / job.batch_size)    # the article's 3 * math.ceil(len(train) / 32)
-    warm = int(c.warmup * steps)                                                # warmup, then linear decay
+    train = plan.data["train"]
+    fused = c.fused_adamw and has_fused_adamw(device)               # the kernel, where torch has one
+    opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr, fused=fused)   # no decay: biases, LayerNorm
+    steps = job.epochs * math.ceil(len(train["input_ids"]) / job.batch_size)   # the article's 3 * ceil(len(train) / 32)
+    warm = int(c.warmup * steps)                                    # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    run = Run(processes, device, runs.checkpoint_path(config, name),
-              run_settings(config, job, family, len(train), where.dtype, processes))
-    fit = Fit(model=model, opt=opt, sched=sched, family=family, data=data, device=device, dtype=where.dtype, run=run,
-              report=report)
-    every = eval_every(job.evals, steps, c.evals is None and data["n_train"] < data["n_train_all"])
-    state = run.resumed(model, opt, sched, report, steps) or begin(fit, job, config, warm, steps, every)
-    curve, seconds = train_loop(fit, job, config, state, steps, every)
-    numbers = {"steps": steps, "warmup_steps": warm, "before": state["before"], "curve": curve, "seconds": seconds}
-    return finish(fit, job, config, numbers) if processes.main else None
-
-
-def train_loop(fit, job, config, state, steps, every):
-    """The article's loop over the batches of every epoch, from the step the run stands at (state): a training step,
-    the dev scores every `every` steps and at the end, a checkpoint. Returns the learning curve and the seconds (those
-    of an interrupted run included)."""
-    train, run, model, report = fit.data["train"], fit.run, fit.model, fit.report
-    batches = [(epoch, idx) for epoch, in_epoch in enumerate(epoch_batches(
-        len(train["input_ids"]), job.batch_size, job.epochs, job.seed, train["full_lengths"] if config.grouped else None),
-        start=1) for idx in in_epoch]
-    ddp_model, step, t0 = run.wrap(model), state["step"], time.time() - state["elapsed"]   # DDP only under torchrun
-    curve = list(state["curve"])
-    loss_fn = fit.family.loss
-    with run, tqdm(total=steps, initial=step, desc=report.name, unit="step", file=sys.stderr, leave=False,
-                   disable=report.quiet) as bar:
-        for epoch, idx in batches[step:]:                              # every weight is trained
-            rows, weight = run.share(idx)                              # all of the batch when alone
-            loss = train_step(ddp_model, collate(train, rows, fit.device), fit.opt, fit.sched, config.command.clip,
-                              run.weighted(loss_fn, weight), dtype=fit.dtype)
-            run.add_loss(loss)
-            step += 1
-            bar.update()
-            if step % every == 0 or step == steps:
-                curve.append(evaluation(fit, step, epoch, steps, job.lr, t0))
-            run.after_step(step, steps, every, model, fit.opt, fit.sched, state={
-                "curve": curve, "before": state["before"], "lines": list(report.lines), "elapsed": time.time() - t0})
-    return curve, time.time() - t0
-
-
-def train_step(model, batch, opt, sched, clip, loss_fn, dtype=None):
-    """One step of the article's loop: forward, loss, backward, clip the gradient norm, AdamW, schedule (dtype: the
-    autocast dtype, None for fp32). Returns the loss."""
-    with autocast(batch["input_ids"].device, dtype):
-        loss = loss_fn(model, batch)       # model(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=y).loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    opt.step()
-    sched.step()
-    opt.zero_grad()
-    return loss.detach()
-
-
-def begin(fit, job, config, warm, steps, every):
-    """A run from step 0: the preamble, then the score of the untrained head."""
-    for line in lines.preamble(config, fit, job, steps, warm, every):
-        fit.report.say(line)
-    main, init, head = fit.run.processes.main, config.command.init, fit.data["head"]
-    before = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
-    fresh = "every weight random, --init random" if init == "random" else fit.family.kept_head if head.kept else \
-        fit.family.fresh
-    fit.report.say(f"before fine-tuning ({fresh}): {fit.family.format(before) if main else ''}"
-                   + fit.family.baseline(fit.data["majority"], fit.data["devs"])
-                   + (article(ARTICLE_BEFORE[config.task], RANDOM_HEAD) if config.task in ARTICLE_BEFORE and
-                      init == "pretrained" and not head.kept else ""))
-    return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
-
-
-def evaluation(fit, step, epoch, steps, lr, t0):
-    """The mean training loss since the last evaluation and the dev scores (on rank 0), as one log line."""
-    mean = fit.run.mean_loss(step, lr)
-    main = fit.run.processes.main
-    scores = fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype) if main else None
-    point = {"step": step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(time.time() - t0, 1)}
-    fit.report.say(lines.step_line(step, steps, epoch, mean, fit.family.format(scores) if main else '', time.time() - t0))
-    return point
-
-
-def finish(fit, job, config, numbers):
-    """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved."""
-    final = numbers["curve"][-1]["dev"]
-    fit.report.say(lines.final_line(config.task, fit.family, job, final, numbers["seconds"], config.command.init))
-    for line in lines.best_seen_line(runs.best_seen(numbers["curve"], fit.family), final, fit.family):
-        fit.report.say(line)
-    return runs.save_results(fit, config, job, {**numbers, "final": final})
+    run.start(model, opt, sched, steps=steps, warm=warm)          # from its checkpoint, or the untrained head's score
+    net = run.wrap(model)                                           # DistributedDataParallel under torchrun
+    with run:                                                       # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
+        for epoch, rows, weight in run.batches():                   # the paper's random batches; this process's rows
+            batch = collate(train, rows, device)
+            with autocast(device, plan.where.dtype):
+                loss = family.loss(net, batch) * weight     # model(input_ids, token_type_ids, ..., labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), c.clip)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            run.after_step(epoch, loss.detach())                    # dev scores every few steps, checkpoints
+    return run.finish()                                             # the FINAL line, the results written
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
@@ -219,8 +147,13 @@ def main(argv=None):
         report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
         plan = plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
                          header=lines.grid_header(config, len(jobs), in_table))
-        mine = {k: earlier_result(plan, k) or fine_tune(jobs[k], config, family, plan.data, where, plan.sharing())
-                for k in plan.mine()}
+        mine = {}
+        for k in plan.mine():                   # each run of this process's share, unless its result exists
+            earlier = earlier_result(plan, k)
+            if earlier:
+                mine[k] = earlier
+            else:
+                mine[k] = fine_tune(jobs[k], plan)
         results = collected(plan, mine)
         if processes.main and in_table:
             rows[task] = glue.choose(results, family, config, plan.data)

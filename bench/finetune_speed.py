@@ -42,7 +42,7 @@ import bert_part4_finetune as ft  # noqa: E402
 from part4 import families, readers, spans  # noqa: E402
 from part4.batches import collate, epoch_batches  # noqa: E402
 from part4.checkpoints import Run  # noqa: E402
-from part4.devices import ALONE, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
+from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
 from part4.models import load_pretrained  # noqa: E402
 from part4.packing import padding_free  # noqa: E402
 
@@ -70,7 +70,7 @@ def tokenizer_and_models(args):
 
 def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=None, lr=2e-5, processes=ALONE):
     """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), the mean batch width and the real tokens
-    of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and train_step, and the Run
+    of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and step, and the Run
     that shares each batch under torchrun, as bert_part4_finetune.py uses them."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
@@ -85,7 +85,13 @@ def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=Non
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
         tokens += int(batch["attention_mask"].sum()) if k >= 2 else 0
-        ft.train_step(trainer, batch, opt, sched, 1.0, run.weighted(loss_fn, weight), dtype=dtype)
+        with autocast(device, dtype):                 # the step of bert_part4_finetune.py's loop
+            loss = loss_fn(trainer, batch) * weight
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainer.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0, sum(widths) / len(widths), tokens

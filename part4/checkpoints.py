@@ -113,13 +113,8 @@ class Run:
         """This process's rows of a global batch, and the weight of its loss (see shard)."""
         return shard(idx, self.processes)
 
-    @staticmethod
-    def weighted(loss_fn, weight):
-        """loss_fn with its loss scaled by this process's weight (loss_fn itself when the weight is 1)."""
-        return loss_fn if weight == 1.0 else (lambda model, batch: loss_fn(model, batch) * weight)
-
     def add_loss(self, loss):
-        """loss: this process's weighted loss (see weighted); its share of the batch's mean loss is kept."""
+        """loss: this process's loss times its weight (see shard); its share of the batch's mean loss is kept."""
         self.losses.append(loss / self.processes.world)
 
     def mean_loss(self, step, lr):
@@ -140,16 +135,12 @@ class Run:
         flag = torch.tensor([float(self.stop.received is not None)], device=self.device)
         return bool(summed(self.processes, flag).item() > 0)
 
-    def after_step(self, step, total, every, model, opt, sched, *, state):
-        """A checkpoint at each evaluation before the last; on SIGTERM or Ctrl-C a checkpoint, then Stopped."""
-        stopping = self.stop_requested()
-        if stopping or (step % every == 0 and step < total):
-            self.save(model, opt, sched, {"settings": self.settings, "step": step, **state})
-        if stopping:
-            signal_name, code = StopSignals.NAMES.get(self.stop.received, ("a signal to another process", 143))
-            raise Stopped(f"stopped by {signal_name} at step {step}/{total}: checkpoint saved to "
-                          f"{portable(self.checkpoint)}; run the same command again to resume (no results were written)",
-                          code)
+    def stopped(self, step, total):
+        """Stop the run after a signal (its checkpoint saved): one line saying how to resume."""
+        signal_name, code = StopSignals.NAMES.get(self.stop.received, ("a signal to another process", 143))
+        raise Stopped(f"stopped by {signal_name} at step {step}/{total}: checkpoint saved to "
+                      f"{portable(self.checkpoint)}; run the same command again to resume (no results were written)",
+                      code)
 
     def save(self, model, opt, sched, state):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses and RNG
@@ -159,7 +150,7 @@ class Run:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
 
-    def resumed(self, model, opt, sched, report, steps):
+    def resumed(self, model, opt, sched, *, report, steps):
         """The saved state when a checkpoint was loaded (its log lines restored, and a line saying so), else None."""
         state = self.resume(model, opt, sched)
         if state:

@@ -15,15 +15,17 @@ from part4.lines import skipped_line, split_line
 from part4.log import Report
 from part4.model_folders import read_checkpoint
 from part4.models import check_positions, load_model, model_problem
-from part4.runs import Where, model_folders, results_path, run_name, run_settings, summarised_runs
+from part4.runs import Config, Where, model_folders, results_path, run_name, run_settings, summarised_runs
 from part4.settings import as_recorded_now, settings_diff
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The runs of one task, as planned: the jobs, the data read and tokenised once for all of them, how the processes
-    share the work ("data": every run by all of them, each taking part of every batch; "runs": run k by process
-    k % N alone), and the report their skipped lines go to."""
+    """The runs of one task, as planned: its Config and family, the jobs, the data read and tokenised once for all of
+    them, how the processes share the work ("data": every run by all of them, each taking part of every batch; "runs":
+    run k by process k % N alone), and the report their skipped lines go to."""
+    config: Config
+    family: object
     jobs: list
     data: dict
     mode: str
@@ -55,7 +57,7 @@ def plan_runs(config, family, sources, jobs, where, report, summary=False, heade
                            recorded=summarised_runs)
     for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
         report.say(line)
-    plan = Plan(jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
+    plan = Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
     train_rows = len(data["train"]["input_ids"])
     return replace(plan, earlier={k: e for k in plan.mine() if (e := done_before(config, jobs[k], family, train_rows,
                                                                                   where.dtype))})

@@ -15,6 +15,7 @@ from transformers import BertForSequenceClassification, get_linear_schedule_with
 import bert_part4_finetune as ft
 from part4 import glue_tasks, metrics, readers, recipe
 from part4.devices import run_cli
+from part4.training import TrainingRun
 
 # --- the schedule and the optimiser ---
 
@@ -228,14 +229,13 @@ def test_bad_inputs_are_one_line_errors(tiny_bert_dir, glue_dir, tmp_path, capsy
 
 
 def test_a_nan_loss_stops_with_the_step_and_writes_nothing(tiny_bert_dir, glue_dir, tmp_path, monkeypatch, capsys):
-    real = ft.train_step
+    real = TrainingRun.after_step
     calls = []
 
-    def nan_from_step_2(*a, **k):
+    def nan_from_step_2(run, epoch, loss):
         calls.append(1)
-        loss = real(*a, **k)
-        return loss * float("nan") if len(calls) >= 2 else loss
-    monkeypatch.setattr(ft, "train_step", nan_from_step_2)   # evaluations come every 3 steps
+        return real(run, epoch, loss * float("nan") if len(calls) >= 2 else loss)
+    monkeypatch.setattr(TrainingRun, "after_step", nan_from_step_2)   # evaluations come every 3 steps
     argv = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue_dir, "--results-dir", str(tmp_path), "--device", "cpu",
             "--max-train-examples", "160", "--evals", "5"]
     assert run_cli(ft.main, argv) == 1
@@ -246,7 +246,7 @@ def test_a_nan_loss_stops_with_the_step_and_writes_nothing(tiny_bert_dir, glue_d
 def test_ctrl_c_leaves_no_finished_looking_result(tiny_bert_dir, glue_dir, tmp_path, monkeypatch, capsys):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(ft, "train_step", interrupt)
+    monkeypatch.setattr(TrainingRun, "after_step", interrupt)
     argv = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue_dir, "--results-dir", str(tmp_path), "--device", "cpu"]
     assert run_cli(ft.main, argv) == 130
     assert "interrupted" in capsys.readouterr().err

@@ -186,7 +186,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     run.add_loss(torch.tensor(0.125, device=meta))
     assert torch.stack(run.losses).shape == (3,)                    # raised before: cpu beside meta
     report = Report("x", str(tmp_path), quiet=True)
-    assert run.resumed(model, opt, sched, report, 10)["step"] == 2
+    assert run.resumed(model, opt, sched, report=report, steps=10)["step"] == 2
     assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
 
 

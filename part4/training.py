@@ -1,0 +1,151 @@
+"""What one fine-tuning run needs around the paper's loop that the paper does not say: its log and progress bar, this
+process's share of each batch, the training loss kept, the dev scores every few steps, the checkpoint and the resume,
+the FINAL line and the results. bert_part4_finetune.py's fine_tune holds the recipe and calls these by name."""
+
+import sys
+import time
+
+from tqdm import tqdm
+
+from part4 import lines, runs
+from part4.article_labels import ARTICLE_BEFORE
+from part4.batches import epoch_batches
+from part4.checkpoints import Run
+from part4.lines import RANDOM_HEAD, article
+from part4.log import Report
+from part4.runs import Fit, checkpoint_path, eval_every, run_name, run_settings
+
+
+class TrainingRun:
+    """One run of a task's plan (part4/plan.py Plan) for one Job, around the loop:
+
+        run = TrainingRun(job, plan)
+        run.start(model, opt, sched, steps=steps, warm=warm)    # from its checkpoint, or from step 0
+        with run:                                                # Ctrl-C and SIGTERM: a checkpoint, then a clean stop
+            for epoch, rows, weight in run.batches():            # the batches left, this process's rows of each
+                ...                                              # the recipe's step
+                run.after_step(epoch, loss)
+        results = run.finish()
+    """
+
+    def __init__(self, job, plan):
+        self.job, self.plan, self.processes = job, plan, plan.sharing()
+        self.name = run_name(plan.config, job)
+        main = plan.where.processes.main and self.processes.main
+        self.report = Report(self.name, plan.config.command.results_dir, quiet=not main)
+
+    def start(self, model, opt, sched, *, steps, warm):
+        """The run from its checkpoint when one was saved (its log lines said again), else from step 0: the preamble,
+        then the dev score of the untrained head."""
+        plan, job, data = self.plan, self.job, self.plan.data
+        settings = run_settings(plan.config, job, family=plan.family, train_rows=len(data["train"]["input_ids"]),
+                                dtype=plan.where.dtype, processes=self.processes)
+        self.run = Run(self.processes, plan.where.device, checkpoint_path(plan.config, self.name), settings)
+        self.fit = Fit(model=model, opt=opt, sched=sched, family=plan.family, data=data, device=plan.where.device,
+                       dtype=plan.where.dtype, run=self.run, report=self.report)
+        self.steps, self.warm = steps, warm
+        cut = plan.config.command.evals is None and data["n_train"] < data["n_train_all"]
+        self.every = eval_every(job.evals, steps, cut)
+        state = self.run.resumed(model, opt, sched, report=self.report, steps=steps)
+        if state is None:
+            state = self.begin()
+        self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
+        self.t0 = time.time() - state["elapsed"]
+
+    def begin(self):
+        """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
+        fit, config, job = self.fit, self.plan.config, self.job
+        for line in lines.preamble(config, fit, job, steps=self.steps, warm=self.warm, every=self.every):
+            self.report.say(line)
+        before = self.dev_scores()
+        init, head = config.command.init, fit.data["head"]
+        if init == "random":
+            fresh = "every weight random, --init random"
+        elif head.kept:
+            fresh = fit.family.kept_head
+        else:
+            fresh = fit.family.fresh
+        scores = fit.family.format(before) if self.run.processes.main else ""
+        theirs = ""
+        if config.task in ARTICLE_BEFORE and init == "pretrained" and not head.kept:
+            theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
+        self.report.say(f"before fine-tuning ({fresh}): {scores}"
+                        + fit.family.baseline(fit.data["majority"], fit.data["devs"]) + theirs)
+        return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
+
+    def __enter__(self):
+        self.run.__enter__()
+        self.bar = tqdm(total=self.steps, initial=self.step, desc=self.name, unit="step", file=sys.stderr, leave=False,
+                        disable=self.report.quiet)
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.close()
+        return self.run.__exit__(*exc)
+
+    def wrap(self, model):
+        """The model each step trains through: itself alone, DistributedDataParallel under torchrun."""
+        return self.run.wrap(model)
+
+    def batches(self):
+        """The paper's random batches of every epoch (grouped by length where the run says so), from the step the run
+        stands at: (epoch, this process's rows of the batch, the weight of its loss: 1 alone; see part4/checkpoints.py shard)."""
+        train, job = self.plan.data["train"], self.job
+        lengths = train["full_lengths"] if self.plan.config.grouped else None
+        epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
+        every_batch = []
+        for epoch, in_epoch in enumerate(epochs, start=1):
+            for idx in in_epoch:
+                every_batch.append((epoch, idx))
+        for epoch, idx in every_batch[self.step:]:
+            rows, weight = self.run.share(idx)
+            yield epoch, rows, weight
+
+    def after_step(self, epoch, loss):
+        """After each step: its loss kept; the dev scores every few steps and at the end (a log line each); a checkpoint
+        at each evaluation before the last; on SIGTERM or Ctrl-C a checkpoint, then a clean stop."""
+        self.run.add_loss(loss)
+        self.step += 1
+        self.bar.update()
+        if self.step % self.every == 0 or self.step == self.steps:
+            self.curve.append(self.evaluation(epoch))
+        stopping = self.run.stop_requested()
+        if stopping or (self.step % self.every == 0 and self.step < self.steps):
+            state = {"curve": self.curve, "before": self.before, "lines": list(self.report.lines),
+                     "elapsed": time.time() - self.t0}
+            self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings,
+                                                                          "step": self.step, **state})
+        if stopping:
+            self.run.stopped(self.step, self.steps)
+
+    def dev_scores(self):
+        """The dev scores of the model as it stands (on the first process only; None on the others)."""
+        fit = self.fit
+        if not self.run.processes.main:
+            return None
+        return fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype)
+
+    def evaluation(self, epoch):
+        """The mean training loss since the last evaluation and the dev scores, as one log line and a curve point."""
+        mean = self.run.mean_loss(self.step, self.job.lr)
+        scores = self.dev_scores()
+        seconds = time.time() - self.t0
+        point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
+        shown = self.fit.family.format(scores) if self.run.processes.main else ""
+        self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
+        return point
+
+    def finish(self):
+        """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved;
+        the results on the first of the processes that share the run, None on the others."""
+        if not self.processes.main:
+            return None
+        fit, config, job = self.fit, self.plan.config, self.job
+        seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
+        self.report.say(lines.final_line(config.task, fit.family, job, final=final, seconds=seconds,
+                                         init=config.command.init))
+        for line in lines.best_seen_line(runs.best_seen(self.curve, fit.family), final, fit.family):
+            self.report.say(line)
+        numbers = {"steps": self.steps, "warmup_steps": self.warm, "before": self.before, "curve": self.curve,
+                   "seconds": seconds, "final": final}
+        return runs.save_results(fit, config, job, numbers)
