@@ -141,11 +141,15 @@ def main(argv=None):
     to_run, absent = glue.runnable(settings) if in_table else (settings.tasks, {})
     table = glue.start(settings, to_run, absent, processes) if in_table else None
     rows = {}
-    for task in to_run:
-        config, family, sources = tasks.task_inputs(settings, task, glue.ONCE_PER_EPOCH if in_table else ())
+    for name in to_run:
+        task = tasks.task_inputs(settings, name, glue.ONCE_PER_EPOCH if in_table else ())
+        config, family = task.config, task.family
         jobs = planned_runs(config)
-        report = table or Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
-        plan = plan_runs(config, family, sources, jobs, where, report=report, summary=settings.many and not table,
+        if in_table:
+            report = table
+        else:
+            report = Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
+        plan = plan_runs(task, jobs, where=where, report=report, summary=settings.many and not in_table,
                          header=lines.grid_header(config, len(jobs), in_table))
         mine = {}
         for k in plan.mine():                   # each run of this process's share, unless its result exists
@@ -156,11 +160,11 @@ def main(argv=None):
                 mine[k] = fine_tune(jobs[k], plan)
         results = collected(plan, mine)
         if processes.main and in_table:
-            rows[task] = glue.choose(results, family, config, plan.data)
+            rows[name] = glue.choose(results, family, config, plan.data)
         elif processes.main and settings.many:
-            lines.summarise(config, family, results, report, device)
+            lines.summarise(config, family, results, report=report, device=device)
     if processes.main and in_table:
-        glue.finish(settings, rows, absent, table, runs.recorded_command(settings), device)
+        glue.finish(settings, rows, absent=absent, report=table, cli=runs.recorded_command(settings), device=device)
     return 0
 
 

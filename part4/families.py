@@ -173,7 +173,8 @@ class Classification:
         return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
 
     def evaluate(self, model, devs, tok, device, dtype):
-        return {name: evaluate(model, enc, device, dtype, self.eval_batch_size, self.metrics) for name, enc in devs.items()}
+        return {name: evaluate(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
+                for name, enc in devs.items()}
 
     @property
     def selection_name(self):

@@ -35,7 +35,7 @@ from part4.metrics import METRIC_NAMES
 from part4.plan import check_not_replaced, existing_result
 from part4.readers import Sources, test_problems
 from part4.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
-from part4.runs import by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
+from part4.runs import NameParts, by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
 from part4.settings import as_recorded_now
 from part4.submission import write_submission
 
@@ -77,10 +77,11 @@ def table_name(table):
     part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
     a3 = table.grid == "a3"
-    return file_name("glue_table", None if table.grid else table.lr,
-                     None if a3 else unless_paper(table.batch_size, GLUE_BATCH_SIZE),
-                     None if a3 else unless_paper(table.epochs, GLUE_EPOCHS),
-                     grid="a3" if a3 else None, seeds=table.seeds, init=table.init, tag=table.run_tag)
+    return file_name("glue_table", NameParts(lr=None if table.grid else table.lr,
+                                             batch=None if a3 else unless_paper(table.batch_size, GLUE_BATCH_SIZE),
+                                             epochs=None if a3 else unless_paper(table.epochs, GLUE_EPOCHS),
+                                             grid="a3" if a3 else None, seeds=table.seeds, init=table.init,
+                                             tag=table.run_tag))
 
 
 # --- The command: which tasks can run, every input checked up front, then each task's runs and their choice ---

@@ -70,7 +70,8 @@ def preamble(config, fit, job, steps, warm, every):
     lines += fit.family.describe(data["train"])
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {c.weight_decay}")
-    return lines + computed(config, fit, job) + cut_lines(config, data, steps, every, job) + weights_lines(config, fit)
+    cut = cut_lines(config, data, steps=steps, every=every, job=job)
+    return lines + computed(config, fit, job) + cut + weights_lines(config, fit)
 
 
 def weights_lines(config, fit):
@@ -101,7 +102,7 @@ def computed(config, fit, job):
                   f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
 
 
-def cut_lines(config, data, steps, every, job):
+def cut_lines(config, data, *, steps, every, job):
     """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
     not the recipe's."""
     c = config.command
@@ -144,10 +145,11 @@ def restarts(task, lr, seeds, family, results, report):
             "summary": summary}
 
 
-def grid(name, task, seeds, family, results, report, labels=None):
+def grid(config, family, results, report, labels=None):
     """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
     CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
     {run name: the article's number for its setting} where there is one."""
+    name, task, seeds = config.command.grid, config.task, config.command.seeds
     if seeds:
         report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
                    f"(paper, BERT-large: the best of several restarts on dev):")
@@ -197,13 +199,13 @@ def article_labels(task, results, init):
             if article_setting(job_of(r), init)}
 
 
-def summarise(config, family, results, report, device):
+def summarise(config, family, results, *, report, device):
     """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
     the article's number beside a run in its setting."""
     c = config.command
     labels = article_labels(config.task, results, c.init)
-    payload = (grid(c.grid, config.task, c.seeds, family, results, report, labels=labels) if c.grid
-               else restarts(config.task, results[0]["lr"], c.seeds, family, results, report))
+    payload = (grid(config, family, results, report, labels=labels) if c.grid
+               else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
     save_summary(report, config, payload, device)
 
 

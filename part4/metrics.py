@@ -85,7 +85,7 @@ def predict_logits(model, enc, device, dtype, batch_size):
 
 def evaluate(model, enc, device, dtype, batch_size, metrics):
     """Dev metrics of a GLUE or SWAG dev set."""
-    out = predict_logits(model, enc, device, dtype, batch_size)
+    out = predict_logits(model, enc, device, dtype=dtype, batch_size=batch_size)
     pred = out[:, 0] if out.shape[1] == 1 and "accuracy" not in metrics else out.argmax(-1)
     scores = {m: METRICS[m](pred, enc["labels"]) for m in metrics}
     scores["n"] = len(pred)

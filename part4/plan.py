@@ -43,14 +43,14 @@ class Plan:
         return self.where.processes if self.mode == "data" else ALONE
 
 
-def plan_runs(config, family, sources, jobs, where, report, summary=False, header=()):
-    """Every run of one task's command planned: how the processes share them, the inputs checked and the data read and
-    tokenised once, the header lines said (and with them how the work is split), and the runs done before (where runs
-    are reused) found. report: the summary's or the table's; summary: it is to be written (a summary of --grid or
-    --seeds), and is never one of other runs."""
-    processes = where.processes
+def plan_runs(task, jobs, *, where, report, summary=False, header=()):
+    """Every run of one task's command planned (task: its TaskInputs, part4/tasks.py): how the processes share them,
+    the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
+    split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
+    to be written (a summary of --grid or --seeds), and is never one of other runs."""
+    config, family, processes = task.config, task.family, where.processes
     mode = work_split(config.command.parallel, config.command.many, processes, [job.batch_size for job in jobs])
-    data = all_agree(processes, partial(prepare, config, family, sources, jobs, where.dtype))
+    data = all_agree(processes, partial(prepare, config, family, task.sources, jobs=jobs, dtype=where.dtype))
     if summary:
         check_not_replaced(os.path.join(config.command.results_dir, report.name + ".json"),
                            {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
@@ -59,8 +59,12 @@ def plan_runs(config, family, sources, jobs, where, report, summary=False, heade
         report.say(line)
     plan = Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
     train_rows = len(data["train"]["input_ids"])
-    return replace(plan, earlier={k: e for k in plan.mine() if (e := done_before(config, jobs[k], family, train_rows,
-                                                                                  where.dtype))})
+    earlier = {}
+    for k in plan.mine():
+        result = done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
+        if result:
+            earlier[k] = result
+    return replace(plan, earlier=earlier)
 
 
 def earlier_result(plan, k):
@@ -91,7 +95,7 @@ def collected(plan, mine):
 def done_before(config, job, family, train_rows, dtype):
     """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
     --glue-submission), else None."""
-    earlier = reusable(config, job, run_settings(config, job, family, train_rows, dtype, ALONE))
+    earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))
     files = (earlier or {}).get("test_predictions")
     if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
                                                           for f in files)):
@@ -111,7 +115,7 @@ def reusable(config, job, settings):
 def check_not_overwritten(config, jobs, family, train_rows, dtype):
     """No run replaces the results of a run with other settings: stop before any training, naming what differs."""
     for job in jobs:
-        ours = run_settings(config, job, family, train_rows, dtype, ALONE)
+        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
         if not reusable(config, job, ours):            # a reused result is not overwritten
             check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
 
@@ -141,7 +145,7 @@ def prepare(config, family, sources, jobs, dtype):
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
-    check_not_overwritten(config, jobs, family, len(enc_train["input_ids"]), dtype)
+    check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
     return {"train": enc_train, "devs": enc_devs, "tok": tok, "checkpoint": checkpoint, "head": head,
             "n_train": len(train), "n_train_all": len(train_all),
             "n_dev": {name: len(d) for name, d in devs.items()}, "n_dev_all": {k: len(d) for k, d in devs_all.items()},

@@ -99,14 +99,28 @@ class Fit:
 
 # --- a run's name, files and recorded settings ---
 
-def file_name(head, lr=None, batch=None, epochs=None, seed=None, grid=None, seeds=None, init="pretrained", tag=None):
+@dataclass(frozen=True)
+class NameParts:
+    """What a result's name may tell, each left out where it is None (each caller leaves out what is the paper's and
+    what its name need not tell apart)."""
+    lr: float = None
+    batch: int = None
+    epochs: int = None
+    seed: int = None
+    grid: str = None
+    seeds: int = None
+    init: str = "pretrained"
+    tag: str = None
+
+
+def file_name(head, parts=NameParts()):
     """The one builder of result names, for runs, summaries and tables alike:
-    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>], a part left out
-    where it is None (each caller leaves out what is the paper's and what its name need not tell apart)."""
-    parts = [f"part4_{head}", lr is not None and f"lr{lr_tag(lr)}", batch is not None and f"bs{batch}",
-             epochs is not None and f"ep{epochs}", seed is not None and f"seed{seed}", grid and f"grid_{grid}",
-             seeds and f"seeds{seeds}", init == "random" and "random-init", tag]
-    return "_".join(p for p in parts if p)
+    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>]."""
+    p = parts
+    words = [f"part4_{head}", p.lr is not None and f"lr{lr_tag(p.lr)}", p.batch is not None and f"bs{p.batch}",
+             p.epochs is not None and f"ep{p.epochs}", p.seed is not None and f"seed{p.seed}", p.grid and f"grid_{p.grid}",
+             p.seeds and f"seeds{p.seeds}", p.init == "random" and "random-init", p.tag]
+    return "_".join(w for w in words if w)
 
 
 def unless_paper(value, paper):
@@ -118,9 +132,10 @@ def run_name(config, job):
     """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
     paper's for the task, the seed with --seeds or when it is not 0."""
     c = config.command
-    return file_name(config.task, job.lr, unless_paper(job.batch_size, config.recipe.batch_size),
-                     unless_paper(job.epochs, config.recipe.epochs), job.seed if (c.seeds or job.seed != 0) else None,
-                     init=c.init, tag=c.run_tag)
+    return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
+                                            epochs=unless_paper(job.epochs, config.recipe.epochs),
+                                            seed=job.seed if (c.seeds or job.seed != 0) else None,
+                                            init=c.init, tag=c.run_tag))
 
 
 def run_settings(config, job, family, train_rows, dtype, processes):
@@ -140,9 +155,10 @@ def summary_name(config, job):
     the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
     c = config.command
     if c.grid:
-        return file_name(config.task, grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag)
-    return file_name(config.task, job.lr, unless_paper(job.batch_size, config.recipe.batch_size),
-                     unless_paper(job.epochs, config.recipe.epochs), seeds=c.seeds, init=c.init, tag=c.run_tag)
+        return file_name(config.task, NameParts(grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag))
+    return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
+                                            epochs=unless_paper(job.epochs, config.recipe.epochs), seeds=c.seeds,
+                                            init=c.init, tag=c.run_tag))
 
 
 def summarised_runs(saved):

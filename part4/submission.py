@@ -26,7 +26,7 @@ def predict_tests(fit, test_dir):
     majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
     for server_file, enc in fit.data["tests"].items():
-        out = predict_logits(fit.model, enc, fit.device, fit.dtype, family.eval_batch_size)
+        out = predict_logits(fit.model, enc, fit.device, dtype=fit.dtype, batch_size=family.eval_batch_size)
         labels = prediction_strings(out, task, majority)
         path = os.path.join(test_dir, fit.report.name, server_file)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -2,22 +2,30 @@
 its Config, its family and where its data comes from."""
 
 import sys
+from typing import NamedTuple
 
-from part4.families import Classification, MultipleChoice, SpanExtraction
+from part4.families import Classification, Family, MultipleChoice, SpanExtraction
 from part4.flags import not_a_script
 from part4.glue_tasks import TASKS
 from part4.readers import Sources
-from part4.runs import task_config
+from part4.runs import Config, task_config
 
 FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
             "squad_v2": SpanExtraction}
+
+
+class TaskInputs(NamedTuple):
+    """One task's share of the command."""
+    config: Config                     # its Config, made for it
+    family: Family                     # its head family
+    sources: Sources                   # where its data comes from
 
 
 def task_inputs(settings, task, once_per_epoch=()):
     """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
     family = FAMILIES[task](task, settings.max_len, settings.stride, settings.eval_batch_size)
     sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
-    return task_config(settings, task, family, once_per_epoch), family, sources
+    return TaskInputs(config=task_config(settings, task, family, once_per_epoch), family=family, sources=sources)
 
 
 if __name__ == "__main__":

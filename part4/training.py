@@ -123,7 +123,7 @@ class TrainingRun:
         fit = self.fit
         if not self.run.processes.main:
             return None
-        return fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], fit.device, fit.dtype)
+        return fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], device=fit.device, dtype=fit.dtype)
 
     def evaluation(self, epoch):
         """The mean training loss since the last evaluation and the dev scores, as one log line and a curve point."""

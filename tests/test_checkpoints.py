@@ -134,7 +134,7 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]
-    batched = metrics.predict_logits(model, enc, CPU, None, 8)
+    batched = metrics.predict_logits(model, enc, CPU, dtype=None, batch_size=8)
     assert torch.allclose(torch.tensor(batched, dtype=torch.float32), torch.stack(alone), atol=1e-5)
 
 
