@@ -6,7 +6,6 @@ import ast
 import glob
 import os
 
-import pytest
 from conftest import ROOT
 
 MAX_POSITIONAL, MAX_PARAMETERS = 4, 6
