@@ -38,15 +38,14 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
-from part4 import glue, lines, runs, tasks
 from part4.batches import collate
-from part4.devices import autocast, autocast_dtype, has_fused_adamw, run_cli, seed_everything, start_processes
-from part4.log import Report
+from part4.command import Command
+from part4.devices import autocast, has_fused_adamw, run_cli, seed_everything
 from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
-from part4.plan import collected, earlier_result, plan_runs
+from part4.plan import earlier_result
 from part4.recipe import evaluations, grid_settings
-from part4.runs import Job, Where
+from part4.runs import Job
 from part4.training import TrainingRun
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
@@ -135,37 +134,18 @@ def planned_runs(config):
 
 def main(argv=None):
     settings = cli.parse(argv)                  # the command line, checked, as Settings: each value once (part4/cli.py)
-    device, processes = start_processes(settings.device, settings.backend)
-    where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=processes)
-    in_table = settings.task == "glue"          # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
-    to_run, absent = glue.runnable(settings) if in_table else (settings.tasks, {})
-    table = glue.start(settings, to_run, absent, processes) if in_table else None
-    rows = {}
-    for name in to_run:
-        task = tasks.task_inputs(settings, name, glue.ONCE_PER_EPOCH if in_table else ())
-        config, family = task.config, task.family
-        jobs = planned_runs(config)
-        if in_table:
-            report = table
-        else:
-            report = Report(runs.summary_name(config, jobs[0]), settings.results_dir, quiet=not processes.main)
-        plan = plan_runs(task, jobs, where=where, report=report, summary=settings.many and not in_table,
-                         header=lines.grid_header(config, len(jobs), in_table))
+    command = Command(settings)                 # its device and processes; with glue, the table beside Table 1 (§4.1)
+    for task in command.tasks():
+        plan = command.plan(task, planned_runs(task.config))
         mine = {}
         for k in plan.mine():                   # each run of this process's share, unless its result exists
             earlier = earlier_result(plan, k)
             if earlier:
                 mine[k] = earlier
             else:
-                mine[k] = fine_tune(jobs[k], plan)
-        results = collected(plan, mine)
-        if processes.main and in_table:
-            rows[name] = glue.choose(results, family, config, plan.data)
-        elif processes.main and settings.many:
-            lines.summarise(config, family, results, report=report, device=device)
-    if processes.main and in_table:
-        glue.finish(settings, rows, absent=absent, report=table, cli=runs.recorded_command(settings), device=device)
-    return 0
+                mine[k] = fine_tune(plan.jobs[k], plan)
+        command.collect(plan, mine)             # the task's row of the GLUE table, or its grid or restarts summed up
+    return command.finish()
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 the article's numbers (article) and the paper's settings (recipe); the command lines (settings and cli for the
 fine-tuning script, parsers for the others, flags for what all share); devices and processes (devices), the Hub (hub),
 model loading (models) and what a model folder holds (model_folders), the log (log), results files (files), plots
-(plots) and how lines are formatted (lines); a fine-tuning run's batches (batches), checkpoints and resume
-(checkpoints), what a run needs around the recipe's loop (training), the plan of a task's runs (plan), a run's records (runs) and padding-free steps (packing); the tasks:
+(plots) and how lines are formatted (lines); a fine-tuning command across its tasks (command), a run's batches
+(batches), what a run needs around the recipe's loop (training), checkpoints and resume (checkpoints), the plan of a
+task's runs (plan), a run's records (runs) and padding-free steps (packing); the tasks:
 GLUE's table (glue_tasks), readers (readers), GLUE's metrics (metrics), the head families (families) and which task is
 in which (tasks), the GLUE row (glue) and the GLUE server's files (submission); SQuAD's windows and span search (spans)
 and its official metric (squad_metric, the standard library only). Run the scripts at the root; the one room that runs
