@@ -19,8 +19,8 @@ A task brings only what differs: how it reads its data, how it encodes an exampl
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
 the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
-on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
-than every 10 steps (its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep,
+on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples less often
+(part4/recipe.py's CUT_EVAL_EVERY; its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep,
 _seed, _random-init or a --run-tag where those are not the paper's).
 """
 
@@ -38,12 +38,10 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
-from part4.batches import collate
 from part4.command import Command
-from part4.devices import autocast, has_fused_adamw, run_cli, seed_everything
+from part4.devices import autocast, run_cli, seed_everything
 from part4.models import load_model, load_pretrained, task_labels
 from part4.packing import padding_free
-from part4.plan import earlier_result
 from part4.recipe import evaluations, grid_settings
 from part4.runs import Job
 from part4.training import TrainingRun
@@ -89,26 +87,24 @@ def fine_tune(job, plan):
     c, device, family = plan.config.command, plan.where.device, plan.family
     run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
     seed_everything(job.seed)
-    # BertForSequenceClassification.from_pretrained(model, num_labels=2), the article's line:
+    # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, c.model, c.init, c.head).to(device)
     model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
     model.train()
-    train = plan.data["train"]
-    fused = c.fused_adamw and has_fused_adamw(device)               # the kernel, where torch has one
-    opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr, fused=fused)   # no decay: biases, LayerNorm
-    steps = job.epochs * math.ceil(len(train["input_ids"]) / job.batch_size)   # the article's 3 * ceil(len(train) / 32)
+    train = plan.data["train"]["input_ids"]
+    opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm
+                            fused=run.fused_adamw)                              # the fused kernel, where torch has one
+    steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
     warm = int(c.warmup * steps)                                    # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    run.start(model, opt, sched, steps=steps, warm=warm)          # from its checkpoint, or the untrained head's score
-    net = run.wrap(model)                                           # DistributedDataParallel under torchrun
+    net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)  # the model DDP-wrapped under torchrun
     with run:                                                       # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
-        for epoch, rows, weight in run.batches():                   # the paper's random batches; this process's rows
-            batch = collate(train, rows, device)
-            with autocast(device, plan.where.dtype):
-                loss = family.loss(net, batch) * weight     # model(input_ids, token_type_ids, ..., labels).loss
+        for epoch, batch, weight in run.batches():                  # the article's batches(train): every weight trained
+            with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
+                loss = family.loss(net, batch) * weight             # model(input_ids=ids, ..., labels=y).loss; SQuAD: S, E
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), c.clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.clip)
             opt.step()
             sched.step()
             opt.zero_grad()
@@ -120,7 +116,7 @@ def fine_tune(job, plan):
 
 def planned_runs(config):
     """The Job of every run this command asks of a task: each setting of the grid (grid glue: its learning rates at
-    the batch size and epochs given, the paper's 32 and 3 by default), or the one given, with each seed; each with
+    the batch size and epochs given, the task's recipe's by default: GLUE's 32 and 3), or the one given, with each seed; each with
     its count of dev evaluations (--evals, else the task's recipe: GLUE's 30, else once per epoch)."""
     settings = config.command
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
@@ -133,18 +129,13 @@ def planned_runs(config):
 # --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
 
 def main(argv=None):
-    settings = cli.parse(argv)                  # the command line, checked, as Settings: each value once (part4/cli.py)
-    command = Command(settings)                 # its device and processes; with glue, the table beside Table 1 (§4.1)
-    for task in command.tasks():
+    command = Command(cli.parse(argv))          # the command line as Settings (part4/cli.py); its device, processes
+    for task in command.tasks():                # and, with glue, the table beside Table 1 (§4.1)
         plan = command.plan(task, planned_runs(task.config))
-        mine = {}
-        for k in plan.mine():                   # each run of this process's share, unless its result exists
-            earlier = earlier_result(plan, k)
-            if earlier:
-                mine[k] = earlier
-            else:
-                mine[k] = fine_tune(plan.jobs[k], plan)
-        command.collect(plan, mine)             # the task's row of the GLUE table, or its grid or restarts summed up
+        results = {}
+        for k in plan.to_train(results):        # this process's share; a run whose result exists is skipped (said so)
+            results[k] = fine_tune(plan.jobs[k], plan)
+        command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 
 

@@ -38,6 +38,19 @@ class Plan:
         p = self.where.processes
         return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
 
+    def to_train(self, results):
+        """The runs of this process's share to train, by their place in jobs, in turn; a run done before for the same
+        settings is not: its earlier results go into results (marked skipped, and said so on the first process, in its
+        turn)."""
+        for k in self.mine():
+            earlier = self.earlier.get(k)
+            if earlier is None:
+                yield k
+                continue
+            if self.where.processes.main:
+                self.report.say(skipped_line(earlier))
+            results[k] = {**earlier, "skipped": True}
+
     def sharing(self):
         """The processes that train one run together: all of them in data mode, each alone in runs mode."""
         return self.where.processes if self.mode == "data" else ALONE
@@ -67,15 +80,6 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     return replace(plan, earlier=earlier)
 
 
-def earlier_result(plan, k):
-    """Run k's earlier results when it was done before for the same settings (marked skipped, and said on rank 0 in
-    its turn), else None: the run is to be trained."""
-    earlier = plan.earlier.get(k)
-    if earlier and plan.where.processes.main:
-        plan.report.say(skipped_line(earlier))
-    return {**earlier, "skipped": True} if earlier else None
-
-
 def collected(plan, mine):
     """Every run's results in the order of plan.jobs, on rank 0 (None elsewhere); mine: {k: results} of the runs this
     process took part in (None where another process holds them). In runs mode the processes' results are gathered,
@@ -84,9 +88,10 @@ def collected(plan, mine):
     mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
     if plan.mode == "runs":
         mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
-        for k in sorted(mine) if processes.main else []:
-            if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
-                plan.report.say(skipped_line(mine[k]))
+        if processes.main:
+            for k in sorted(mine):
+                if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
+                    plan.report.say(skipped_line(mine[k]))
     return [mine[k] for k in range(len(plan.jobs))] if processes.main else None
 
 

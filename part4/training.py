@@ -9,8 +9,9 @@ from tqdm import tqdm
 
 from part4 import lines, runs
 from part4.article_labels import ARTICLE_BEFORE
-from part4.batches import epoch_batches
+from part4.batches import collate, epoch_batches
 from part4.checkpoints import Run
+from part4.devices import has_fused_adamw
 from part4.lines import RANDOM_HEAD, article
 from part4.log import Report
 from part4.runs import Fit, checkpoint_path, eval_every, run_name, run_settings
@@ -20,9 +21,9 @@ class TrainingRun:
     """One run of a task's plan (part4/plan.py Plan) for one Job, around the loop:
 
         run = TrainingRun(job, plan)
-        run.start(model, opt, sched, steps=steps, warm=warm)    # from its checkpoint, or from step 0
+        net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)   # from its checkpoint, or from step 0
         with run:                                                # Ctrl-C and SIGTERM: a checkpoint, then a clean stop
-            for epoch, rows, weight in run.batches():            # the batches left, this process's rows of each
+            for epoch, batch, weight in run.batches():           # the batches left, this process's rows of each
                 ...                                              # the recipe's step
                 run.after_step(epoch, loss)
         results = run.finish()
@@ -34,9 +35,15 @@ class TrainingRun:
         main = plan.where.processes.main and self.processes.main
         self.report = Report(self.name, plan.config.command.results_dir, quiet=not main)
 
-    def start(self, model, opt, sched, *, steps, warm):
-        """The run from its checkpoint when one was saved (its log lines said again), else from step 0: the preamble,
-        then the dev score of the untrained head."""
+    @property
+    def fused_adamw(self):
+        """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
+        return self.plan.config.command.fused_adamw and has_fused_adamw(self.plan.where.device)
+
+    def begin_or_resume(self, model, opt, sched, *, steps, warm):
+        """The run from its checkpoint when one was saved (the model, optimiser and schedule loaded; its log lines said
+        again), else from step 0: the preamble, then the dev score of the untrained head. Returns the model each step
+        trains through: itself alone, DistributedDataParallel under torchrun."""
         plan, job, data = self.plan, self.job, self.plan.data
         settings = run_settings(plan.config, job, family=plan.family, train_rows=len(data["train"]["input_ids"]),
                                 dtype=plan.where.dtype, processes=self.processes)
@@ -51,6 +58,7 @@ class TrainingRun:
             state = self.begin()
         self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
         self.t0 = time.time() - state["elapsed"]
+        return self.run.wrap(model)
 
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
@@ -83,13 +91,10 @@ class TrainingRun:
         self.bar.close()
         return self.run.__exit__(*exc)
 
-    def wrap(self, model):
-        """The model each step trains through: itself alone, DistributedDataParallel under torchrun."""
-        return self.run.wrap(model)
-
     def batches(self):
         """The paper's random batches of every epoch (grouped by length where the run says so), from the step the run
-        stands at: (epoch, this process's rows of the batch, the weight of its loss: 1 alone; see part4/checkpoints.py shard)."""
+        stands at: (epoch, this process's rows of the batch on the device, the weight of its loss: 1 alone; see
+        part4/checkpoints.py shard)."""
         train, job = self.plan.data["train"], self.job
         lengths = train["full_lengths"] if self.plan.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
@@ -99,7 +104,7 @@ class TrainingRun:
                 every_batch.append((epoch, idx))
         for epoch, idx in every_batch[self.step:]:
             rows, weight = self.run.share(idx)
-            yield epoch, rows, weight
+            yield epoch, collate(train, rows, self.plan.where.device), weight
 
     def after_step(self, epoch, loss):
         """After each step: its loss kept; the dev scores every few steps and at the end (a log line each); a checkpoint
