@@ -282,7 +282,7 @@ def test_a_folder_that_is_not_one_and_an_empty_one_are_said(tmp_path, capsys):
 
 # --- --help at once: no script loads torch to answer it, and the report never loads it ---
 
-@pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report"])
+@pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report", "reproduce"])
 def test_help_is_answered_before_torch_loads(name):
     code = ("import runpy, sys\n"
             f"sys.argv = ['bert_part4_{name}.py', '--help']\n"
