@@ -22,6 +22,7 @@ the exit status is 1. The experiments run one after another in this one process:
 hand (docs/processes-and-resume.md), and is then done here.
 """
 
+import argparse
 import json
 import os
 import re
@@ -46,7 +47,7 @@ UNITS = {"h": 3600, "m": 60, "s": 1}
 
 def positive(text):
     if not text.isdigit() or int(text) < 1:
-        raise Fatal(f"{text!r}: must be a positive whole number")
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
     return int(text)
 
 
