@@ -17,8 +17,8 @@ from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClas
 from part4.experiments import Work, length_key, work_key
 
 REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
-FORWARD_ROWS = 8         # rows of the measured forward pass: a row's share of a bigger batch is about the same on a
-                         # CPU (a GPU's is smaller: the estimate is then an upper bound)
+ROWS = 8                 # rows of a measured step or forward pass, scaled to the experiment's batch: a row's share
+                         # of a bigger batch is about the same on a CPU (a GPU's is smaller: an upper bound there)
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
 
@@ -86,10 +86,11 @@ def random_batch(net, rows, length, device):
 
 def train_step_seconds(net, batch, length, device):
     """One optimiser step of the fine-tune (AdamW, bf16 autocast on CUDA) on `batch` rows of `length` tokens: the
-    classifier's loss, which is the fine-tunes'."""
+    classifier's loss, which is the fine-tunes', timed on ROWS rows (at most) and scaled."""
     net.train()
-    inputs = random_batch(net, batch, length, device)
-    labels = torch.zeros(batch, dtype=torch.long, device=device)
+    rows = min(batch, ROWS)
+    inputs = random_batch(net, rows, length, device)
+    labels = torch.zeros(rows, dtype=torch.long, device=device)
     optimiser = torch.optim.AdamW(net.parameters(), lr=2e-5)
 
     def step():
@@ -100,19 +101,19 @@ def train_step_seconds(net, batch, length, device):
         optimiser.step()
         optimiser.zero_grad(set_to_none=True)
 
-    return timed(step, device)
+    return timed(step, device) * batch / rows
 
 
 def forward_seconds(net, length, device):
-    """One row's share of a forward pass (bf16 autocast on CUDA) of FORWARD_ROWS rows of `length` tokens."""
+    """One row's share of a forward pass (bf16 autocast on CUDA) of ROWS rows of `length` tokens."""
     net.eval()
-    inputs = random_batch(net, FORWARD_ROWS, length, device)
+    inputs = random_batch(net, ROWS, length, device)
 
     def step():
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             net(**inputs)
 
-    return timed(step, device) / FORWARD_ROWS
+    return timed(step, device) / ROWS
 
 
 def one_line(error):
