@@ -206,7 +206,7 @@ SHORT = 64                               # the length of those sentences' rows, 
 # The article's sizes, where the data comes from the Hub: (training rows, dev rows) of its GLUE files, SQuAD dev
 # questions, and windows per question (10,753 windows over 10,570 questions).
 HUB_GLUE = {"sst2": (67349, 872), "mrpc": (3668, 408)}
-HUB_SQUAD = {"squad/dev-v1.1.json": 10570, "squad/dev-v2.0.json": 11873}
+HUB_SQUAD = {"squad/dev-v1.1.json": int(article.value("v1.dev.n")), "squad/dev-v2.0.json": int(article.value("v2.dev.n"))}
 WINDOWS_PER_QUESTION = int(article.value("v1.dev.windows")) / int(article.value("v1.dev.n"))
 GLUE_EVAL_BATCH = 128                    # dev rows per forward pass of a GLUE run (part4's classifier family)
 
