@@ -105,6 +105,16 @@ class Log:
                 f.write(line + "\n")
 
 
+def opened_log(plan, results_dir, argv):
+    """--plan: stdout only. A run: the results folder's log too, opened with the command line and the time."""
+    if plan:
+        return Log()
+    os.makedirs(results_dir, exist_ok=True)
+    log = Log(os.path.join(results_dir, LOG))
+    log.say(f"python bert_part4_reproduce.py {shlex.join(argv)}   ({time.strftime('%Y-%m-%d %H:%M:%S')})")
+    return log
+
+
 def duration(seconds):
     """Seconds as a reader wants them: '40 s', '12 min', '3.4 h', '2.1 days'."""
     if seconds is None:
@@ -309,15 +319,13 @@ def closing(outcomes, left, inputs, log):
     return 1 if failed else 0
 
 
+# --- The command: the plan, then each experiment unless done, then how it went ---
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     budget = budget_seconds(args.budget) if args.budget is not None else None
     inputs = checked_inputs(args)
-    log = Log(None if args.plan else os.path.join(inputs.results_dir, LOG))
-    if log.path:
-        os.makedirs(inputs.results_dir, exist_ok=True)
-        log.say(f"python bert_part4_reproduce.py {shlex.join(sys.argv[1:] if argv is None else argv)}   "
-                f"({time.strftime('%Y-%m-%d %H:%M:%S')})")
+    log = opened_log(args.plan, inputs.results_dir, sys.argv[1:] if argv is None else argv)
     done = {e.name: experiments.done_before(e, inputs) for e in experiments.EXPERIMENTS}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     costs, why = estimated(chosen, inputs, log)

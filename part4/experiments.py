@@ -132,10 +132,9 @@ def report_command(entry, results_dir="results"):
 def recorded_words(words):
     """A command's words as a results file records them (run.argv: paths made portable), its --results-dir left out
     (the file is found in that folder)."""
-    out, skip = [], False
-    for word in words:
-        if skip or word == "--results-dir":
-            skip = not skip
+    out = []
+    for k, word in enumerate(words):
+        if word == "--results-dir" or (k > 0 and words[k - 1] == "--results-dir"):
             continue
         out.append(portable(word))
     return out
