@@ -187,13 +187,15 @@ class Work:
     """A unit of work measured on the device (part4/calibration.py): kind "start" (a script's process starting: python,
     torch, transformers), "load" (a model and its tokenizer read), "train" (one optimiser step on `batch` rows of
     `length` tokens) or "forward" (one row's share of a forward pass of `batch` rows of `length` tokens). head: the
-    model's head ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`."""
+    model's head ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`:
+    padded, a batch's longest row (an evaluation); else a row's own (a padding-free training step, the default)."""
     kind: str
     model: str = ""
     head: str = "classifier"
     batch: int = 1
     length: int = None
     texts: tuple = ()
+    padded: bool = True
 
 
 # What the scripts do besides their data, counted from their code (a handful of rows each).
@@ -242,7 +244,7 @@ def fine_tune_size(experiment, inputs):
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
     length = None if local else GLUE_RECIPE.max_len          # the Hub's data: 128 tokens, the most a row takes
     return [(1, Work("start")), (1, Work("load", model)),
-            (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts)),
+            (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
             (n_dev * evaluations(steps, inputs.max_train_examples is not None),
              Work("forward", model, batch=GLUE_EVAL_BATCH, length=length, texts=dev_texts))]
 
@@ -295,7 +297,7 @@ def length_key(work):
     """The measured length of a work's rows: its texts (a file, by name and size) batched as it batches them."""
     path, columns = work.texts
     return (f"length {model_key(work.model)} {os.path.basename(path)}:{os.path.getsize(path)} {'+'.join(columns)} "
-            f"batch {work.batch}")
+            f"batch {work.batch} {'padded' if work.padded else 'real tokens'}")
 
 
 def work_key(work, cache):
