@@ -20,8 +20,9 @@ its metric. Batch size and epochs default to the paper's for each task (GLUE 32 
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
 the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
 on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
-than every CUT_EVAL_EVERY steps (part4/recipe.py; its preamble says so). Each run writes results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep,
-_seed, _random-init or a --run-tag where those are not the paper's).
+than every CUT_EVAL_EVERY steps (part4/recipe.py; its preamble says so). Each run writes
+results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep, _seed, _random-init or a --run-tag where those are not the
+paper's).
 """
 
 import sys

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 
-from part4 import article
+from part4 import article, experiments
 from part4.files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
 from part4.flags import ArgumentParser, Fatal, run_main, say_error
 from part4.recipe import GLUE_RECIPE
@@ -483,26 +483,9 @@ def spread_of(entry):
 # --- Not run yet: the command that gives ours, and what it needs ---
 
 def command(entry, results_dir="results"):
-    """(the command that gives ours in the article's setting, what it needs); it writes into results_dir."""
-    if entry.script == article.FINETUNE:
-        task, lr = dict(entry.match)["task"], dict(entry.match)["lr"]
-        hours = "a GPU, about an hour" if task == "sst2" else "a GPU, minutes (a CPU: hours)"
-        lr_text = f"{lr:.0e}".replace("e-0", "e-")                                   # 2e-5, as the article writes it
-        run, needs = f"python bert_part4_finetune.py {task} {lr_text}", f"the Hub (bert-base-uncased, GLUE); {hours}"
-    elif entry.script == article.SQUAD:
-        part = entry.field.split("_")[0] if entry.field.startswith(("v1_dev", "v2_dev")) else "demo"
-        needs = ("the Hub (the checkpoint and the dev set); a GPU, about 10 minutes (a CPU: hours)" if part != "demo"
-                 else "the Hub (both SQuAD checkpoints); a CPU, a minute")
-        run = f"python bert_part4_squad.py --only {part}"
-    elif entry.script == article.HEADS:
-        run, needs = "python bert_part4_heads.py", "the Hub (bert-base-uncased); a CPU, seconds"
-    elif entry.model:
-        run, needs = "python bert_part4_math.py", "the Hub (the three public checkpoints); a CPU, minutes"
-    else:
-        run, needs = "python bert_part4_math.py --only toys", "nothing: a CPU, seconds"
-    if os.path.normpath(results_dir) != "results":
-        run += f" --results-dir {results_dir}"
-    return run, needs
+    """(the command that gives ours in the article's setting, what it needs); it writes into results_dir. The commands
+    are part4/experiments.py's, which bert_part4_reproduce.py runs."""
+    return experiments.report_command(entry, results_dir)
 
 
 # --- The rows, the summary, the report ---

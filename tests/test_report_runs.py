@@ -298,7 +298,7 @@ def test_a_folder_or_a_broken_link_named_like_a_results_file_is_named(tmp_path):
 
 # --- --help at once: no script loads torch to answer it, and the report never loads it ---
 
-@pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report"])
+@pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report", "reproduce"])
 def test_help_is_answered_before_torch_loads(name):
     code = ("import runpy, sys\n"
             f"sys.argv = ['bert_part4_{name}.py', '--help']\n"
