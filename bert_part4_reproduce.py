@@ -172,7 +172,7 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(order, costs, why, done, inputs, log):
+def show_plan(order, costs, *, why, done, inputs, log):
     """One line per experiment: the numbers it gives (count and sections), its estimate (or why there is none, or the
     results file that has it done), its command; then the total, and what the --models and --data folders lack."""
     log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
@@ -250,10 +250,11 @@ def run_experiment(experiment, inputs, estimate):
         except (KeyboardInterrupt, Terminated) as stop:
             proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
             proc.wait()
-            return Outcome(experiment, "stopped", time.perf_counter() - start, estimate, last_line(err))
+            return Outcome(experiment, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
+                           reason=last_line(err))
         status = "ran" if code == 0 else "failed"
-        return Outcome(experiment, status, time.perf_counter() - start, estimate,
-                       "" if code == 0 else last_line(err) or f"exit status {code}")
+        return Outcome(experiment, status, seconds=time.perf_counter() - start, estimate=estimate,
+                       reason="" if code == 0 else last_line(err) or f"exit status {code}")
 
 
 def last_line(err):
@@ -272,7 +273,7 @@ def rebuild_report(results_dir, log):
     log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
-def run_in_order(order, costs, done, inputs, log):
+def run_in_order(order, costs, *, done, inputs, log):
     """Each experiment unless done, a progress line with its estimate, a line with its time beside the estimate,
     and the report rebuilt; a Ctrl-C or SIGTERM stops after the experiment running has stopped cleanly."""
     outcomes = []
@@ -330,13 +331,13 @@ def main(argv=None):
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     costs, why = estimated(chosen, inputs, log)
     order = in_order(experiments.EXPERIMENTS, costs)
-    show_plan(order, costs, why, done, inputs, log)
+    show_plan(order, costs, why=why, done=done, inputs=inputs, log=log)
     if args.plan:
         return 0
     to_run, left = within_budget(order, costs, done, budget)
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        outcomes = run_in_order(to_run, costs, done, inputs, log)
+        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log)
     except (KeyboardInterrupt, Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
     return closing(outcomes, left, inputs, log)
