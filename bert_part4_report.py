@@ -190,12 +190,22 @@ MISSING = object()                     # what lookup finds where the file holds 
 
 
 def lookup(data, path):
-    """The value at a dotted path ('final.dev.accuracy', 'curve.-1.step'), or MISSING."""
-    for part in path.split("."):
+    """The value at a dotted path ('final.dev.accuracy', 'curve.-1.step'), or MISSING. A key that holds dots itself
+    ('answer.+0.00': the decision at tau = +0.00) is read whole."""
+    parts = path.split(".")
+    k = 0
+    while k < len(parts):
+        part = parts[k]
         if isinstance(data, list) and part.lstrip("-").isdigit() and -len(data) <= int(part) < len(data):
-            data = data[int(part)]
-        elif isinstance(data, dict) and part in data:
-            data = data[part]
+            data, k = data[int(part)], k + 1
+            continue
+        if not isinstance(data, dict):
+            return MISSING
+        for end in range(len(parts), k, -1):              # the longest key that is there: "+0.00" before "+0"
+            key = ".".join(parts[k:end])
+            if key in data:
+                data, k = data[key], end
+                break
         else:
             return MISSING
     return data

@@ -306,3 +306,13 @@ def test_the_plots_the_scripts_drew_are_linked_from_their_sections(tmp_path):
     assert md.index("Plot: [part4_squad_tau_sweep.png](part4_squad_tau_sweep.png)") == tau + len(md[tau:].split("\n")[0]) + 2
     assert md.index("Plot: [part4_sst2_lr2e-5_curve.png]") > md.index(f"## {article.NUMBERS['sst2.steps'].where}")
     assert "holiday" not in md
+
+
+def test_a_key_that_holds_dots_is_read_whole():
+    """The math script keys its no-answer decisions by tau ('+0.00'): the report reads them, not 'unusable'."""
+    data = {"null": {"questions": [{"answer": {"+0.00": True, "+4.00": False}, "s_hat": 1.5}]}}
+    assert report.lookup(data, "null.questions.0.answer.+0.00") is True
+    assert report.lookup(data, "null.questions.0.answer.+4.00") is False
+    assert report.lookup(data, "null.questions.-1.s_hat") == 1.5
+    assert report.lookup(data, "null.questions.0.answer.+1.00") is report.MISSING
+    assert report.lookup(data, "null.questions.1.s_hat") is report.MISSING
