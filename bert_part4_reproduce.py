@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from part4 import experiments
 from part4.experiments import Inputs
@@ -83,14 +83,13 @@ def budget_seconds(text):
     return sum(float(v) * unit for v, unit in zip(parts.groups(), UNITS.values()) if v)
 
 
-def checked_inputs(args):
-    """The command line as Inputs: the --models and --data folders must be folders, the results folder writable."""
-    for flag, folder in (("--models", args.models), ("--data", args.data)):
+def check_inputs(inputs):
+    """The --models and --data folders must be folders, the results folder writable."""
+    for flag, folder in (("--models", inputs.models), ("--data", inputs.data)):
         if folder is not None and not os.path.isdir(folder):
             raise Fatal(f"{flag} {folder}: {'not a folder' if os.path.exists(folder) else 'no such folder'}")
-    check_writable_dir(args.results_dir, "--results-dir")
-    return Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples, limit=args.limit,
-                  device=args.device, results_dir=args.results_dir)
+    check_writable_dir(inputs.results_dir, "--results-dir")
+    return inputs
 
 
 @dataclass
@@ -139,8 +138,7 @@ def estimated(chosen, inputs, log):
     works = [work for e in chosen if not absent[e.name] for _, work in experiments.size(e, inputs)]
     problems = {}
     if any(experiments.work_key(w, cache) not in cache for w in works):
-        from part4 import calibration  # torch: only when something is to be measured
-        problems = calibration.calibrate(works, inputs.device, cache, log.say)
+        cache, problems = measured(works, inputs.device, cache, log)
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
     costs, why = {}, {}
@@ -151,6 +149,23 @@ def estimated(chosen, inputs, log):
         elif costs[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
     return costs, why
+
+
+def measured(works, device, cache, log):
+    """The units of works not in the cache measured by part4/calibration.py in a process of its own (torch is loaded
+    there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        request = os.path.join(tmp, "calibration.json")
+        write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache}))
+        proc = subprocess.Popen([sys.executable, "-m", "part4.calibration", request], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for line in proc.stdout:
+            log.say(line.rstrip("\n"))
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise Fatal(f"the calibration failed: {last_line(err) or f'exit status {proc.returncode}'}")
+        answer = read_json(request)
+    return answer["cache"], answer["problems"]
 
 
 def models_of(experiment, inputs):
@@ -325,7 +340,8 @@ def closing(outcomes, left, inputs, log):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     budget = budget_seconds(args.budget) if args.budget is not None else None
-    inputs = checked_inputs(args)
+    inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
+                                 limit=args.limit, device=args.device, results_dir=args.results_dir))
     log = opened_log(args.plan, inputs.results_dir, sys.argv[1:] if argv is None else argv)
     done = {e.name: experiments.done_before(e, inputs) for e in experiments.EXPERIMENTS}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]

@@ -4,6 +4,7 @@ a training step, a forward pass; and the length of a task's rows, as its batches
 into the cache (part4/experiments.py reads it without torch); a model that cannot be loaded is named with why."""
 
 import csv
+import json
 import random
 import statistics
 import subprocess
@@ -15,6 +16,7 @@ import transformers
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
 
 from part4.experiments import Work, length_key, work_key
+from part4.files import read_json, write_atomic
 
 REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
 ROWS = 8                 # rows of a measured step or forward pass, scaled to the experiment's batch: a row's share
@@ -157,6 +159,16 @@ def calibrate(works, device, cache, say):
     return problems
 
 
+def main(request_path):
+    """python -m part4.calibration REQUEST.json, as bert_part4_reproduce.py starts it: the request's works measured
+    into its cache on its device; the cache and the problems written back to the same file."""
+    request = read_json(request_path)
+    works = [Work(**{**w, "texts": tuple(w["texts"])}) for w in request["works"]]
+    cache = request["cache"]
+    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True))
+    write_atomic(request_path, json.dumps({"cache": cache, "problems": problems}))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stderr.write("part4/calibration.py is a module, not a script: run python bert_part4_reproduce.py --plan\n")
-    sys.exit(2)
+    sys.exit(main(sys.argv[1]))

@@ -195,7 +195,9 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     for path in out.glob("part4_*"):
         path.unlink()
     argv = flags(mirror, out)
-    inputs = reproduce.checked_inputs(reproduce.build_parser().parse_args(argv))
+    args = reproduce.build_parser().parse_args(argv)
+    inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
+                                limit=args.limit, device=args.device, results_dir=args.results_dir)
     costs, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
     order = reproduce.in_order(experiments.EXPERIMENTS, costs)
     budget = costs[order[0].name] + costs[order[1].name] / 2
