@@ -7,6 +7,7 @@ made."""
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -124,6 +125,18 @@ class Range:
 
 
 POSITIVE = Range(low=0, low_open=True)
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text):
+    """A length of wall time as a flag gives it ('90s', '10m', '1.5h'; a bare number is seconds), in seconds: what
+    argparse reads such a flag as. A word that is not one is refused in one line."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([smh]?)\s*", str(text), re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h)")
+    return float(match.group(1)) * DURATION_UNITS[(match.group(2) or "s").lower()]
 RUN, TABLE = "run", "table"     # where a results file records a setting: with each run's settings, with a table's
 
 

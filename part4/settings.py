@@ -7,7 +7,18 @@ import sys
 from dataclasses import asdict, dataclass, fields
 
 from part4.article import ARTICLE_MODEL, PAPER_OPTIMISER
-from part4.flags import COMMON_FLAGS, POSITIVE, RUN, TABLE, Range, flag_name, not_a_script, recorded_defaults, setting
+from part4.flags import (
+    COMMON_FLAGS,
+    POSITIVE,
+    RUN,
+    TABLE,
+    Range,
+    duration,
+    flag_name,
+    not_a_script,
+    recorded_defaults,
+    setting,
+)
 from part4.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, STRIDE, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
@@ -116,6 +127,9 @@ class Settings:
                                      "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
                                      "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
                                      "run made that way)")
+    checkpoint_every: float = setting(600.0, type=duration, check=POSITIVE, metavar="DURATION",
+                                      help="how often a run keeps its resume checkpoint, at most, in wall time: 90s, "
+                                           "10m, 1h (default 10m); always when it is stopped (Ctrl-C, SIGTERM)")
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
                                    help="dev batch size (default: the head family's, part4/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
