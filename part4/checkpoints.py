@@ -171,8 +171,10 @@ class Run:
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
         self.saved_at = monotonic()
 
-    def saved_line(self, step, total):
+    def saved_line(self, step, total, stopping=False):
         """The log line of a checkpoint written (its path as the results folder was given, as the 'written:' line)."""
+        if stopping:
+            return f"(checkpoint at step {step}/{total}: {self.checkpoint}; the run stops)"
         every = "" if math.isinf(self.every) else f"; the next after {shown_duration(self.every)} at the earliest"
         return f"(checkpoint at step {step}/{total}: {self.checkpoint}{every})"
 

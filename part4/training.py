@@ -132,13 +132,13 @@ class TrainingRun:
             self.run.reached(self.step)
         stopping, saving = self.run.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
         if saving:
-            self.save()
+            self.save(stopping)
         if stopping:
             self.run.stopped(self.step, self.steps)
 
-    def save(self):
+    def save(self, stopping):
         """The checkpoint of the run as it stands (its log lines with the one that says so), then that line."""
-        said = self.run.saved_line(self.step, self.steps)
+        said = self.run.saved_line(self.step, self.steps, stopping)
         state = {"curve": self.curve, "before": self.before, "lines": [*self.report.lines, said],
                  "elapsed": time.time() - self.t0}
         self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings, "step": self.step,
