@@ -22,18 +22,19 @@ def batch_width(longest, multiple=1, max_width=None):
     return rounded if max_width is None else min(rounded, max(longest, max_width))
 
 
-def collate(enc, idx, device, pad_to=None, pad_id=0, multiple=1, max_width=None):
+def collate(enc, idx, device, pad_to=None, multiple=1, max_width=None):
     """A batch of the rows idx of an encoded set (a dict of columns), padded to the longest of them (or to pad_to;
     multiple, max_width: that width rounded up, batch_width), on the device (to_device). Rows that hold several
     inputs each (SWAG's four) make (batch, inputs, tokens) tensors; enc["targets"] names the columns that are the
-    training targets, enc.get("masks") the token masks padded with False (SQuAD's passage)."""
+    training targets, enc.get("masks") the token masks padded with False (SQuAD's passage). Token ids are padded
+    with 0, whatever the tokenizer's padding id: the attention mask leaves the padding out."""
     rows = [enc["input_ids"][i] for i in idx]
     types = [enc["token_type_ids"][i] for i in idx] if "token_type_ids" in enc else None   # none: RoBERTa, DistilBERT
     choices = isinstance(rows[0][0], list)
     if choices:
         rows, types = [r for row in rows for r in row], types and [t for row in types for t in row]
     L = pad_to or batch_width(max(len(r) for r in rows), multiple, max_width)
-    batch = {"input_ids": padded(rows, L, pad_id), **({"token_type_ids": padded(types, L)} if types else {}),
+    batch = {"input_ids": padded(rows, L), **({"token_type_ids": padded(types, L)} if types else {}),
              "attention_mask": padded([[1] * len(r) for r in rows], L)}
     if choices:
         batch = {k: v.view(len(idx), -1, L) for k, v in batch.items()}

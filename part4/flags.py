@@ -148,14 +148,17 @@ DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
 def duration(text):
-    """A length of wall time as a flag gives it ('90s', '10m', '1.5h'; a bare number is seconds), in seconds: what
-    argparse reads such a flag as. A word that is not one is refused in one line; a sign is read ('-5m' is -300), so
-    that the setting's range says what a duration of zero or less is."""
-    match = re.fullmatch(r"\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([smh]?)\s*", str(text),
-                         re.IGNORECASE)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h)")
-    return float(match.group(1)) * DURATION_UNITS[(match.group(2) or "s").lower()]
+    """A length of wall time as a flag gives it ('90s', '10m', '1.5h', '1h30m'; a bare number is seconds), in seconds:
+    what argparse reads such a flag as. A word that is not one is refused in one line; a sign is read ('-5m' is
+    -300), so that the setting's range says what a duration of zero or less is."""
+    number, given = r"(?:\d+(?:\.\d*)?|\.\d+)", str(text).strip().lower()
+    sign = -1.0 if given.startswith("-") else 1.0
+    body = given[1:].strip() if given[:1] in "+-" else given
+    if re.fullmatch(number, body):
+        return sign * float(body)
+    if not re.fullmatch(rf"(?:{number}\s*[hms]\s*)+", body):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h, 1h30m)")
+    return sign * sum(float(v) * DURATION_UNITS[unit] for v, unit in re.findall(rf"({number})\s*([hms])", body))
 
 
 def shown_duration(seconds):

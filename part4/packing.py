@@ -137,7 +137,8 @@ def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, 
     mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
     if bert.training and packs(kwargs) and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
-                           token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids), real_tokens)
+                           token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
+                           real_tokens=real_tokens)
     return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
 
 

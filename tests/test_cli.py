@@ -45,7 +45,7 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
     (["rte", "--checkpoint-every", "-1"], 2, "error: --checkpoint-every -1s: must be positive"),
     (["rte", "--checkpoint-every", "-5m"], 2, "error: --checkpoint-every -5m: must be positive"),
     (["rte", "--checkpoint-every", "ten"], 2, "error: argument --checkpoint-every: 'ten' is not a duration (e.g. 90s, "
-                                              "10m, 1h) (see --help)"),
+                                              "10m, 1h, 1h30m) (see --help)"),
     (["rte", "--pad-to-multiple-of", "0"], 2, "error: --pad-to-multiple-of 0: must be positive"),
     (["rte", "--cudnn-attention", "yes"], 2, "error: argument --cudnn-attention: invalid choice: 'yes' (choose from "
                                              "'auto', 'on', 'off') (see --help)"),
@@ -61,7 +61,7 @@ def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
 
 
 @pytest.mark.parametrize("given, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("45", 45), ("0.5s", 0.5),
-                                            ("2M", 120)])
+                                            ("2M", 120), ("1h30m", 5400)])
 def test_a_checkpoint_cadence_is_a_duration(given, seconds):
     assert cli.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
     assert cli.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
