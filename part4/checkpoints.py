@@ -1,20 +1,25 @@
 """Checkpoints and resume: what one training run needs around its loop that the paper does not say. The Run shares
 each batch among the processes torchrun started, sums the loss over them, stops on a non-finite loss, writes a
-checkpoint at each evaluation and resumes from it bitwise (the model, the optimiser, the schedule and every RNG), and
-stops cleanly on SIGTERM or Ctrl-C. A checkpoint holds tensors and plain values only: it loads with weights_only."""
+checkpoint at an evaluation once --checkpoint-every has passed and resumes from it bitwise (the model, the optimiser,
+the schedule and every RNG), keeps the step it has reached beside it (a killed run resumed says how many steps it
+repeats), and stops cleanly on SIGTERM or Ctrl-C, with a checkpoint. A checkpoint holds tensors and plain values
+only: it loads with weights_only."""
 
+import json
+import math
 import os
 import random
 import signal
 import sys
 import threading
+from time import monotonic
 
 import numpy as np
 import torch
 
-from part4.devices import gather, summed
-from part4.files import portable, replace_atomically
-from part4.flags import Fatal, Stopped, not_a_script
+from part4.devices import WithoutCudnnAttention, gather, summed
+from part4.files import portable, replace_atomically, write_atomic
+from part4.flags import Fatal, Stopped, not_a_script, shown_duration
 from part4.settings import as_recorded_now, settings_diff
 
 # --- the RNG states and the checkpoint file: tensors and plain values only ---
@@ -88,11 +93,13 @@ class StopSignals:
 
 class Run:
     """Everything around one training loop that is not the recipe: the processes that share it (each takes its
-    part of every batch), the loss summed over them, the check for a non-finite loss, the checkpoint written at
-    each evaluation and read back on a rerun, and a clean stop on SIGTERM or Ctrl-C (used as a context manager)."""
+    part of every batch), the loss summed over them, the check for a non-finite loss, the checkpoint written at an
+    evaluation at most every `every` seconds (--checkpoint-every) and read back on a rerun, the step reached kept
+    beside it, and a clean stop on SIGTERM or Ctrl-C (used as a context manager)."""
 
-    def __init__(self, processes, device, checkpoint, settings):
+    def __init__(self, processes, device, checkpoint, settings, every=math.inf):
         self.processes, self.device, self.checkpoint, self.settings = processes, device, checkpoint, settings
+        self.every, self.saved_at = every, monotonic()      # the clock starts with the run (or its resumption)
         self.losses, self.stop = [], StopSignals()
 
     def __enter__(self):
@@ -102,12 +109,17 @@ class Run:
     def __exit__(self, *exc):
         return self.stop.__exit__(*exc)
 
-    def wrap(self, model):
-        """The model each step trains through: itself alone, DistributedDataParallel across several processes."""
-        if self.processes.world == 1:
-            return model
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    def wrap(self, model, cudnn_attention=True):
+        """The model each step trains through: itself alone, DistributedDataParallel across several processes; on
+        CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/devices.py
+        WithoutCudnnAttention). Elsewhere there is no cuDNN attention: the model as it is."""
+        net = model
+        if self.processes.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if self.device.type == "cuda" and not cudnn_attention:
+            net = WithoutCudnnAttention(net)
+        return net
 
     def share(self, idx):
         """This process's rows of a global batch, and the weight of its loss (see shard)."""
@@ -128,12 +140,18 @@ class Run:
         self.losses = []
         return window.mean().item()
 
-    def stop_requested(self):
-        """Has any of the processes received SIGTERM or Ctrl-C? (All of them stop at the same step.)"""
-        if self.processes.world == 1:
-            return self.stop.received is not None
-        flag = torch.tensor([float(self.stop.received is not None)], device=self.device)
-        return bool(summed(self.processes, flag).item() > 0)
+    def decide(self, evaluated):
+        """After a step, decided alike on every process (save() gathers from all of them): (stop, save). stop: has any
+        process received SIGTERM or Ctrl-C? save: a checkpoint now, when stopping, or after a dev evaluation before the
+        last (evaluated) once `every` seconds have passed since the last checkpoint (or the run's start) on the first
+        process's clock. Alone, no collective and nothing read from the device; under torchrun one all_reduce of
+        these two flags, the one the stop check makes at every step."""
+        stop = self.stop.received is not None
+        due = evaluated and self.processes.main and monotonic() - self.saved_at >= self.every
+        if self.processes.world > 1:
+            flags = summed(self.processes, torch.tensor([float(stop), float(due)], device=self.device))
+            stop, due = (bool(x) for x in (flags > 0).tolist())
+        return stop, stop or due
 
     def stopped(self, step, total):
         """Stop the run after a signal (its checkpoint saved): one line saying how to resume."""
@@ -144,20 +162,68 @@ class Run:
 
     def save(self, model, opt, sched, state):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses and RNG
-        states: what a resumed run needs to continue exactly where this one stands."""
+        states: what a resumed run needs to continue exactly where this one stands. Every process calls it (it
+        gathers): decide says when, alike on all of them. The clock to the next checkpoint starts when it is
+        written."""
         everyone = gather(self.processes, {"losses": [float(x) for x in self.losses], "rng": rng_states()})
         if self.processes.main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
+        self.saved_at = monotonic()
+
+    def saved_line(self, step, total, stopping=False):
+        """The log line of a checkpoint written (its path as the results folder was given, as the 'written:' line)."""
+        if stopping:
+            return f"(checkpoint at step {step}/{total}: {self.checkpoint}; the run stops)"
+        every = "" if math.isinf(self.every) else f"; the next after {shown_duration(self.every)} at the earliest"
+        return f"(checkpoint at step {step}/{total}: {self.checkpoint}{every})"
+
+    # --- the step reached, kept beside the checkpoint: what a run resumed from an older checkpoint repeats ---
+
+    @property
+    def progress(self):
+        """results/<run name>.progress, beside the checkpoint: {"step", "settings"}, the step the run last reached."""
+        return os.path.splitext(self.checkpoint)[0] + ".progress"
+
+    def reached(self, step):
+        """Keep the step the run has reached (at each dev evaluation; a few bytes, written atomically by the first
+        process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
+        if self.processes.main:
+            os.makedirs(os.path.dirname(os.path.abspath(self.progress)), exist_ok=True)
+            write_atomic(self.progress, json.dumps({"step": step, "settings": self.settings}) + "\n")
+
+    def reached_before(self):
+        """The step an interrupted run of these settings had reached (its .progress), or None: none kept, unreadable
+        (it is only a note), or another run's settings."""
+        try:
+            with open(self.progress, encoding="utf-8") as f:
+                kept = json.load(f)
+            step = int(kept["step"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        return step if as_recorded_now(kept.get("settings")) == as_recorded_now(self.settings) else None
 
     def resumed(self, model, opt, sched, *, report, steps):
-        """The saved state when a checkpoint was loaded (its log lines restored, and a line saying so), else None."""
+        """The saved state when a checkpoint was loaded (its log lines restored, and a line saying so, with the steps
+        it repeats where the interrupted run went past it), else None."""
         state = self.resume(model, opt, sched)
         if state:
             report.say_again(state["lines"])
-            report.say(f"(resumed from {portable(self.checkpoint)} at step {state['step']}/{steps}: the lines above "
-                       f"come from the interrupted run)")
+            step, reached = state["step"], self.reached_before()
+            repeated = (f"; it had reached step {reached}: {reached - step} steps repeated"
+                        if reached is not None and reached > step else "")
+            report.say(f"(resumed from {self.checkpoint} at step {step}/{steps}: the lines above come from "
+                       f"the interrupted run{repeated})")
         return state
+
+    def started_over(self, steps):
+        """The line of a run started from step 0 where an interrupted run of the same settings had gone further
+        without keeping a checkpoint ([] where none had)."""
+        reached = self.reached_before()
+        if not reached:
+            return []
+        return [f"(no checkpoint kept: the interrupted run had reached step {reached}/{steps}; started over, "
+                f"{reached} steps repeated)"]
 
     def resume(self, model, opt, sched):
         """None when there is no checkpoint; else its state, after loading the model, optimiser, schedule, this
@@ -184,8 +250,9 @@ class Run:
         return ckpt["state"]
 
     def remove_checkpoint(self):
-        if os.path.exists(self.checkpoint):
-            os.remove(self.checkpoint)                 # the results are written: the checkpoint is spent
+        for path in (self.checkpoint, self.progress):  # the results are written: the checkpoint is spent
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def shard(idx, processes):

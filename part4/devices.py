@@ -1,6 +1,7 @@
 """Devices and processes, chosen once here for every script: the device (cuda, then mps, then cpu), the autocast dtype
-there, the seeds, and the processes torchrun starts (one per device): joining and leaving their group, and what they
-share (an error every process stops on, objects gathered, tensors summed)."""
+there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun starts (one per
+device): joining and leaving their group, and what they share (an error every process stops on, objects gathered,
+tensors summed)."""
 
 import datetime
 import os
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from part4.flags import Fatal, not_a_script, run_main
 
@@ -58,6 +60,23 @@ def has_fused_adamw(device):
 def autocast(device, dtype):
     """The one autocast context of every forward pass: dtype from autocast_dtype, None = plain fp32."""
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+WITHOUT_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+class WithoutCudnnAttention:
+    """A model as the training steps call it on CUDA with --cudnn-attention off: every call runs under
+    sdpa_kernel(flash, memory-efficient, math), so scaled_dot_product_attention chooses among those (in that order,
+    the first that fits: a padding mask rules out flash) and never cuDNN's kernels, which build a graph for every
+    new batch shape. The backward runs the kernel its forward chose. Evaluation calls the model itself."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, *args, **kwargs):
+        with sdpa_kernel(WITHOUT_CUDNN):
+            return self.model(*args, **kwargs)
 
 
 def seed_everything(seed):

@@ -86,6 +86,23 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         raise Fatal(f"{message} (see --help)")
 
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self.dashed_values_joined(sys.argv[1:] if args is None else args), namespace)
+
+    def dashed_values_joined(self, args):
+        """'--checkpoint-every -5m' as '--checkpoint-every=-5m': a word that starts with a dash after a flag that
+        takes a value is that value, unless it is one of the flags (argparse would take it for a flag it does not know
+        and say "expected one argument", not what is wrong with the value)."""
+        takes_value = {s for a in self._actions if a.option_strings and a.nargs is None for s in a.option_strings}
+        out = []
+        for word in args:
+            if out and out[-1] in takes_value and word.startswith("-") and word != "--" \
+                    and word.split("=")[0] not in self._option_string_actions:
+                out[-1] = f"{out[-1]}={word}"
+            else:
+                out.append(word)
+        return out
+
 
 COMMON_FLAGS = {      # the flags every script takes: {name: (default, help)}
     "device": ("auto", "auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)"),
@@ -127,16 +144,30 @@ class Range:
 POSITIVE = Range(low=0, low_open=True)
 
 
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
 def duration(text):
-    """A length of wall time as a flag gives it ('90s', '10m', '1.5h'; a bare number is seconds), in seconds: what
-    argparse reads such a flag as. A word that is not one is refused in one line."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([smh]?)\s*", str(text), re.IGNORECASE)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h)")
-    return float(match.group(1)) * DURATION_UNITS[(match.group(2) or "s").lower()]
+    """A length of wall time as a flag gives it ('90s', '10m', '1.5h', '1h30m'; a bare number is seconds), in seconds:
+    what argparse reads such a flag as. A word that is not one is refused in one line; a sign is read ('-5m' is
+    -300), so that the setting's range says what a duration of zero or less is."""
+    number, given = r"(?:\d+(?:\.\d*)?|\.\d+)", str(text).strip().lower()
+    sign = -1.0 if given.startswith("-") else 1.0
+    body = given[1:].strip() if given[:1] in "+-" else given
+    if re.fullmatch(number, body):
+        return sign * float(body)
+    if not re.fullmatch(rf"(?:{number}\s*[hms]\s*)+", body):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h, 1h30m)")
+    return sign * sum(float(v) * DURATION_UNITS[unit] for v, unit in re.findall(rf"({number})\s*([hms])", body))
+
+
+def shown_duration(seconds):
+    """600.0 -> '10m', 90.0 -> '90s', 7200.0 -> '2h', 0.25 -> '0.25s': a duration as a flag gives it, in the largest
+    unit that holds it whole."""
+    unit = next(u for u, size in DURATION_UNITS.items() if seconds % size == 0 and abs(seconds) >= size or u == "s")
+    return f"{seconds / DURATION_UNITS[unit]:g}{unit}"
+
+
 RUN, TABLE = "run", "table"     # where a results file records a setting: with each run's settings, with a table's
 
 
@@ -207,7 +238,8 @@ def check_given(given, settings_class):
     for f in declared(settings_class):
         value, check = given[dest(f)], f.metadata["check"]
         if value is not None and check is not None and check(value) is not None:
-            raise Fatal(f"{flag_name(dest(f))} {value}: {check(value)}")
+            shown = shown_duration(value) if f.metadata["type"] is duration else value
+            raise Fatal(f"{flag_name(dest(f))} {shown}: {check(value)}")
 
 
 def given_or_default(given, settings_class, recipe):

@@ -89,17 +89,30 @@ def weights_lines(config, fit):
 def computed(config, fit, job):
     """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
     do not compute trains padded, and the first line says why."""
-    c, packed, model = config.command, is_padding_free(fit.model), fit.model.config
+    c, packed, model, how = config.command, is_padding_free(fit.model), fit.model.config, computation(fit)
     padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
-    fused = " fused" if computation(packed, fit.opt)["fused_adamw"] else ""
+    fused = " fused" if how["fused_adamw"] else ""
     why = [f"padded steps, not padding-free: {padding_free_problem(fit.model)}"] if c.padding_free and not packed else []
     return why + [f"  (also: AdamW{fused}, clip {c.clip}, "
                   f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
-                  f"autocast {fit.dtype or 'off (fp32)'}, {padding}"
+                  f"autocast {fit.dtype or 'off (fp32)'}, {padding}{kernels(c, how, fit.device)}"
                   + (", batches grouped by length (paper: random batches)" if config.grouped else "")
                   + f"; model {portable(c.model)}{model_type_note(fit.model)}"
                   + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
                   f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+
+
+def kernels(settings, how, device):
+    """', widths rounded up to multiples of 8, attention without cuDNN's kernels': how the steps are computed where
+    that is not the recipe's plain padded batches ('' on the CPU by default); a flag that has no effect on this
+    device says so."""
+    parts = [f"widths rounded up to multiples of {how['pad_to_multiple_of']} tokens"] if how["pad_to_multiple_of"] > 1 else []
+    if device.type == "cuda":
+        parts.append("attention on cuDNN's kernels where SDPA picks them" if how["cudnn_attention"]
+                     else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
+    elif settings.cudnn_attention is not None:
+        parts.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
+    return "".join(", " + p for p in parts)
 
 
 def cut_lines(config, data, *, steps, every, job):

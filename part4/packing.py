@@ -16,7 +16,9 @@ step up to float rounding. CUDA and MPS draw dropout with fused kernels that no 
 hidden masks are drawn at the packed shape (the same distribution, not the same masks).
 
 One call, padding_free(model), makes a BERT model of any of the three head families pack its own training batches;
-the batch, the loss and the training step do not change. It checks the model first: any other model type, or a
+the batch, the loss and the training step do not change. A batch may bring where its real tokens lie
+(with_real_tokens: found on the host before the batch is sent, so that a step on CUDA never waits for the device
+to find them); without it they are found from the mask, the same index. It checks the model first: any other model type, or a
 BertModel configured otherwise than packed_bert computes (padding_free_problem), keeps its padded steps, and the run's
 log says why in one line. Evaluation stays padded (its inputs are sorted by length,
 so it carries little padding to remove).
@@ -40,11 +42,12 @@ class Packing:
     exact_dropout: bool        # draw every dropout mask at the padded shape (the CPU: the padded run's masks)
 
     @classmethod
-    def of(cls, attention_mask):
-        """The packing of a right-padded batch, from its attention mask (1 at real tokens)."""
+    def of(cls, attention_mask, real_tokens=None):
+        """The packing of a right-padded batch, from its attention mask (1 at real tokens) and, when the batch brings
+        it, where its real tokens lie (real_token_index, found on the host); else found here, from the mask."""
         keep = attention_mask.bool()
-        return cls(keep.flatten().nonzero().squeeze(1), tuple(keep.shape), keep[:, None, None, :],
-                   attention_mask.device.type == "cpu")
+        index = real_tokens if real_tokens is not None else real_token_index(keep)
+        return cls(index, tuple(keep.shape), keep[:, None, None, :], attention_mask.device.type == "cpu")
 
     def pack(self, t):
         """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
@@ -67,6 +70,20 @@ class Packing:
         return x * self.pack(noise.div_(1 - p))
 
 
+def real_token_index(attention_mask):
+    """(N,) the flat positions of the real tokens of a right-padded batch (1 or True in its attention mask, of any
+    shape: SWAG's (B, 4, M) flattens as its (4B, M)). On a device tensor, nonzero makes the host wait for the device
+    (it must learn N): with_real_tokens finds them on the host instead."""
+    return attention_mask.flatten().nonzero().squeeze(1)
+
+
+def with_real_tokens(batch):
+    """A batch made on the host with its real tokens' positions beside it ("real_tokens", what Packing.of takes), for
+    a padding-free model: the index travels to the device with the batch, and no training step waits for the device
+    to find it. The same index, bit for bit, as Packing.of finds from the mask."""
+    return {**batch, "real_tokens": real_token_index(batch["attention_mask"])}
+
+
 def packed_attention(attn, x, packing):
     """BertSelfAttention on packed tokens: softmax(Q K^T / sqrt(d) + mask) V over each sequence's own tokens.
     x: (N, H) -> (N, H)."""
@@ -87,10 +104,11 @@ def packed_layer(layer, x, packing):
     return layer.output.LayerNorm(packing.dropout(layer.output.dense(ffn), layer.output.dropout.p, layer.training) + x)
 
 
-def packed_bert(bert, input_ids, attention_mask, token_type_ids):
-    """BertModel's forward with every layer but attention on the real tokens only. Returns what BertModel returns:
-    the hidden states T as (B, M, H) (zeros at padding) and the pooled [CLS] vector C of each sequence."""
-    packing = Packing.of(attention_mask)
+def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=None):
+    """BertModel's forward with every layer but attention on the real tokens only (real_tokens: where they lie, when
+    the batch brings it). Returns what BertModel returns: the hidden states T as (B, M, H) (zeros at padding) and the
+    pooled [CLS] vector C of each sequence."""
+    packing = Packing.of(attention_mask, real_tokens)
     emb = bert.embeddings
     positions = packing.pack(torch.arange(packing.shape[1], device=input_ids.device).expand(packing.shape))
     x = (emb.word_embeddings(packing.pack(input_ids)) + emb.token_type_embeddings(packing.pack(token_type_ids))
@@ -111,13 +129,16 @@ def packs(kwargs):
     return all(v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
 
 
-def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
-    """The forward of a padding-free BertModel: packed while training on a batch with its attention mask; padded
-    otherwise (evaluation, or any input the packing does not compute: packs)."""
+def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None,
+                     real_tokens=None, **kwargs):
+    """The forward of a padding-free BertModel: packed while training on a batch with its attention mask (and where
+    its real tokens lie, when the batch brings it: with_real_tokens); padded otherwise (evaluation, or any input the
+    packing does not compute: packs)."""
     mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
     if bert.training and packs(kwargs) and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
-                           token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
+                           token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
+                           real_tokens=real_tokens)
     return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
 
 

@@ -85,7 +85,8 @@ class Where:
 @dataclass(frozen=True)
 class Fit:
     """One run in progress: the model, its optimiser and schedule, the task's family and data, where it runs
-    (device, autocast dtype, the Run around the loop) and its log."""
+    (device, autocast dtype, the Run around the loop), its log, and how its steps are computed on the device where
+    the settings leave that to the device (part4/settings.py computed_on)."""
     model: torch.nn.Module
     opt: torch.optim.Optimizer
     sched: object
@@ -95,6 +96,7 @@ class Fit:
     dtype: object
     run: Run
     report: Report
+    computed: dict                     # {"pad_to_multiple_of": N, "cudnn_attention": bool}
 
 
 # --- a run's name, files and recorded settings ---
@@ -184,10 +186,13 @@ def model_folders(config, jobs):
 
 # --- a run's results: its JSON and log, the model kept when asked, its curve; the summaries of seeds and grids ---
 
-def computation(padding_free, opt):
+def computation(fit):
     """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
-    padded ones, AdamW's fused kernel or its loop of tensor operations."""
-    return {"padding_free": padding_free, "fused_adamw": bool(opt.param_groups[0].get("fused"))}
+    padded ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the
+    multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
+    or left out (on CUDA; none elsewhere)."""
+    return {"padding_free": is_padding_free(fit.model), "fused_adamw": bool(fit.opt.param_groups[0].get("fused")),
+            **fit.computed}
 
 
 def best_seen(curve, family):
@@ -209,7 +214,7 @@ def save_results(fit, config, job, n):
               "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
               **fit.family.summary(fit.data["train"]), "settings": fit.run.settings,
               "weights": loaded_record(fit.data["checkpoint"], fit.data["head"]) if c.init == "pretrained" else None,
-              "computation": computation(is_padding_free(fit.model), fit.opt)}
+              "computation": computation(fit)}
     if c.save_model:
         result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")

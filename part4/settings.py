@@ -21,6 +21,8 @@ from part4.flags import (
 )
 from part4.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, STRIDE, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
+CUDA_PAD_MULTIPLE = 8     # --pad-to-multiple-of on CUDA by default: the widths tensor cores tile by (bf16)
+
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
 
 
@@ -127,9 +129,26 @@ class Settings:
                                      "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
                                      "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
                                      "run made that way)")
+    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computed_on); recorded apart
+                                      help="each training batch padded to a width that is a multiple of N tokens (as "
+                                           "Hugging Face's DataCollatorWithPadding(pad_to_multiple_of=N)): far fewer "
+                                           "distinct shapes for a GPU's kernels. Attention is masked, so each row's "
+                                           "loss is unchanged up to float rounding; the dropout masks drawn at the "
+                                           f"padded shape fall otherwise. Default: {CUDA_PAD_MULTIPLE} on CUDA (not "
+                                           "measured on a GPU yet), 1 elsewhere (each batch padded to its own longest "
+                                           "input, as the recipe: the CPU's numbers unchanged)")
+    cudnn_attention: bool = setting(choices={"auto": None, "on": True, "off": False},    # recorded apart
+                                    help="on: the training steps' attention may run on cuDNN's kernels where "
+                                         "scaled_dot_product_attention picks them (cuDNN builds a graph for every new "
+                                         "batch shape); off: on its flash or memory-efficient kernels (math where "
+                                         "neither fits). Default auto: off on CUDA (not measured on a GPU yet); no "
+                                         "effect elsewhere (no cuDNN attention on the CPU or MPS). Evaluation keeps "
+                                         "SDPA's own choice")
     checkpoint_every: float = setting(600.0, type=duration, check=POSITIVE, metavar="DURATION",
-                                      help="how often a run keeps its resume checkpoint, at most, in wall time: 90s, "
-                                           "10m, 1h (default 10m); always when it is stopped (Ctrl-C, SIGTERM)")
+                                      help="how often a run keeps its resume checkpoint, at most, in wall time: a "
+                                           "duration such as 90s, 10m, 1h or 1h30m (default 10m), decided at each dev "
+                                           "evaluation; always when it is stopped (Ctrl-C, SIGTERM). A run killed "
+                                           "otherwise repeats the steps since its last checkpoint")
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
                                    help="dev batch size (default: the head family's, part4/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
@@ -160,6 +179,17 @@ class Settings:
     def cuts(self):
         """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
         return {flag_name(f.name): getattr(self, f.name) for f in fields(self) if f.metadata["cuts"]}
+
+
+# --- how the training steps are computed on a device, where the settings leave it to the device ---
+
+def computed_on(settings, device_type):
+    """{pad_to_multiple_of, cudnn_attention}: how a run's training steps are computed on a device ("cuda", "cpu",
+    "mps"), each as given, else the device's: on CUDA batches padded to multiples of CUDA_PAD_MULTIPLE and attention
+    without cuDNN's kernels; elsewhere each batch its own width, as the recipe, and no cuDNN attention to use."""
+    cuda = device_type == "cuda"
+    multiple = settings.pad_to_multiple_of or (CUDA_PAD_MULTIPLE if cuda else 1)
+    return {"pad_to_multiple_of": multiple, "cudnn_attention": cuda and bool(settings.cudnn_attention)}
 
 
 # --- the command as a results file records it ---

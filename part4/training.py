@@ -1,20 +1,26 @@
 """What one fine-tuning run needs around the paper's loop that the paper does not say: its log and progress bar, this
-process's share of each batch, the training loss kept, the dev scores every few steps, the checkpoint and the resume,
-the FINAL line and the results. bert_part4_finetune.py's fine_tune holds the recipe and calls these by name."""
+process's share of each batch (made on the host, then on the device), the training loss kept, the dev scores every
+few steps, the checkpoint on a clock and the resume, the FINAL line and the results. bert_part4_finetune.py's
+fine_tune holds the recipe and calls these by name."""
 
 import sys
 import time
 
+import torch
 from tqdm import tqdm
 
 from part4 import lines, runs
 from part4.article_labels import ARTICLE_BEFORE
-from part4.batches import collate, epoch_batches
+from part4.batches import collate, epoch_batches, to_device
 from part4.checkpoints import Run
 from part4.devices import has_fused_adamw
 from part4.lines import RANDOM_HEAD, article
 from part4.log import Report
+from part4.packing import is_padding_free, with_real_tokens
 from part4.runs import Fit, checkpoint_path, eval_every, run_name, run_settings
+from part4.settings import computed_on
+
+HOST = torch.device("cpu")
 
 
 class TrainingRun:
@@ -47,9 +53,11 @@ class TrainingRun:
         plan, job, data = self.plan, self.job, self.plan.data
         settings = run_settings(plan.config, job, family=plan.family, train_rows=len(data["train"]["input_ids"]),
                                 dtype=plan.where.dtype, processes=self.processes)
-        self.run = Run(self.processes, plan.where.device, checkpoint_path(plan.config, self.name), settings)
-        self.fit = Fit(model=model, opt=opt, sched=sched, family=plan.family, data=data, device=plan.where.device,
-                       dtype=plan.where.dtype, run=self.run, report=self.report)
+        c, device = plan.config.command, plan.where.device
+        self.run = Run(self.processes, device, checkpoint_path(plan.config, self.name), settings,
+                       every=c.checkpoint_every)
+        self.fit = Fit(model=model, opt=opt, sched=sched, family=plan.family, data=data, device=device,
+                       dtype=plan.where.dtype, run=self.run, report=self.report, computed=computed_on(c, device.type))
         self.steps, self.warm = steps, warm
         cut = plan.config.command.evals is None and data["n_train"] < data["n_train_all"]
         self.every = eval_every(job.evals, steps, cut)
@@ -58,12 +66,13 @@ class TrainingRun:
             state = self.begin()
         self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
         self.t0 = time.time() - state["elapsed"]
-        return self.run.wrap(model)
+        return self.run.wrap(model, cudnn_attention=self.fit.computed["cudnn_attention"])
 
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
         fit, config, job = self.fit, self.plan.config, self.job
-        for line in lines.preamble(config, fit, job, steps=self.steps, warm=self.warm, every=self.every):
+        for line in lines.preamble(config, fit, job, steps=self.steps, warm=self.warm, every=self.every) + \
+                self.run.started_over(self.steps):
             self.report.say(line)
         before = self.dev_scores()
         init, head = config.command.init, fit.data["head"]
@@ -94,34 +103,47 @@ class TrainingRun:
     def batches(self):
         """The paper's random batches of every epoch (grouped by length where the run says so), from the step the run
         stands at: (epoch, this process's rows of the batch on the device, the weight of its loss: 1 alone; see
-        part4/checkpoints.py shard)."""
-        train, job = self.plan.data["train"], self.job
+        part4/checkpoints.py shard). Each batch is made on the host, padded to its longest row (rounded up to a
+        multiple of --pad-to-multiple-of: on CUDA by default), with where its real tokens lie for a padding-free model,
+        then sent to the device (part4/batches.py to_device): no step waits for the device to learn its shape."""
+        train, job, fit = self.plan.data["train"], self.job, self.fit
         lengths = train["full_lengths"] if self.plan.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
+        multiple, packed = fit.computed["pad_to_multiple_of"], is_padding_free(fit.model)
         every_batch = []
         for epoch, in_epoch in enumerate(epochs, start=1):
             for idx in in_epoch:
                 every_batch.append((epoch, idx))
         for epoch, idx in every_batch[self.step:]:
             rows, weight = self.run.share(idx)
-            yield epoch, collate(train, rows, self.plan.where.device), weight
+            batch = collate(train, rows, HOST, multiple=multiple, max_width=fit.family.max_len)
+            yield epoch, to_device(with_real_tokens(batch) if packed else batch, fit.device), weight
 
     def after_step(self, epoch, loss):
-        """After each step: its loss kept; the dev scores every few steps and at the end (a log line each); a checkpoint
-        at each evaluation before the last; on SIGTERM or Ctrl-C a checkpoint, then a clean stop."""
+        """After each step: its loss kept (on the device until the next evaluation reads it); the dev scores every
+        few steps and at the end (a log line each, and the step reached kept beside the checkpoint); a checkpoint at
+        an evaluation before the last once --checkpoint-every has passed since the last one, and on SIGTERM or Ctrl-C
+        a checkpoint, then a clean stop (decided alike on every process: part4/checkpoints.py Run.decide)."""
         self.run.add_loss(loss)
         self.step += 1
         self.bar.update()
         if self.step % self.every == 0 or self.step == self.steps:
             self.curve.append(self.evaluation(epoch))
-        stopping = self.run.stop_requested()
-        if stopping or (self.step % self.every == 0 and self.step < self.steps):
-            state = {"curve": self.curve, "before": self.before, "lines": list(self.report.lines),
-                     "elapsed": time.time() - self.t0}
-            self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings,
-                                                                          "step": self.step, **state})
+            self.run.reached(self.step)
+        stopping, saving = self.run.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
+        if saving:
+            self.save(stopping)
         if stopping:
             self.run.stopped(self.step, self.steps)
+
+    def save(self, stopping):
+        """The checkpoint of the run as it stands (its log lines with the one that says so), then that line."""
+        said = self.run.saved_line(self.step, self.steps, stopping)
+        state = {"curve": self.curve, "before": self.before, "lines": [*self.report.lines, said],
+                 "elapsed": time.time() - self.t0}
+        self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings, "step": self.step,
+                                                                      **state})
+        self.report.say(said)
 
     def dev_scores(self):
         """The dev scores of the model as it stands (on the first process only; None on the others)."""

@@ -17,7 +17,7 @@ import bert_part4_finetune as ft
 from part4 import cli, glue, glue_tasks, plan, readers, recipe, runs, tasks
 from part4.devices import ALONE
 from part4.flags import RUN, TABLE, Fatal, Range, setting
-from part4.settings import Settings, flags_record
+from part4.settings import Settings, computed_on, flags_record
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -41,6 +41,14 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
                                              "'auto', 'on', 'off') (see --help)"),
     (["2e-5", "rte"], 2, "error: unknown task '2e-5': choose one of cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
                          "squad, squad_v2, swag, or glue"),
+    (["rte", "--checkpoint-every", "0"], 2, "error: --checkpoint-every 0s: must be positive"),
+    (["rte", "--checkpoint-every", "-1"], 2, "error: --checkpoint-every -1s: must be positive"),
+    (["rte", "--checkpoint-every", "-5m"], 2, "error: --checkpoint-every -5m: must be positive"),
+    (["rte", "--checkpoint-every", "ten"], 2, "error: argument --checkpoint-every: 'ten' is not a duration (e.g. 90s, "
+                                              "10m, 1h, 1h30m) (see --help)"),
+    (["rte", "--pad-to-multiple-of", "0"], 2, "error: --pad-to-multiple-of 0: must be positive"),
+    (["rte", "--cudnn-attention", "yes"], 2, "error: argument --cudnn-attention: invalid choice: 'yes' (choose from "
+                                             "'auto', 'on', 'off') (see --help)"),
 ])
 def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
     """The script run as a script: the answer comes with torch and transformers not yet in sys.modules."""
@@ -50,6 +58,31 @@ def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
     assert out.stderr.strip() == err
     if code == 0:
         assert out.stdout.startswith("usage: bert_part4_finetune.py") and "--padding-free" in out.stdout
+
+
+@pytest.mark.parametrize("given, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("45", 45), ("0.5s", 0.5),
+                                            ("2M", 120), ("1h30m", 5400)])
+def test_a_checkpoint_cadence_is_a_duration(given, seconds):
+    assert cli.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
+    assert cli.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
+
+
+def test_a_value_that_starts_with_a_dash_is_the_flags_value_unless_it_is_a_flag():
+    assert cli.parse(["rte", "--results-dir", "-odd-folder"]).results_dir == "-odd-folder"
+    with pytest.raises(Fatal, match="argument --results-dir: expected one argument"):
+        cli.parse(["rte", "--results-dir", "--device", "cpu"])
+
+
+def test_how_the_steps_are_computed_is_the_devices_unless_given():
+    """--pad-to-multiple-of and --cudnn-attention left to the device (auto): on CUDA batches rounded up to multiples
+    of 8 and attention without cuDNN's kernels; elsewhere each batch its own width and no cuDNN to use."""
+    auto = cli.parse(["rte"])
+    assert (auto.pad_to_multiple_of, auto.cudnn_attention) == (None, None)
+    assert computed_on(auto, "cpu") == computed_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
+    assert computed_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
+    given = cli.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
+    assert computed_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
+    assert computed_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
 
 def test_the_command_line_room_imports_no_torch():

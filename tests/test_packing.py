@@ -2,20 +2,23 @@
 
 import copy
 import json
+import os
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_config
+from conftest import ROOT, save_tiny, tiny_config
 from test_finetune import write_sst2
-from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
+from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertTokenizer
 
 import bert_part4_finetune as ft
-from part4 import families, packing
-from part4.batches import collate
-from part4.devices import has_fused_adamw
+from part4 import checkpoints, families, packing, readers, training
+from part4.batches import collate, epoch_batches, to_device
+from part4.devices import ALONE, has_fused_adamw
 
 CPU = torch.device("cpu")
+META = torch.device("meta")
 LENGTHS = [1, 13, 4, 9, 2, 13, 6, 3]       # a length-1 input, two at the batch's longest
 FUSED_CPU = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4)   # AdamW(fused=True) on the CPU
 needs_fused_cpu_adamw = pytest.mark.skipif(
@@ -32,20 +35,22 @@ def encoded(lengths, seed, targets):
     return enc
 
 
-def family_batch(kind, labels=2):
-    """A padded batch of LENGTHS for a head family (SWAG: two examples of four choices), and its model and loss."""
+def family_batch(kind, labels=2, multiple=1):
+    """A padded batch of LENGTHS for a head family (SWAG: two examples of four choices), and its model and loss
+    (multiple: its width rounded up to a multiple of it)."""
     if kind == "multiple_choice":
         enc = encoded(LENGTHS, 0, ("labels",))
         enc = {"input_ids": [enc["input_ids"][:4], enc["input_ids"][4:]], "targets": ("labels",), "labels": [1, 3],
                "token_type_ids": [enc["token_type_ids"][:4], enc["token_type_ids"][4:]]}
-        return collate(enc, [0, 1], CPU), BertForMultipleChoice, {}, families.MultipleChoice.loss
+        return collate(enc, [0, 1], CPU, multiple=multiple), BertForMultipleChoice, {}, families.MultipleChoice.loss
     if kind == "span":
         enc = encoded(LENGTHS, 0, ("start_positions", "end_positions"))
-        return collate(enc, range(len(LENGTHS)), CPU), BertForQuestionAnswering, {}, families.SpanExtraction.loss
+        return (collate(enc, range(len(LENGTHS)), CPU, multiple=multiple), BertForQuestionAnswering, {},
+                families.SpanExtraction.loss)
     enc = encoded(LENGTHS, 0, ("labels",))
     enc["labels"] = [y % 2 for y in enc["labels"]] if labels > 1 else [y * 1.25 for y in enc["labels"]]   # STS-B: 1
-    return (collate(enc, range(len(LENGTHS)), CPU), BertForSequenceClassification, {"num_labels": labels},
-            families.Classification.loss)
+    return (collate(enc, range(len(LENGTHS)), CPU, multiple=multiple), BertForSequenceClassification,
+            {"num_labels": labels}, families.Classification.loss)
 
 
 FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2), ("span", 2)]
@@ -137,6 +142,158 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     assert torch.equal(pack.dropout(x, 0.3, False), x)
 
 
+# --- the levers of a CUDA step (batch widths, what the host waits for, attention's kernels), on the CPU and meta ---
+
+def loss_and_gradients(model, batch, loss_fn):
+    model.zero_grad()
+    loss = loss_fn(model, batch)
+    loss.backward()
+    return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind, labels", FAMILIES)
+@pytest.mark.parametrize("free", [False, True], ids=["padded", "padding-free"])
+def test_rounded_widths_give_the_same_losses_without_dropout(kind, labels, free):
+    """A batch padded to a multiple of 8 (13 -> 16 tokens) rather than to its longest input, dropout off: its loss and
+    every gradient are those of today's batch up to float rounding (attention is masked; SQuAD's softmax leaves the
+    padding out). With dropout the masks drawn at the padded shape fall otherwise: why the CPU keeps its widths."""
+    batch, model_class, kwargs, loss_fn = family_batch(kind, labels)
+    wide = family_batch(kind, labels, multiple=8)[0]
+    assert batch["input_ids"].shape[-1] == 13 and wide["input_ids"].shape[-1] == 16
+    model = pair(model_class, kwargs, 0.0)[free]
+    (la, ga), (lb, gb) = (loss_and_gradients(model, b, loss_fn) for b in (batch, wide))
+    assert abs(la - lb) < 1e-5 and max((g - h).abs().max().item() for g, h in zip(ga, gb)) < 1e-5
+    dropped = pair(model_class, kwargs, 0.1)[free]
+    drawn = []
+    for b in (batch, wide):
+        torch.manual_seed(5)
+        drawn.append(loss_and_gradients(dropped, b, loss_fn)[0])
+    assert abs(drawn[0] - drawn[1]) > 1e-4
+
+
+def test_an_epoch_makes_far_fewer_distinct_widths_rounded():
+    """One epoch of the paper's random batches of 32 over 3,000 rows of 3 to 66 tokens, most short (as SST-2's
+    sentences): the widths collate pads them to, each batch's longest (today's) or that rounded up to a multiple of
+    8 or 16, against a brute force over the rows' lengths, and how many distinct widths each makes."""
+    g = torch.Generator().manual_seed(0)
+    lengths = [min(66, 3 + int(x)) for x in torch.empty(3000).exponential_(1 / 14, generator=g).tolist()]
+    enc = {"input_ids": [[7] * n for n in lengths], "targets": ()}
+    batches = epoch_batches(len(lengths), 32, 1, seed=0)[0]
+    longest = [max(lengths[i] for i in idx) for idx in batches]
+    widths = {m: [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in batches]
+              for m in (1, 8, 16)}
+    assert widths[1] == longest
+    for m in (8, 16):
+        assert widths[m] == [-(-n // m) * m for n in longest]                  # the longest, rounded up to m
+    distinct = {m: len(set(w)) for m, w in widths.items()}
+    assert distinct[16] <= -(-66 // 16) and distinct[8] <= -(-66 // 8)         # at most one per multiple in range
+    assert distinct[16] < distinct[8] < distinct[1] / 2, distinct
+
+
+def test_the_width_count_counts_the_widths_collate_makes(tiny_bert_dir, tmp_path, capsys):
+    """bench/batch_widths.py on a GLUE folder: its counts are those of the batches collate pads, the paper's random
+    batches of the whole run, as TrainingRun makes them."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import batch_widths
+    glue = write_sst2(str(tmp_path / "glue"), n_train=300, n_dev=4)
+    batch_widths.main(["--task", "sst2", "--data-dir", glue, "--vocab", os.path.join(tiny_bert_dir, "vocab.txt"),
+                       "--batch-size", "8", "--epochs", "2"])
+    out = capsys.readouterr().out.splitlines()
+    tok = BertTokenizer(vocab=os.path.join(tiny_bert_dir, "vocab.txt"))
+    enc = families.encode(tok, readers.read_split(glue, "sst2", "train"), 128)
+    batches = [idx for epoch in epoch_batches(300, 8, 2, 0) for idx in epoch]
+    assert out[0] == f"sst2: 300 rows, batch 8, 2 epoch(s) = {len(batches)} batches"
+    for line, m in zip(out[1:], (1, 8, 16), strict=True):
+        made = [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in batches]
+        assert line.split(": ")[1] == f"{len(set(made)):3d} distinct, mean {sum(made) / len(made):.1f} tokens"
+
+
+def test_a_width_rounded_up_stops_at_the_longest_input_a_run_allows():
+    enc = {"input_ids": [[7] * 125, [7] * 3], "targets": ()}
+    assert collate(enc, [0, 1], CPU, multiple=8, max_width=128)["input_ids"].shape[1] == 128
+    assert collate(enc, [0, 1], CPU, multiple=8, max_width=126)["input_ids"].shape[1] == 126
+    assert collate(enc, [0, 1], CPU, multiple=16, max_width=120)["input_ids"].shape[1] == 125  # already past it
+
+
+@pytest.mark.parametrize("kind, labels", FAMILIES)
+def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
+    """The meta device stands in for a GPU: its tensors have shapes and no values, so whatever would make the host
+    wait for a CUDA device to read a value back (nonzero, .item(), a tensor's truth) raises there. The recipe's
+    whole step on a batch as TrainingRun sends it (made on the host, its real tokens found there): forward, loss,
+    backward, clip, AdamW (unfused: the fused kernel has no meta implementation), the schedule, the loss kept and the
+    decision to stop or save. The batch without its real tokens: the packing finds them on the device, and raises."""
+    batch, model_class, kwargs, loss_fn = family_batch(kind, labels)
+    model = pair(model_class, kwargs, 0.1)[1].to(META)
+    opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=1e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 2, 10))
+    run = checkpoints.Run(ALONE, META, None, None)
+    sent = to_device(packing.with_real_tokens(batch), META)
+    assert torch.equal(packing.with_real_tokens(batch)["real_tokens"],
+                       packing.Packing.of(batch["attention_mask"].view(-1, 13)).index)   # the index the step used to find
+    loss = loss_fn(model, sent)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad()
+    run.add_loss(loss.detach())
+    assert run.decide(evaluated=True) == (False, False) and loss.device == META
+    with pytest.raises(NotImplementedError, match="nonzero"):
+        loss_fn(model, to_device(batch, META))
+
+
+def test_the_attention_of_a_cuda_step_leaves_cudnn_out_and_the_cpu_as_it_is():
+    """Run.wrap on CUDA with --cudnn-attention off: each call of the model runs with cuDNN's SDPA kernels disabled and
+    the flash, memory-efficient and math ones enabled, then as before (evaluation calls the model itself). A device
+    object stands for CUDA: nothing runs on it. On the CPU, and with cuDNN allowed, the model is called as it is."""
+    names = ("cudnn", "flash", "mem_efficient", "math")
+
+    def enabled():
+        return {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")() for name in names}
+    seen, before = [], enabled()
+
+    def model(**batch):
+        seen.append(enabled())
+        return batch["x"] + 1
+    cuda = torch.device("cuda")
+    net = checkpoints.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=False)
+    assert net(x=1) == 2 and seen == [{"cudnn": False, "flash": True, "mem_efficient": True, "math": True}]
+    assert enabled() == before
+    assert checkpoints.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=True) is model
+    assert checkpoints.Run(ALONE, CPU, None, None).wrap(model, cudnn_attention=False) is model
+
+
+def test_a_run_with_rounded_widths_is_the_run_without_dropout(tmp_path):
+    """main() with --pad-to-multiple-of 8 on a model without dropout: every width rounded up to a multiple of 8,
+    every train loss and dev score that of today's widths up to float rounding; the results record it as how the
+    run was computed (not a setting), the log says it, and a flag with no effect on the CPU says so."""
+    model = save_tiny(str(tmp_path / "nodrop"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    glue = write_sst2(str(tmp_path / "glue"), n_train=64, n_dev=24)
+    argv = ["sst2", "1e-3", "--model", model, "--data-dir", glue, "--batch-size", "8", "--epochs", "1", "--evals",
+            "4", "--device", "cpu"]
+    out, widths = {}, {}
+    for way, extra in (("today", []), ("rounded", ["--pad-to-multiple-of", "8", "--cudnn-attention", "off"])):
+        sent = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(training, "to_device", lambda batch, device: sent.append(batch["input_ids"].shape[1]) or batch)
+            assert ft.main([*argv, "--results-dir", str(tmp_path / way), *extra]) == 0
+        out[way] = json.loads((tmp_path / way / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
+        out[way + " log"] = (tmp_path / way / "part4_sst2_lr1e-3_bs8_ep1.log").read_text()
+        widths[way] = sent
+    assert len(widths["today"]) == len(widths["rounded"]) == 8
+    assert widths["rounded"] == [-(-w // 8) * 8 for w in widths["today"]] != widths["today"]
+    assert len(set(widths["rounded"])) <= len(set(widths["today"]))
+    a, b = out["today"], out["rounded"]
+    assert a["settings"] == b["settings"]
+    for x, y in zip(a["curve"], b["curve"], strict=True):
+        assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-5)
+        assert y["dev"] == x["dev"]                                     # evaluation keeps its own widths
+    assert a["computation"]["pad_to_multiple_of"] == 1 and b["computation"]["pad_to_multiple_of"] == 8
+    assert ", widths rounded up to multiples of" not in out["today log"] and "cuDNN" not in out["today log"]
+    assert (", widths rounded up to multiples of 8 tokens, --cudnn-attention has no effect on cpu: no cuDNN attention "
+            "there") in out["rounded log"]
+
+
 def test_has_fused_adamw_says_whether_torch_has_the_kernel():
     assert has_fused_adamw(torch.device("cuda")) and not has_fused_adamw(torch.device("meta"))
     p = torch.nn.Parameter(torch.ones(3))
@@ -190,7 +347,8 @@ def test_a_padding_free_run_is_the_padded_run(tiny_bert_dir, tmp_path):
     for x, y in zip(a["curve"], b["curve"], strict=True):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4)
         assert y["dev"]["dev"]["accuracy"] == pytest.approx(x["dev"]["dev"]["accuracy"], rel=1e-4)
-    assert a["computation"] == {"padding_free": False, "fused_adamw": False}
-    assert b["computation"] == {"padding_free": True, "fused_adamw": has_fused_adamw(CPU)}
+    cpu = {"pad_to_multiple_of": 1, "cudnn_attention": False}          # the CPU's: each batch its own width, no cuDNN
+    assert a["computation"] == {"padding_free": False, "fused_adamw": False, **cpu}
+    assert b["computation"] == {"padding_free": True, "fused_adamw": has_fused_adamw(CPU), **cpu}
     assert "(also: AdamW, clip 1.0" in out["padded log"] and ", dynamic padding" in out["padded log"]
     assert "padding-free steps (every layer but attention on the real tokens only)" in out["free log"]

@@ -18,6 +18,7 @@ import bert_part4_finetune as ft
 from part4 import checkpoints, families, readers
 from part4.batches import collate
 from part4.devices import Processes, run_cli
+from part4.training import TrainingRun
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 
@@ -90,7 +91,7 @@ def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_fr
                                       "--padding-free", "off"])
     assert one.returncode == 0, one.stderr
     two = torchrun("finetune", common + ["--results-dir", str(tmp_path / "two"), "--save-model", str(tmp_path / "m2"),
-                                         "--padding-free", padding_free])
+                                         "--padding-free", padding_free, "--checkpoint-every", "0.001s"])
     assert two.returncode == 0, two.stderr
     a, b = (json.loads((tmp_path / d / "part4_sst2_lr3e-4_bs16_ep2.json").read_text()) for d in ("one", "two"))
     assert a["steps"] == b["steps"] == 2 * 6 and a["warmup_steps"] == b["warmup_steps"]
@@ -100,6 +101,9 @@ def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_fr
     log = (tmp_path / "two" / "part4_sst2_lr3e-4_bs16_ep2.log").read_text()
     assert "device cpu x 2 processes (each takes 1/2 of every batch)" in log
     assert two.stdout.count("FINAL sst2") == 1                                  # only rank 0 prints
+    # a checkpoint due on rank 0's clock at each evaluation before the last (steps 3, 6, 9), saved by both processes
+    assert [x.split(":")[0] for x in log.splitlines() if x.startswith("(checkpoint at")] == [
+        f"(checkpoint at step {s}/12" for s in (3, 6, 9)]
     assert "work split: 2 processes (gloo), data parallel" in two.stdout
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "m1"))
     dev = [texts[0] for texts, _ in readers.read_split(glue, "sst2", "dev")]
@@ -220,8 +224,10 @@ def start_and_stop(argv, sig, after_evals):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, uninterrupted, tmp_path, sig):
+    """SIGTERM: a checkpoint where the run stands, though none is due (the default --checkpoint-every, 10m); SIGKILL:
+    the run resumes from the last one it kept (one at each evaluation here)."""
     out = tmp_path / "r"
-    argv = long_run(tiny_bert_dir, big_glue, out)
+    argv = long_run(tiny_bert_dir, big_glue, out) + (["--checkpoint-every", "0.001s"] if sig == signal.SIGKILL else [])
     rc, err = start_and_stop(argv, sig, after_evals=2)
     checkpoint = out / "part4_sst2_lr1e-3_bs8_ep2.checkpoint"
     assert checkpoint.exists() and not (out / "part4_sst2_lr1e-3_bs8_ep2.json").exists()
@@ -241,10 +247,118 @@ def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, unin
     assert not checkpoint.exists()                                    # spent once the results are written
 
 
+# --- checkpoints on a clock: at most every --checkpoint-every, at an evaluation; a killed run repeats what it lost ---
+
+class Killed(BaseException):
+    """The run dies where it stands, as SIGKILL leaves it: nothing catches it, nothing is saved or removed."""
+
+
+def clocked(monkeypatch, kill_at=None):
+    """Every training step takes one second of the clock the checkpoints follow (deterministic: no sleep, no race);
+    with kill_at, the run dies during that step (after its update, before anything after it). Returns the steps at
+    which a checkpoint was saved, as they come."""
+    now, saved = [0.0], []
+    monkeypatch.setattr(checkpoints, "monotonic", lambda: now[0])
+    real_step, real_save = TrainingRun.after_step, checkpoints.Run.save
+
+    def after_step(run, epoch, loss):
+        now[0] += 1.0
+        if run.step + 1 == kill_at:
+            raise Killed
+        return real_step(run, epoch, loss)
+
+    def save(run, model, opt, sched, state):
+        saved.append(state["step"])
+        return real_save(run, model, opt, sched, state)
+    monkeypatch.setattr(TrainingRun, "after_step", after_step)
+    monkeypatch.setattr(checkpoints.Run, "save", save)
+    return saved
+
+
+NAME = "part4_sst2_lr1e-3_bs8_ep2"
+
+
+def clocked_run(model, glue_dir, out, every):
+    """96 rows in batches of 8 for 2 epochs: 24 steps; a dev evaluation every 3 (8 in all)."""
+    return ["sst2", "1e-3", "--model", model, "--data-dir", glue_dir, "--batch-size", "8", "--epochs", "2", "--evals",
+            "8", "--checkpoint-every", every, "--results-dir", str(out), "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def small_glue(tmp_path_factory):
+    return write_sst2(str(tmp_path_factory.mktemp("small_glue")), n_train=96, n_dev=16)
+
+
+@pytest.fixture(scope="module")
+def on_the_clock(tiny_bert_dir, small_glue, tmp_path_factory):
+    """The run uninterrupted, one second a step, a checkpoint at most every 7 s: (the steps where it saved one, its
+    results, its log, its results folder)."""
+    out = tmp_path_factory.mktemp("on_the_clock")
+    with pytest.MonkeyPatch.context() as patch:
+        saved = clocked(patch)
+        assert ft.main(clocked_run(tiny_bert_dir, small_glue, out, "7s")) == 0
+    return saved, json.loads((out / f"{NAME}.json").read_text()), (out / f"{NAME}.log").read_text().splitlines(), out
+
+
+def test_checkpoints_follow_the_clock_not_every_evaluation(on_the_clock):
+    saved, result, log, out = on_the_clock
+    evaluations = [p["step"] for p in result["curve"]]
+    assert evaluations == list(range(3, 25, 3))
+    due, last = [], 0                  # an evaluation before the last, 7 steps (7 s) or more after the last checkpoint
+    for step in evaluations[:-1]:
+        if step - last >= 7:
+            due.append(step)
+            last = step
+    assert saved == due == [9, 18]     # 2 checkpoints, not one at each of the 7 evaluations before the last
+    assert [x for x in log if x.startswith("(checkpoint at")] == [
+        f"(checkpoint at step {s}/24: {out}/{NAME}.checkpoint; the next after 7s at the earliest)" for s in saved]
+    assert sorted(os.listdir(out)) == [f"{NAME}.json", f"{NAME}.log", f"{NAME}_curve.png"]   # checkpoint, .progress spent
+
+
+@pytest.mark.parametrize("every, kill_at, kept, reached", [("7s", 23, 18, 21), ("1h", 8, None, 6)],
+                         ids=["an older checkpoint", "none kept"])
+def test_a_killed_run_repeats_the_steps_since_its_last_checkpoint(tiny_bert_dir, small_glue, on_the_clock, tmp_path,
+                                                                   every, kill_at, kept, reached):
+    """Killed during step kill_at, past its last checkpoint (step 18, or none yet: 1h), with the step of its last
+    evaluation kept beside it: run again, it says how many steps it repeats and ends with the uninterrupted run's
+    numbers."""
+    out = tmp_path / "r"
+    with pytest.MonkeyPatch.context() as patch:
+        saved = clocked(patch, kill_at=kill_at)
+        with pytest.raises(Killed):
+            ft.main(clocked_run(tiny_bert_dir, small_glue, out, every))
+    assert saved == ([9, 18] if kept else [])
+    assert (out / f"{NAME}.checkpoint").exists() == (kept is not None) and not (out / f"{NAME}.json").exists()
+    assert json.loads((out / f"{NAME}.progress").read_text())["step"] == reached
+    assert ft.main(clocked_run(tiny_bert_dir, small_glue, out, every)) == 0          # the real clock from here
+    assert unchanged(json.loads((out / f"{NAME}.json").read_text())) == unchanged(on_the_clock[1])
+    log = (out / f"{NAME}.log").read_text()
+    if kept:
+        assert (f"(resumed from {out}/{NAME}.checkpoint at step {kept}/24: the lines above come from the interrupted "
+                f"run; it had reached step {reached}: {reached - kept} steps repeated)") in log
+    else:
+        assert (f"(no checkpoint kept: the interrupted run had reached step {reached}/24; started over, {reached} steps "
+                f"repeated)") in log
+    assert not (out / f"{NAME}.progress").exists() and not (out / f"{NAME}.checkpoint").exists()
+
+
+def test_the_step_reached_by_a_run_of_other_settings_is_not_this_runs(tiny_bert_dir, small_glue, tmp_path):
+    """A run of the same name but other settings (--max-len 64), killed before any checkpoint: the step it reached
+    says nothing of this run, which starts over without saying it repeats anything."""
+    out = tmp_path / "r"
+    with pytest.MonkeyPatch.context() as patch:
+        clocked(patch, kill_at=8)
+        with pytest.raises(Killed):
+            ft.main(clocked_run(tiny_bert_dir, small_glue, out, "1h") + ["--max-len", "64"])
+    assert json.loads((out / f"{NAME}.progress").read_text())["step"] == 6
+    assert ft.main(clocked_run(tiny_bert_dir, small_glue, out, "1h")) == 0
+    log = (out / f"{NAME}.log").read_text()
+    assert "no checkpoint kept" not in log and "repeated" not in log and "FINAL sst2" in log
+
+
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(checkpoints.Run, "stop_requested", lambda run: run.stop.received is not None or
-                        ft_steps.append(1) or len(ft_steps) >= 30)
+    monkeypatch.setattr(checkpoints.Run, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
     ft_steps = []
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
     assert "stopped by a signal to another process at step 30/" in capsys.readouterr().err

@@ -145,23 +145,27 @@ def test_a_second_invocation_runs_nothing(quick_pass, mirror, tmp_path):
 
 @needs_shared_data
 def test_a_pass_killed_in_a_fine_tune_resumes_to_the_same_numbers(quick_pass, mirror, tmp_path):
-    """The whole process group killed (a machine's kill) in the SST-2 run's third evaluation; the same command
-    skips what was done, resumes the fine-tune from its checkpoint and ends with the uninterrupted pass's numbers."""
+    """The whole process group killed (a machine's kill) in the SST-2 run's third evaluation, before its first
+    checkpoint is due (--checkpoint-every: 10m); the same command skips what was done, starts the fine-tune over,
+    saying how many steps it repeats, and ends with the uninterrupted pass's numbers."""
     out = copied(quick_pass[0], tmp_path, drop=[SST2_RESULTS])
     proc = subprocess.Popen([sys.executable, SCRIPT, *flags(mirror, out)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=ROOT, start_new_session=True)
     seen = 0
     for line in proc.stdout:
         seen += line.startswith("step ")
-        if seen == 3:                           # the second evaluation's checkpoint is written by now
+        if seen == 3:                           # the second evaluation's step is kept beside the checkpoint by now
             os.killpg(proc.pid, signal.SIGKILL)
             break
     proc.communicate(timeout=600)
-    assert not (out / SST2_RESULTS).exists() and (out / SST2_RESULTS.replace(".json", ".checkpoint")).exists()
+    progress = out / SST2_RESULTS.replace(".json", ".progress")
+    assert not (out / SST2_RESULTS).exists() and not (out / SST2_RESULTS.replace(".json", ".checkpoint")).exists()
+    reached = json.loads(progress.read_text())["step"]
     again = run(flags(mirror, out))
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("done before (") == len(experiments.EXPERIMENTS) - 1
-    assert "(resumed from " in (out / SST2_RESULTS.replace(".json", ".log")).read_text()
+    assert (f"(no checkpoint kept: the interrupted run had reached step {reached}/" in
+            (out / SST2_RESULTS.replace(".json", ".log")).read_text())
     resumed = json.loads((out / SST2_RESULTS).read_text())
     assert unchanged(resumed) == unchanged(json.loads((quick_pass[0] / SST2_RESULTS).read_text()))
 
