@@ -9,7 +9,9 @@ Every hand computation of the article, in the order of reference_logs/part4_math
   4.  s_null against the best span, at tau = 0 and at the tau chosen on dev;
   5.  the EM and F1 worked examples;  6. the SWAG head on four toy C_k.
   8.  the arithmetic the article does on Tables 1 and 2.
-`--only toys` runs 1a, 3a, 5, 6 and 8, which need no model, in well under a second.
+`--only toys` runs 1a, 3a, 5, 6 and 8, which need no model, in well under a second. A model (or the flow's data) that
+cannot be used leaves out its own sections only: every other section runs and is written, those left out are said in
+one line each and marked in the results (not_run), and the run ends with one line and exit 2.
 """
 
 import sys
@@ -36,11 +38,11 @@ from part4.article_labels import MATH_LABELS as ARTICLE
 from part4.article_labels import NULL_TAU_LABEL
 from part4.devices import pick_device, run_cli, seed_everything
 from part4.files import check_writable_dir, portable, read_results
-from part4.flags import preflight
+from part4.flags import Fatal, preflight
 from part4.hub import file_problem
 from part4.lines import UNTRAINED_HEAD, article, rounded
 from part4.log import Report, command_line
-from part4.model_folders import loaded_record, not_bert, read_checkpoints, weights_line
+from part4.model_folders import loaded_record, not_bert, read_checkpoint, weights_line
 from part4.models import load_model, model_problem
 from part4.plots import pyplot
 from part4.recipe import MAX_LEN
@@ -432,39 +434,91 @@ def plots(payload, folder):
         plt.close(fig)
 
 
+# --- The sections that need a model: each runs when its inputs can be used, the others are marked not run ---
+
+# The sections that need a model, by the block of the results they write: (the section, the inputs it reads). A model
+# that is refused stops its own sections only: the toys and every other section still run and are written.
+PARTS = {"glue_real": ("1b", ("--sst2-model",)), "new_weights": ("7", ("--sst2-model",)),
+         "attention": ("2", ("--squad-model", "--flow-data")), "span_real": ("3b", ("--squad-model",)),
+         "null": ("4", ("--squad2-model",))}
+NEEDS_BERT = {"--sst2-model": "section 1b reads BERT's pooler, bert.pooler",
+              "--squad-model": "section 2 reads BERT's attention over [CLS] question [SEP] passage [SEP]"}
+
+
 def check_models(models, flow_questions, flow_data):
     """The models ({flag: name}: --sst2-model, --squad-model, --squad2-model), each read for what it holds, and the
-    attention flow's data (when it has questions to run), checked before any work, every problem of every one at
-    once; sections 1b and 2 read BERT's own modules, so those two models must be BERTs. Returns {flag: Checkpoint}."""
-    preflight([model_problem(name, flag) for flag, name in models.items()]
-              + [flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")])
-    checkpoints = read_checkpoints(models)
-    preflight([not_bert(checkpoints["--sst2-model"], "section 1b reads BERT's pooler, bert.pooler"),
-               not_bert(checkpoints["--squad-model"], "section 2 reads BERT's attention over [CLS] question [SEP] "
-                                                      "passage [SEP]")])
-    return checkpoints
+    attention flow's data (when it has questions to run), checked before any work; sections 1b and 2 read BERT's own
+    modules, so those two models must be BERTs. Returns ({flag: Checkpoint} of the models that can be used, {input:
+    why not, in one line} of the inputs that cannot)."""
+    flow = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
+    checkpoints, problems = {}, ({"--flow-data": flow} if flow else {})
+    for flag, name in models.items():
+        try:
+            preflight([model_problem(name, flag)])
+            checkpoint = read_checkpoint(name, flag)
+            preflight([flag in NEEDS_BERT and not_bert(checkpoint, NEEDS_BERT[flag])])
+            checkpoints[flag] = checkpoint
+        except Fatal as e:
+            problems[flag] = str(e)
+    return checkpoints, problems
 
 
-def load_models(checkpoints, device):
-    """The three models, each on its checkpoint's own weights and head, loaded before the first line is printed (a
-    refusal comes first): the SST-2 classifier and its head, and the SQuAD v1.1 (eager attention: section 2 reads its
-    attention probabilities) and v2.0 models with their tokenizers."""
-    sst2, head = load_model(BertForSequenceClassification, checkpoints["--sst2-model"].name, "--sst2-model",
-                            head="either")
-    return {"sst2": (sst2.to(device).eval(), head),
-            "squad": squad.load_qa_model(checkpoints["--squad-model"], device, MAX_LEN, attn_implementation="eager"),
-            "squad2": squad.load_qa_model(checkpoints["--squad2-model"], device, MAX_LEN)}
+def parts_not_run(problems):
+    """{block: why} of the sections whose inputs cannot be used (problems: {input: why})."""
+    return {block: "; ".join(problems[i] for i in inputs if i in problems)
+            for block, (_, inputs) in PARTS.items() if any(i in problems for i in inputs)}
+
+
+def load_models(checkpoints, problems, device):
+    """The models that some section can still use, each on its checkpoint's own weights and head, loaded before the
+    first line is printed, in the sections' order: the SST-2 classifier and its head, and the SQuAD v1.1 (eager
+    attention: section 2 reads its attention probabilities) and v2.0 models with their tokenizers. A model refused
+    as it loads joins problems. Returns {flag: (model, its head or tokenizer)}."""
+    loaders = {"--sst2-model": lambda c: sst2_model(c, device),
+               "--squad-model": lambda c: squad.load_qa_model(c, device, MAX_LEN, attn_implementation="eager"),
+               "--squad2-model": lambda c: squad.load_qa_model(c, device, MAX_LEN)}
+    loaded = {}
+    for flag, load in loaders.items():
+        wanted = [b for b, (_, inputs) in PARTS.items() if flag in inputs and b not in parts_not_run(problems)]
+        if flag in checkpoints and wanted:
+            try:
+                loaded[flag] = load(checkpoints[flag])
+            except Fatal as e:
+                problems[flag] = str(e)
+    return loaded
+
+
+def sst2_model(checkpoint, device):
+    model, head = load_model(BertForSequenceClassification, checkpoint.name, checkpoint.flag, head="either")
+    return model.to(device).eval(), head
 
 
 def model_lines(checkpoints, loaded):
-    """The first lines of a run with models: each model's weight files (and their dtype, where it is not the fp32 they
-    are loaded in), its head, and any warning its folder gave."""
+    """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
+    fp32 they are loaded in), its head, and any warning its folder gave."""
     kept = "the checkpoint's start and end vectors S, E, kept"
-    sst2 = "the checkpoint's classifier layer, kept" if loaded["sst2"][1].kept else "a new classifier layer"
+    heads = {"--sst2-model": "the checkpoint's classifier layer, kept" if "--sst2-model" in loaded and
+             loaded["--sst2-model"][1].kept else "a new classifier layer", "--squad-model": kept, "--squad2-model": kept}
     lines = []
-    for (flag, checkpoint), head in zip(checkpoints.items(), (sst2, kept, kept)):
-        lines += [f"{flag} {portable(checkpoint.name)}: {weights_line(checkpoint, head)}", *checkpoint.notes]
+    for flag in loaded:
+        checkpoint = checkpoints[flag]
+        lines += [f"{flag} {portable(checkpoint.name)}: {weights_line(checkpoint, heads[flag])}", *checkpoint.notes]
     return lines
+
+
+def not_run_lines(not_run):
+    """One line for each section that did not run, and why."""
+    return [f"== {PARTS[block][0]}. not run: {why}" for block, why in not_run.items()]
+
+
+def not_run_error(problems, not_run, path):
+    """The one line a run that left sections out ends with (exit 2): each input that cannot be used, the sections it
+    stopped, and where the rest is."""
+    stopped = {i: [PARTS[b][0] for b in not_run if i in PARTS[b][1]] for i in problems}
+    said = "; ".join(f"{why} (section{'s' if len(stopped[i]) > 1 else ''} {', '.join(stopped[i])} not run)"
+                     for i, why in problems.items())
+    count = f"{len(problems)} inputs cannot be used: " if len(problems) > 1 else ""
+    return f"{count}{said}; {path} holds the toys and every section that ran, and marks the others (not_run)"
 
 
 def main(argv=None):
@@ -472,38 +526,50 @@ def main(argv=None):
     check_writable_dir(args.results_dir, "--results-dir")
     report = Report("part4_math", args.results_dir)
     models = args.only == "all"
+    loaded, problems, not_run = {}, {}, {}
     if models:
         device = pick_device(args.device)
-        checkpoints = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
-                                    "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
+        checkpoints, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
+                                              "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
         seed_everything(0)
         flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
-                         if args.flow_questions else [])
+                         if args.flow_questions and "--flow-data" not in problems else [])
         chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
-        loaded = load_models(checkpoints, device)
-        (sst2, head), (qa, tok), (qa2, tok2) = loaded["sst2"], loaded["squad"], loaded["squad2"]
-        for line in model_lines(checkpoints, loaded):
+        loaded = load_models(checkpoints, problems, device)
+        not_run = parts_not_run(problems)
+        for line in model_lines(checkpoints, loaded) + not_run_lines(not_run):
             report.say(line)
+    runs = {block: block not in not_run for block in PARTS} if models else dict.fromkeys(PARTS, False)
     payload = {"glue_toy": glue_toy(report)}
     if models:
-        payload["models"] = {flag: loaded_record(c) for flag, c in checkpoints.items()}
+        payload["models"] = {flag: loaded_record(checkpoints[flag]) for flag in loaded}
+    if runs["glue_real"]:
+        sst2, head = loaded["--sst2-model"]
         payload["glue_real"] = glue_real(sst2, checkpoints["--sst2-model"].tokenizer, portable(args.sst2_model),
                                          device=device, report=report, fresh=not head.kept)
         payload["new_weights"] = new_weights(sst2, report)
+    if runs["attention"]:
+        qa, tok = loaded["--squad-model"]
         payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device=device, report=report)
         if flow_examples:
             payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device=device, report=report,
                                                         source=portable(args.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(report)
-    if models:
+    if runs["span_real"]:
+        qa, tok = loaded["--squad-model"]
         payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device=device, report=report)
+    if runs["null"]:
+        qa2, tok2 = loaded["--squad2-model"]
         payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device=device, chosen=chosen, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)
+    payload |= {"not_run": not_run} if models else {}
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
     report.save(payload, cli=command_line(argv, vars(args)), device=device if models else None)
+    if not_run:
+        raise Fatal(not_run_error(problems, not_run, portable(os.path.join(args.results_dir, "part4_math.json"))))
     return 0
 
 

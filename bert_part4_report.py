@@ -9,8 +9,17 @@ the rules that decide them:
   within spread    a fine-tune's dev score inside the article's own spread (MRPC 2e-5 and its repeat);
   within tolerance inside a stated tolerance, with its reason (TOLERANCE below);
   differs          neither; with what the project knows of why, where it knows (KNOWN);
-  another model    our run used another checkpoint than the article's: shown, not judged (a count of the data or
-                   the recipe, which needs no model, is judged whatever model ran);
+  another model    our run's model is not shown to be the article's checkpoint: shown, not judged (a count of the
+                   data or the recipe, which needs no model, is judged whatever model ran). A model is judged by what
+                   its results file records it loaded, never by its folder's name alone: the article's checkpoint when
+                   the sha256 of the weight file its loading picks is the published one (part4/article.py's
+                   PUBLISHED); where no published sha256 is known, when its name and its architecture (bert, 12
+                   layers, H 768, 12 heads, vocab 30,522) are the article's, said "by name and architecture; weights not
+                   verified"; else another model: another architecture (its rows of layers it does not have too), other
+                   weights of the article's architecture (random ones), --init random, a stand-in (a folder fine-tuned
+                   here in the place of a checkpoint: "another model (stand-in)", what it is, for every number of its
+                   runs that needs a model), or weights not recorded (a results file written before runs recorded
+                   their weights' sha256 and architecture);
   another split    our run scored another dev file than the article's (the offline evaluation part of
                    ../shared/data; a fine-tune's dev set of another size): shown, not judged;
   another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2), or a fine-tune
@@ -22,15 +31,17 @@ the rules that decide them:
   unusable         the results file holds no number where ours should be (a string, null, NaN, infinity, a count that
                    is not whole; or nothing, where a run in the article's setting holds it): a warning names the file
                    and the field;
-  not run yet      no results file gives ours, whatever its kind: the command that does, and what it needs.
+  not run yet      no results file gives ours, whatever its kind: the command that does, and what it needs (and
+                   why, where a results file says its part could not run: the math script with a model refused).
 Every results file the scripts write is read (part4_*.json, in --results-dir and the folders below it): a run of each
 script, a fine-tune's summary of restarts or of a grid, the GLUE table. One that cannot be a run (not JSON, another
 schema, a block its command writes missing) stops the report with one line naming it, in both modes.
 A number with several rows (several runs give it) counts once: "differs" if any judged row differs (a run the
 project stands behind that disagrees is not hidden by one that agrees), else "reproduced" if any judged row is
 the same or within the spread or a tolerance, else the first of UNJUDGED its rows show. "Reproduced" splits into
-the numbers that need no model (toy arithmetic, counts of the data and the recipe, arithmetic on quoted tables)
-and those of a model, reproduced on the article's own checkpoint.
+the numbers that need no model (toy arithmetic, counts of the data and the recipe, arithmetic on quoted tables),
+those of a model reproduced on the article's own checkpoint (its weights' sha256), and those reproduced on a
+checkpoint known by name and architecture only (no published sha256).
 """
 
 import fnmatch
@@ -148,8 +159,13 @@ def run_problem(data, path):
     parts = parts_run(script, data)
     if isinstance(parts, str):
         return f"{path}: {parts}"
+    not_run = data.get("not_run", {})
+    if not isinstance(not_run, dict) or not all(isinstance(v, str) for v in not_run.values()):
+        return f"{path}: not_run is {json_text(not_run)}, not an object naming each part not run and why"
     for part in parts:
         for block, kind in BLOCKS[script][part].items():
+            if block not in data and block in not_run:
+                continue                   # a part the command could not run, and says why
             if block not in data:
                 return f"{path}: no {block} block, which {script} writes for {part}"
             if not isinstance(data[block], kind) or isinstance(data[block], bool):
@@ -296,10 +312,82 @@ def holds(entry, data):
     return all(path.split(".")[0] in data for path in field_paths(entry.field))
 
 
-# --- The rules ---
+# --- The model ours ran on, judged by what it is: its weights' sha256, its architecture ---
 
-def same_model(recorded, checkpoint):
-    """A run used the article's checkpoint when it recorded its Hub id, or a local folder of that name."""
+def loaded_of(entry, data):
+    """The record of the model ours was computed on (part4/model_folders.py's loaded_record), or None where the file
+    holds none: the heads' and a fine-tune's `weights`, the SQuAD script's `models` by part (v1, v2), the math
+    script's by flag (--sst2-model)."""
+    if entry.script in (article.HEADS, article.FINETUNE):
+        record = data.get("weights")
+    else:
+        part = entry.flag.split("_")[0] if entry.script == article.SQUAD else flag_of(entry.flag)
+        record = (data.get("models") or {}).get(part) if isinstance(data.get("models"), dict) else None
+    ok = isinstance(record, dict) and isinstance(record.get("sha256"), dict) and isinstance(record.get("architecture"),
+                                                                                           dict)
+    return record if ok else None
+
+
+def flag_of(name):
+    """sst2_model -> --sst2-model"""
+    return "--" + name.replace("_", "-")
+
+
+def architecture_words(found):
+    """'bert, 12 layers, H 768, 12 heads, vocab 30,522': an architecture as the results record it."""
+    def number(key):
+        value = found.get(key)
+        return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
+    return (f"{found.get('model_type') or '?'}, {number('layers')} layers, H {number('hidden')}, {number('heads')} "
+            f"heads, vocab {number('vocab')}")
+
+
+UNVERIFIED = "by name and architecture; weights not verified"
+
+
+def model_check(entry, data):
+    """(kind, words): what the model ours was computed on is, for an entry that needs one (its results record:
+    loaded_of), never by its folder's name alone:
+      ("", "")                 the entry needs no model;
+      ("article", "")          the article's checkpoint: the sha256 of the weight file its loading picks is the one
+                               published (part4/article.py's PUBLISHED);
+      ("unverified", words)    no published sha256 is known for that file (or another of its weight files was
+                               loaded), and its name and architecture are the article's: UNVERIFIED;
+      ("stand-in", words)      a stand-in model folder (part4/files.py's STAND_IN): what it is;
+      ("other", words)         anything else: random weights, another architecture, other weights of the article's
+                               architecture, or weights not recorded (a results file written before runs recorded them)."""
+    if not entry.model:
+        return "", ""
+    recorded = (data["run"].get("config") or {}).get(entry.flag)
+    name, theirs = model_name(recorded), f"article: {entry.model}"
+    if (data.get("settings") or {}).get("init") == "random":
+        return "other", "random weights (--init random), not the article's pre-trained ones"
+    record = loaded_of(entry, data)
+    if record is None:
+        return "other", (f"ours: {name}, weights not recorded (its results file is older than the record of the weights' "
+                         f"sha256 and architecture): not counted as the article's; {theirs}")
+    marker = record.get("stand_in")
+    if isinstance(marker, dict) and isinstance(marker.get("what"), str):
+        what = marker["what"].removeprefix("stand-in: ")
+        return "stand-in", f"{what}, in the place of {marker.get('stand_in_for') or entry.model}"
+    found = record["architecture"]
+    if any(found.get(k) != v for k, v in article.ARCHITECTURE.items()):
+        return "other", (f"ours: {name}, {architecture_words(found)}; {theirs}, "
+                         f"{architecture_words(article.ARCHITECTURE)}")
+    published = article.PUBLISHED[entry.model]
+    sha = record["sha256"].get(published.file)
+    if published.sha256 and sha == published.sha256:
+        return "article", ""
+    if published.sha256 and sha is not None:
+        return "other", (f"ours: {name}, the article's architecture but weights not verified: its {published.file} has "
+                         f"sha256 {str(sha)[:12]}..., the published checkpoint's {published.sha256[:12]}...; {theirs}")
+    if same_name(recorded, entry.model):
+        return "unverified", UNVERIFIED
+    return "other", f"ours: {name}, the article's architecture, weights not verified; {theirs}"
+
+
+def same_name(recorded, checkpoint):
+    """A run recorded the article's checkpoint by name: its Hub id, or a local folder of that name."""
     name = str(recorded or "").split("@")[0].rstrip("/")
     return name == checkpoint or os.path.basename(name) == checkpoint.split("/")[-1]
 
@@ -428,14 +516,20 @@ def judge(entry, data, requirements=""):
         return status, note + (f"; {value.why}" if isinstance(value, Unusable) else "")
     if isinstance(value, Unusable):
         return "unusable", value.why
-    return verdict(entry, data, value)
+    status, note = verdict(entry, data, value)
+    kind, words = model_check(entry, data)
+    return status, "; ".join(n for n in (note, words if kind == "unverified" else "") if n)
 
 
 def unjudged(entry, data, requirements):
     """(status, note) of a row that is not judged (shown, cut run, another split, model or setting), or ('', '')."""
+    kind, words = model_check(entry, data)
+    if kind == "stand-in":             # every number of a stand-in's run that needs a model: shown as its, cut or not
+        also = cut_by(data) or split_of(entry, data)        # a cut run's count is not another split's
+        return "another model", words + (f"; {also}" if also else "")
+    model = words if kind == "other" else ""
     if entry.kind in SHOWN:
         return "shown", shown_note(entry, data)
-    model = other_model(entry, data)
     also = f"; on another model too ({model})" if model else ""      # a cut run or another split says it as well
     if cut_by(data):
         return "cut run", cut_by(data) + also
@@ -448,17 +542,6 @@ def unjudged(entry, data, requirements):
     if setting_of(entry, data):
         return "another setting", setting_of(entry, data)
     return "", ""
-
-
-def other_model(entry, data):
-    """How ours was computed on another model than the article's number was, in words, or '' (the same model, or a
-    number that needs none)."""
-    recorded = (data["run"].get("config") or {}).get(entry.flag)
-    if entry.model and (data.get("settings") or {}).get("init") == "random":
-        return "random weights (--init random), not the article's pre-trained ones"
-    if entry.model and not same_model(recorded, entry.model):
-        return f"ours: {model_name(recorded)}; article: {entry.model}"
-    return ""
 
 
 def shown_note(entry, data):
@@ -516,16 +599,34 @@ def rows(runs, results_dir="results", requirements=""):
             status, note = judge(entry, runs[name], requirements)
             value = ours(entry, runs[name])
             mine = "" if isinstance(value, Unusable) else compare(entry, value)[0]
-            out.append(row(entry, mine, status, note, name=name)
+            out.append(row(entry, mine, status, note, name=name) | {"model": model_check(entry, runs[name])[0]}
                        | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
         if not files:
-            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", name="") | {"command": run})
+            why = part_not_run(entry, runs)
+            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", name=why[0])
+                       | {"command": run, "why": why[1]})
     return out
 
 
 def row(entry, mine, status, note, name):
     return {"key": entry.key, "section": entry.where, "what": entry.what, "article": entry.value, "ours": mine,
             "difference": difference(entry, mine), "status": status, "note": note, "file": name}
+
+
+def parts_not_run(data):
+    """{block: why} of the parts a command could not run (the math script's run.not_run: a model refused), {} else."""
+    not_run = data.get("not_run")
+    return not_run if isinstance(not_run, dict) else {}
+
+
+def part_not_run(entry, runs):
+    """(results file, why) of a file of the entry's script that says the part giving it could not run, or ('', '')."""
+    blocks = {path.split(".")[0] for path in field_paths(entry.field)} if entry.script else set()
+    for name, data in runs.items():
+        said = parts_not_run(data) if script_of(data) == entry.script else {}
+        for block in sorted(blocks & set(said)):
+            return name, f"not run in {name}: {said[block]}"
+    return "", ""
 
 
 def difference(entry, mine):
@@ -543,9 +644,13 @@ ORDER = ("reproduced", "differs") + UNJUDGED
 RULE = ("A number with several rows (several runs give it) counts once: differs if any judged row differs, else "
         "reproduced if any judged row is the same or within the spread or a tolerance, else the first of: "
         f"{', '.join(UNJUDGED)}. Unusable: the results file holds no number where ours should be (a warning names the file "
-        "and the field). Another setting: a library version requirements.txt excludes, or a fine-tune's batch size, "
-        "epochs, seed or dev evaluations not the article's. A count of the data or the recipe needs no model and is "
-        "judged whatever model ran.")
+        "and the field). Another model: the model a run loaded is not shown to be the article's checkpoint, judged by "
+        "what its results file records (never by a folder's name alone): the article's when the sha256 of its weight "
+        "file is the published one; where none is published, when its name and architecture are the article's (said: "
+        f"{UNVERIFIED}); else another model (another architecture, other or random weights, a stand-in, or a results "
+        "file that does not record its weights). Another setting: a library version requirements.txt excludes, or a "
+        "fine-tune's batch size, epochs, seed or dev evaluations not the article's. A count of the data or the recipe "
+        "needs no model and is judged whatever model ran.")
 
 
 def entry_status(statuses):
@@ -570,16 +675,22 @@ def counted(table):
     return {key: entry_status(statuses) for key, statuses in by_entry.items()}
 
 
+UNVERIFIED_COUNT = "on its checkpoints by name and architecture, weights not verified"
+
+
 def summary(table, subject=None):
     """The counts of the entries' statuses (reproduced also split by whether the number needs a model), and the
     summary line; `subject` opens it (default: 'Of the article's N numbers')."""
     status = counted(table)
     counts = {s: sum(v == s for v in status.values()) for s in ORDER}
     no_model = sum(v == "reproduced" and not article.NUMBERS[k].model for k, v in status.items())
-    split = {"need no model": no_model, "on the article's models": counts["reproduced"] - no_model}
+    verified = {r["key"] for r in table if r["status"] in REPRODUCED and r.get("model") == "article"}
+    on_article = sum(v == "reproduced" and k in verified for k, v in status.items())
+    unverified = counts["reproduced"] - no_model - on_article
+    split = {"need no model": no_model, "on the article's models": on_article, UNVERIFIED_COUNT: unverified}
     subject = subject or f"Of the article's {len(status)} numbers"
-    line = (f"{subject}: reproduced {counts['reproduced']} ({no_model} need no model, {counts['reproduced'] - no_model} "
-            f"on the article's models); "
+    line = (f"{subject}: reproduced {counts['reproduced']} ({no_model} need no model, {on_article} on the article's "
+            f"models, {unverified} {UNVERIFIED_COUNT}); "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}; {counts['another model']} on another "
             f"model; {counts['another split']} on "
             f"another split; {counts['another setting']} under another setting; {counts['cut run']} only from cut "
@@ -606,11 +717,17 @@ def markdown(table, line, plots, notes=()):
         out += [f"## {section}", ""] + [f"Plot: [{p}]({p})" for p in plots.get(section, [])]
         out += [table_row(("What", "Article", "Ours", "Difference", "Status", "Results file")), "|---" * 6 + "|"]
         for r in (r for r in table if r["section"] == section):
-            note = f"`{r['command']}`" if r["status"] == "not run yet" else r["note"]      # its needs: listed on top
-            status = r["status"] + (f": {note}" if note else "")
+            note = "; ".join(n for n in (r.get("why"), f"`{r['command']}`") if n) if r["status"] == "not run yet" \
+                else r["note"]                                                           # its needs: listed on top
+            status = shown_status(r) + (f": {note}" if note else "")
             out.append(table_row((r["what"], r["article"], r["ours"], r["difference"], status, r["file"])))
         out.append("")
     return "\n".join(out + quoted())
+
+
+def shown_status(r):
+    """A row's status as the report prints it: a stand-in's run says so ('another model (stand-in)')."""
+    return r["status"] + (" (stand-in)" if r["status"] == "another model" and r.get("model") == "stand-in" else "")
 
 
 def by_section(table):
@@ -652,6 +769,14 @@ def models_note(runs):
         return []
     return [f"A local model is named by its folder's name; a folder outside the checkout is recorded with a fingerprint "
             f"of its config and weights: {', '.join(marked)}."]
+
+
+def checkpoints_note():
+    """One line naming the article's checkpoints as the report knows them: the sha256 of each one's weight file."""
+    known = [f"{name}'s {p.file} {p.sha256[:12]}..." if p.sha256 else f"{name}'s {p.file}: no published sha256 found "
+             f"(judged by name and architecture)" for name, p in article.PUBLISHED.items()]
+    return [f"The article's checkpoints are known by the sha256 of the weight file their loading picks "
+            f"(part4/article.py, with where each is published): {'; '.join(known)}."]
 
 
 def plots_by_section(results_dir):
@@ -696,7 +821,7 @@ def one_run(path, requirements):
         print(f"{path}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
               f"lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5")
     for r in table:
-        print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {r['status']}"
+        print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {shown_status(r)}"
               + (f" ({r['note']})" if r["note"] else ""))
     if table:
         print(summary(table, f"This run, {len(counted(table))} of the article's numbers")[2])
@@ -727,7 +852,7 @@ def main(argv=None):
     table = rows(runs, args.results_dir, read_requirements())
     warn_unusable(table, args.results_dir)
     counts, split, line = summary(table)
-    notes = models_note(runs) + ([] if runs else [NO_RESULTS[0].upper() + NO_RESULTS[1:] + "."])
+    notes = checkpoints_note() + models_note(runs) + ([] if runs else [NO_RESULTS[0].upper() + NO_RESULTS[1:] + "."])
     md = markdown(table, line, plots_by_section(args.results_dir), notes)
     write_atomic(os.path.join(args.results_dir, REPORT_MD), md)
     write_atomic(os.path.join(args.results_dir, REPORT_JSON),

@@ -441,9 +441,47 @@ def numbers_in(text):
     return [m.lstrip("+") for m in re.findall(r"(?<![\w.])[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?", text)]
 
 
-# --- The article's setting: the model and the run its numbers are for, the optimiser the paper used ---
+# --- The article's setting: the model and the run its numbers are for (its checkpoints by their weights' sha256 and
+# architecture), the optimiser the paper used ---
 
 ARTICLE_MODEL = BERT
+
+
+@dataclass(frozen=True)
+class Published:
+    """One of the article's checkpoints as published: the weight file its loading picks (from_pretrained takes
+    model.safetensors where the Hub's main branch has one, else pytorch_model.bin), that file's sha256 and size in
+    bytes as its Hub page's Git LFS pointer gives them, and where they are quoted. sha256 None: not found; `source`
+    says why. A run on a file with this sha256 ran on the article's weights."""
+    file: str
+    sha256: str | None
+    size: int | None
+    source: str
+
+
+PUBLISHED = {
+    BERT: Published("model.safetensors", "68d45e234eb4a928074dfd868cead0219ab85354cc53d20e772753c6bb9169d3",
+                    440_449_768, "the LFS pointer of google-bert/bert-base-uncased's model.safetensors at revision "
+                                 "86b5e0934494bd15c9632b12f734a8a67f723594 (huggingface.co/google-bert/bert-base-uncased"
+                                 "/blob/86b5e0934494bd15c9632b12f734a8a67f723594/model.safetensors), quoted with its size "
+                                 "in public download scripts that pin it"),
+    SST2: Published("pytorch_model.bin", None, None,
+                    "not found: the main branch holds pytorch_model.bin alone (last changed in commit de03cb6, June "
+                    "2020; the safetensors conversion, refs/pr/2, is an open pull request), and no page or public code reached "
+                    "here quotes that file's sha256 (huggingface.co/textattack/bert-base-uncased-SST-2/tree/main)"),
+    SQUAD_V1: Published("model.safetensors", "997a8012a07cef470869a18bce1540cf179b41dd7cfdf8256a982c30da04bfeb", None,
+                        "the LFS pointer of the safetensors conversion, commit e50328c1be041f7633e303b6950a6d631f0c1bf0 "
+                        "(huggingface.co/csarron/bert-base-uncased-squad-v1/blob/e50328c1be041f7633e303b6950a6d631f0c1bf0"
+                        "/model.safetensors, 438 MB), merged into main as 836580e on 2023-04-05 (pull request #3)"),
+    SQUAD_V2: Published("model.safetensors", "e5c51ef6e3fd67dbe1b18e309a43a34c939ee9f3fa104a785ba859fb50f1f451", None,
+                        "the LFS pointer of the safetensors conversion, commit b6915cb0202719a6004f5f35c5e602489ca7461c "
+                        "(huggingface.co/deepset/bert-base-uncased-squad2/blob/refs%2Fpr%2F6/model.safetensors, 436 MB), "
+                        "merged into main (pull request #6)"),
+}
+
+# The four checkpoints' architecture, BERT-base uncased (the paper's Table 1 model; their config.json files): the
+# model type, layers L, hidden size H, attention heads A, vocabulary, as the results record a model's.
+ARCHITECTURE = {"model_type": "bert", "layers": 12, "hidden": 768, "heads": 12, "vocab": 30522}
 ARTICLE_RUN = (32, 3, 0)                  # the article's batch size, epochs and seed: its numbers are for these only
 ARTICLE_SETTING = f"{BERT}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs, seed {ARTICLE_RUN[2]}"
 PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"

@@ -4,7 +4,6 @@ and the Settings the command line becomes, once, by keyword, in parse. No torch 
 --help and every refused flag answer at once.
 """
 
-import math
 import sys
 
 from part4.flags import (
@@ -19,6 +18,7 @@ from part4.recipe import (
     GLUE_TASKS,
     RECIPES,
     check_windows,
+    lr_tag,
 )
 from part4.settings import Settings
 
@@ -77,7 +77,8 @@ def refuse_data_flags(task, *, data_dir, train_data, dev_data, stride):
 def refuse_conflicts(a, task):
     """Flags that contradict each other or the command (a: the parsed flags, before any default)."""
     if a.grid and a.lr is not None:
-        raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate {a.lr}, or drop --grid")
+        raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate "
+                    f"{lr_tag(a.lr) if isinstance(a.lr, float) else a.lr}, or drop --grid")
     if a.grid == "a3" and (a.batch_size or a.epochs):
         raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
     if a.head == "checkpoint" and a.init == "random":
@@ -88,17 +89,6 @@ def refuse_conflicts(a, task):
     for flag, value in (("--tasks", a.tasks), ("--glue-submission", a.glue_submission)):
         if value is not None and task != "glue":
             raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
-
-
-def learning_rate(text, default):
-    """The positional learning rate: a positive number (the recipe's when not given)."""
-    try:
-        lr = float(text) if text is not None else default
-    except ValueError:
-        raise Fatal(f"learning rate '{text}' is not a number (e.g. 2e-5)")
-    if not (math.isfinite(lr) and lr > 0):
-        raise Fatal(f"learning rate {lr}: must be a positive number (e.g. 2e-5)")
-    return lr
 
 
 def check_flags(a, task):
@@ -123,7 +113,6 @@ def parse(argv):
     if task in DATA_FLAGS:
         check_windows(values["max_len"], values["stride"])
     resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,),
-                "lr": learning_rate(a.lr, recipe.lr),
                 "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),  # glue: the paper's choice
                 "stride": values["stride"] if task in DATA_FLAGS else None,
                 "argv": tuple(sys.argv[1:] if argv is None else argv)}

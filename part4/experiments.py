@@ -142,7 +142,8 @@ def recorded_words(words):
 
 def done_before(experiment, inputs):
     """The name of the results file in the results folder that the experiment's command wrote, with the same
-    arguments (models by their fingerprint, data, cuts, device), or None: it is to be run."""
+    arguments (models by their fingerprint, data, cuts, device), every part of it run (a file that marks parts not run,
+    not_run, is not done), or None: it is to be run."""
     ours = recorded_words(command(experiment, inputs)[1:])
     folder = inputs.results_dir
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
@@ -150,11 +151,12 @@ def done_before(experiment, inputs):
             continue
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
-                argv = (json.load(f).get("run") or {}).get("argv")
+                saved = json.load(f)
+            argv, not_run = (saved.get("run") or {}).get("argv"), saved.get("not_run")
         except (OSError, ValueError, AttributeError):
             continue                       # the report names a file that is not a results file
         if isinstance(argv, list) and argv and os.path.basename(str(argv[0])) == experiment.script \
-                and recorded_words(argv[1:]) == ours:
+                and recorded_words(argv[1:]) == ours and not not_run:
             return name
     return None
 

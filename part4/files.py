@@ -1,7 +1,8 @@
 """Results files and the paths they record, without torch (the report reads them on any machine): a path as the
-results record it (relative, or a model folder by its name and a fingerprint), a results JSON read with one line for
-a file that is not one, a folder checked writable before any work, and files and model folders written atomically (a
-temp file or folder, then rename: a crash leaves nothing that looks complete)."""
+results record it (relative, or a model folder by its name and a fingerprint), a weight file's sha256, what a stand-in
+model folder stands in for, a results JSON read with one line for a file that is not one, a folder checked writable
+before any work, and files and model folders written atomically (a temp file or folder, then rename: a crash leaves
+nothing that looks complete)."""
 
 import functools
 import hashlib
@@ -60,6 +61,41 @@ def _fingerprint(folder, files):
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()[:12]
+
+
+def file_sha256(path):
+    """The sha256 of a file's bytes, in hex: what a published checkpoint is known by (the sha256 its Hub page's LFS
+    pointer quotes). Hashed once per state of the file (a BERT-base is 440 MB), however often a run records it."""
+    stat = os.stat(path)
+    return _file_sha256(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path, size, mtime):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# A model folder that stands in for one of the article's checkpoints (a small model fine-tuned here in its place) says
+# so in this file: {"stand_in_for": the Hub id, "what": one line, e.g. "stand-in: all-MiniLM-L6-v2 fine-tuned here on
+# SQuAD v1.1"}. Its runs record the line, and the report shows them as another model (stand-in).
+STAND_IN = "part4_stand_in.json"
+
+
+def stand_in(folder):
+    """What a model folder stands in for ({"stand_in_for": Hub id, "what": its line}, as its part4_stand_in.json says),
+    or None for a folder without one. A file there that does not say both, in words, stops the command in one line."""
+    path = os.path.join(folder, STAND_IN)
+    if not os.path.isfile(path):
+        return None
+    said = read_json(path) or {}
+    if not all(isinstance(said.get(k), str) and said[k].strip() for k in ("stand_in_for", "what")):
+        raise Fatal(f"{path}: not a stand-in's record (a JSON object with the Hub id it stands in for, \"stand_in_for\", "
+                    f"and what it is, \"what\"); mend it or remove it")
+    return {"stand_in_for": said["stand_in_for"], "what": said["what"]}
 
 
 def portable(value):

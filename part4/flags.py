@@ -234,12 +234,13 @@ def add_settings(parser, settings_class):
 
 def check_given(given, settings_class):
     """Every flag given ({name: value as parsed, None where not given}) checked against its declaration's check,
-    refused in one line: '--batch-size 0: must be positive'."""
+    refused in one line: '--batch-size 0: must be positive' (a positional argument by its name: 'lr 200000.0: ...')."""
     for f in declared(settings_class):
         value, check = given[dest(f)], f.metadata["check"]
         if value is not None and check is not None and check(value) is not None:
             shown = shown_duration(value) if f.metadata["type"] is duration else value
-            raise Fatal(f"{flag_name(dest(f))} {shown}: {check(value)}")
+            name = f.name if str(f.metadata["flag"]).endswith("positional") else flag_name(dest(f))
+            raise Fatal(f"{name} {shown}: {check(value)}")
 
 
 def given_or_default(given, settings_class, recipe):

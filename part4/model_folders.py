@@ -1,11 +1,13 @@
 """A model folder read for what it holds before any work, without loading a weight: its config (a key the installed
 transformers would ignore is refused), its weight files each read whole and the dtype they hold, its tokenizer
-(refused where it is not the model's); and the lines and records that say which weights a run started from."""
+(refused where it is not the model's); and the lines and records that say which weights a run started from and what
+they are (each file's sha256, the architecture, what a stand-in stands in for)."""
 
 import functools
 import importlib
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -19,7 +21,7 @@ from transformers import AutoConfig, AutoTokenizer
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
 from part4.devices import DTYPE_NAMES
-from part4.files import weight_files
+from part4.files import file_sha256, stand_in, weight_files
 from part4.flags import Fatal, not_a_script, preflight
 from part4.models import is_local, load_pretrained
 
@@ -61,7 +63,7 @@ def read_checkpoint(name, flag="--model", weights=True):
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
     casing, note = casing_problem(tok)
     problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)),
-                *tokenizer_problems(tok, config), casing]
+                *tokenizer_problems(tok, config), casing, folder and stand_in_problem(folder)]
     preflight([f"{flag} {name}: {p}" for p in problems if p])
     return Checkpoint(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
 
@@ -76,6 +78,15 @@ def read_checkpoints(models, weights=True):
             problems.append(str(e))
     preflight(problems)
     return found
+
+
+def stand_in_problem(folder):
+    """Why a folder's record of what it stands in for (part4/files.py's STAND_IN) cannot be read, or None."""
+    try:
+        stand_in(folder)
+    except Fatal as e:
+        return str(e)
+    return None
 
 
 def model_folder(name):
@@ -130,23 +141,37 @@ def saved_dtypes(path):
     """The dtypes of the floating-point tensors of one weight file ({"bf16"}), read without its data: a safetensors
     file's header (it must cover the file), a .bin's zip archive onto the meta device, an index's JSON. Raises what
     the file's reader raises when it cannot be read whole. Read once per state of the file."""
+    return read_weight_file(path)[0]
+
+
+def saved_parameters(path):
+    """How many numbers the tensors of one weight file hold (an index's JSON: 0), read as saved_dtypes reads it."""
+    return read_weight_file(path)[1]
+
+
+def read_weight_file(path):
+    """(the dtypes of its floating-point tensors, the numbers its tensors hold) of one weight file, read without its
+    data; once per state of the file."""
     stat = os.stat(path)
-    return _saved_dtypes(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    return _read_weight_file(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=64)
-def _saved_dtypes(path, size, mtime):
+def _read_weight_file(path, size, mtime):
     if path.endswith(".json"):
         with open(path, encoding="utf-8") as f:
             json.load(f)
-        return frozenset()
+        return frozenset(), 0
     if path.endswith(".safetensors"):
         with safe_open(path, "pt") as f:
-            found = {f.get_slice(k).get_dtype() for k in f.keys()}
-        return frozenset(SAFETENSORS_DTYPES[d] for d in found if d in SAFETENSORS_DTYPES)
+            slices = [f.get_slice(k) for k in f.keys()]
+            found = {s.get_dtype() for s in slices}
+            numbers = sum(math.prod(s.get_shape()) for s in slices)
+        return frozenset(SAFETENSORS_DTYPES[d] for d in found if d in SAFETENSORS_DTYPES), numbers
     state = torch.load(path, map_location="meta", weights_only=True)     # weights only: never code
-    return frozenset(DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in state.values()
-                     if isinstance(t, torch.Tensor) and t.is_floating_point())
+    tensors = [t for t in state.values() if isinstance(t, torch.Tensor)]
+    return (frozenset(DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in tensors if t.is_floating_point()),
+            sum(t.numel() for t in tensors))
 
 
 def saved_weights(name):
@@ -225,11 +250,30 @@ def weights_line(checkpoint, head=""):
 
 
 def loaded_record(checkpoint, head=None):
-    """What the results record of a loaded model: the weight files read, the dtype they hold and the one loaded (the
-    weights every script computes with), and whose task head it ran with."""
-    w = saved_weights(checkpoint.name)
-    record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32"}
+    """What the results record of a loaded model, for the report to judge it by what it is: the weight files read,
+    the dtype they hold and the one loaded (the weights every script computes with), each file's sha256 (what a
+    published checkpoint is known by), the architecture (architecture), what the folder stands in for where it is a
+    stand-in (part4/files.py's STAND_IN), and whose task head it ran with."""
+    w, folder = saved_weights(checkpoint.name), model_folder(checkpoint.name)
+    record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32",
+              "sha256": {f: file_sha256(os.path.join(folder, f)) for f in w.files} if w else None,
+              "architecture": architecture(checkpoint.config, folder, w.files if w else ())}
+    marker = stand_in(folder) if folder else None
+    record |= {"stand_in": marker} if marker else {}
     return {**record, "head": "the checkpoint's" if head.kept else "new"} if head is not None else record
+
+
+ARCHITECTURE_KEYS = {"model_type": "model_type", "layers": "num_hidden_layers", "hidden": "hidden_size",
+                     "heads": "num_attention_heads", "vocab": "vocab_size"}
+
+
+def architecture(config, folder, files):
+    """A model's architecture as the results record it: its config's model type, layers, hidden size H, attention
+    heads and vocabulary, and the numbers its weight files hold (parameters: the checkpoint's, whatever head a script
+    adds; None without them)."""
+    found = {name: getattr(config, key, None) for name, key in ARCHITECTURE_KEYS.items()}
+    held = sum(saved_parameters(os.path.join(folder, f)) for f in files) if files else None
+    return {**found, "parameters": held}
 
 
 if __name__ == "__main__":

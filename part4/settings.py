@@ -3,6 +3,7 @@ records it): the Settings the command line becomes (part4/cli.py), the command a
 settings recorded by earlier versions read as this one records them. No torch here (nor anything that imports it).
 The defaults are the recipe's (part4/recipe.py), read from there."""
 
+import math
 import sys
 from dataclasses import asdict, dataclass, fields
 
@@ -34,6 +35,24 @@ def paper_defaults(field, text=str):
     return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
 
 
+def learning_rate(text):
+    """The learning rate as the command line gives it ('2e-5'), read as a number; a word that is not one is kept as
+    given, for its check to refuse once the task is read (bert_part4_finetune.py 2e-5 rte: the task is what is wrong)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def learning_rate_range(lr):
+    """The learning rate: None when it is a number, positive and below 1, else what it must be (the paper's grid is
+    5e-5..2e-5; 2e5, a typo for 2e-5, would train to a NaN loss)."""
+    if isinstance(lr, float) and math.isfinite(lr) and 0 < lr < 1:
+        return None
+    return (f"{'not a number: ' if isinstance(lr, str) else ''}a learning rate must be positive and below 1, e.g. 2e-5 "
+            f"(the paper's grid: {grid_lrs('glue')})")
+
+
 def training_dtype(dtype):
     """--dtype: None when it can train, else what it must be."""
     if dtype == "fp16":
@@ -53,7 +72,8 @@ class Settings:
     task: str = setting(flag="positional", record=(RUN,),
                         help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate of the "
                              "paper's grid on each dev set, and Table 1 beside it (§4.1)")
-    lr: float = setting(flag="optional positional", type=str, recipe=True, record=(RUN, TABLE),
+    lr: float = setting(flag="optional positional", type=learning_rate, check=learning_rate_range, recipe=True,
+                        record=(RUN, TABLE),
                         help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of the paper's "
                              f"grid {grid_lrs('glue')}, the best on dev; given, that one only)")
 

@@ -5,8 +5,10 @@ Small checkpoints of ELECTRA (embedding_size != hidden_size), DistilBERT (no seg
 RoBERTa (positions start after the padding index, no segments) and BERT are built and saved in-process."""
 
 import copy
+import hashlib
 import json
 import os
+import sys
 
 import pytest
 import torch
@@ -287,9 +289,14 @@ def test_scripts_that_read_berts_modules_refuse_other_types(checkpoints, tiny_ss
     models = {"--model": {}, "--sst2-model": {"--squad-model": tiny_qa_dir, "--squad2-model": tiny_qa_dir},
               "--squad-model": {"--sst2-model": tiny_sst2_dir, "--squad2-model": tiny_qa_dir}}[flag]
     argv = [flag, electra, *[x for kv in models.items() for x in kv], "--results-dir", str(out), "--device", "cpu"]
-    err = fails_in_one_line(script.main, argv + (["--flow-questions", "0"] if script is bm else []), capsys, out)
+    if script is bm:                          # several sections: those of that model left out, the rest written
+        err, results = left_out_in_one_line(argv + ["--flow-questions", "0"], capsys, out)
+        assert set(results["not_run"]) == {"--sst2-model": {"glue_real", "new_weights"},
+                                           "--squad-model": {"attention", "span_real"}}[flag]
+    else:
+        err = fails_in_one_line(script.main, argv, capsys, out)
     assert err.startswith(f"error: {flag} {electra}: model type electra; this script needs a BERT (")
-    assert err.endswith("so it runs on model_type bert only")
+    assert "so it runs on model_type bert only" in err
 
 
 # --- padding-free steps: where they hold, the same run; elsewhere padded steps, said in one line ---
@@ -488,6 +495,21 @@ def refused_before_any_line(main, argv, capsys, out):
     return err
 
 
+def left_out_in_one_line(argv, capsys, out):
+    """Run the math script as the command line does, with a model that is refused: exit 2, one line on stderr; the
+    toys and the sections the other models give written, the refused model's sections marked not run. Returns the
+    line and the results."""
+    capsys.readouterr()                                 # what making the test's folders printed
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["bert_part4_math.py"])
+        assert run_cli(bm.main, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    results = json.loads((out / "part4_math.json").read_text())
+    assert {"glue_toy", "span_toy", "f1_examples", "swag_toy", "tables"} <= set(results) and results["not_run"]
+    return err, results
+
+
 def every_script(folders, case, tmp_path, others):
     """(main, argv, flag, folder) of each script run on the broken checkpoint: finetune, squad, heads, and math with it
     as its SQuAD v2.0 model (the one it loads last). others: (an SST-2 classifier, a SQuAD model) that are fine."""
@@ -507,21 +529,28 @@ def every_script(folders, case, tmp_path, others):
 def test_a_broken_folder_is_refused_in_one_line_before_any_work(broken_folders, case, tiny_sst2_dir, tiny_qa_dir,
                                                                  tmp_path, capsys):
     """Each fault of a model folder, in each script: exit 2, one line naming the model and what is wrong with it, not a
-    line of the log printed (the heads script's model line, math's toy sections included), nothing written."""
+    line of the log printed (the heads script's model line included), nothing written; the math script, which runs
+    several sections, leaves out those of that model alone (section 4), and says so in the same one line."""
     out, runs_of_scripts = every_script(broken_folders, case, tmp_path, (tiny_sst2_dir, tiny_qa_dir))
     for main, argv, flag, folder in runs_of_scripts:
-        err = refused_before_any_line(main, argv, capsys, out)
+        if main is bm.main:
+            err, results = left_out_in_one_line(argv, capsys, out)
+            assert list(results["not_run"]) == ["null"] and BROKEN[case] in results["not_run"]["null"]
+            assert err.endswith(" (section 4 not run); part4_math.json holds the toys and every section that ran, and "
+                                "marks the others (not_run)")
+        else:
+            err = refused_before_any_line(main, argv, capsys, out)
         assert err.startswith(f"error: {flag} {folder}: ") and BROKEN[case] in err, (main.__module__, err)
 
 
 def test_the_math_script_names_every_refused_model(broken_folders, tiny_qa_dir, tmp_path, capsys):
     out = tmp_path / "r"
     sst2, qa2 = broken_folders[("no tokenizer files", "bert")], broken_folders[("a truncated model.safetensors", "qa")]
-    err = refused_before_any_line(bm.main, ["--sst2-model", sst2, "--squad-model", tiny_qa_dir, "--squad2-model", qa2,
-                                            "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"],
-                                  capsys, out)
+    err, results = left_out_in_one_line(["--sst2-model", sst2, "--squad-model", tiny_qa_dir, "--squad2-model", qa2,
+                                         "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"], capsys, out)
     assert err.startswith(f"error: 2 inputs cannot be used: --sst2-model {sst2}: no tokenizer files")
-    assert f"; --squad2-model {qa2}: model.safetensors is truncated or corrupt" in err
+    assert f" (sections 1b, 7 not run); --squad2-model {qa2}: model.safetensors is truncated or corrupt" in err
+    assert set(results["not_run"]) == {"glue_real", "new_weights", "null"} and "span_real" in results
 
 
 @needs_shared_data
@@ -593,8 +622,9 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert numbers(got["bf16"][0]) == numbers(got["twin"][0])
     assert "model weights: model.safetensors, saved in bf16: loaded in fp32; a new classifier layer\n" in got["bf16"][1]
     assert "model weights: model.safetensors (fp32); a new classifier layer\n" in got["twin"][1]
-    assert got["bf16"][0]["weights"] == {"weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32",
-                                         "head": "new"}
+    recorded = got["bf16"][0]["weights"]
+    assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
+        "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
     model = ft.new_model(tasks.FAMILIES["sst2"]("sst2", 128), bf16, "random")   # --init random: fp32 too
     assert {p.dtype for p in model.parameters()} == {torch.float32}
@@ -752,7 +782,13 @@ def test_the_weight_file_loaded_is_named_and_alone_fingerprinted(tiny_bert_dir, 
     assert got["both"][0]["glue"]["logits_library"] == got["bin"][0]["glue"]["logits_library"]
     assert got["both"][1][1] == "model weights: model.safetensors (fp32)" and got["both"][0]["model"] == f"both@{before}"
     assert got["bin"][1][1] == "model weights: pytorch_model.bin (fp32)"
-    assert got["bin"][0]["weights"] == {"weight_files": ["pytorch_model.bin"], "saved_in": "fp32", "loaded_in": "fp32"}
+    recorded = got["bin"][0]["weights"]
+    assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in")} == {
+        "weight_files": ["pytorch_model.bin"], "saved_in": "fp32", "loaded_in": "fp32"}
+    assert recorded["sha256"] == {"pytorch_model.bin": hashlib.sha256(
+        open(os.path.join(only_bin, "pytorch_model.bin"), "rb").read()).hexdigest()}     # the file it loaded, read whole
+    state = torch.load(os.path.join(only_bin, "pytorch_model.bin"), weights_only=True)
+    assert recorded["architecture"]["parameters"] == sum(t.numel() for t in state.values())
 
 
 def short_run(script, folder, tmp_path, out):

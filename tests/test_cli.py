@@ -33,7 +33,11 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
     (["squad", "--stride", "384"], 2, "error: --stride 384: must be below the window length --max-len 384 (and at least 0)"),
     (["glue", "--tasks", "cola,xyz"], 2, "error: --tasks cola,xyz: unknown GLUE task(s) xyz; choose from cola, sst2, mrpc, "
                                          "stsb, qqp, mnli, qnli, rte, wnli"),
-    (["mrpc", "abc"], 2, "error: learning rate 'abc' is not a number (e.g. 2e-5)"),
+    (["mrpc", "abc"], 2, "error: lr abc: not a number: a learning rate must be positive and below 1, e.g. 2e-5 (the "
+                         "paper's grid: 5e-5, 4e-5, 3e-5, 2e-5)"),
+    *((["mrpc", lr], 2, f"error: lr {shown}: a learning rate must be positive and below 1, e.g. 2e-5 (the paper's grid: "
+                        f"5e-5, 4e-5, 3e-5, 2e-5)") for lr, shown in (("2e5", "200000.0"), ("0", "0.0"), ("-1", "-1.0"),
+                                                                       ("nan", "nan"))),
     (["rte", "--batch-size", "0"], 2, "error: --batch-size 0: must be positive"),
     (["rte", "--dtype", "foo"], 2, "error: --dtype foo: choose auto, fp32 or bf16"),
     (["rte", "--warmup", "1"], 2, "error: --warmup 1.0: must be in [0, 1)"),

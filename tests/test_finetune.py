@@ -206,11 +206,11 @@ def test_bad_inputs_are_one_line_errors(tiny_bert_dir, glue_dir, tmp_path, capsy
     base = ["--model", tiny_bert_dir, "--results-dir", str(out), "--device", "cpu"]
     cases = [
         (["sts", "--data-dir", glue_dir], "unknown task 'sts'"),
-        (["sst2", "abc", "--data-dir", glue_dir], "learning rate 'abc' is not a number"),
-        (["sst2", "-0.00002", "--data-dir", glue_dir], "must be a positive number"),
-        (["sst2", "0", "--data-dir", glue_dir], "must be a positive number"),
+        (["sst2", "abc", "--data-dir", glue_dir], "lr abc: not a number: a learning rate must be positive and below 1"),
+        (["sst2", "-0.00002", "--data-dir", glue_dir], "a learning rate must be positive and below 1"),
+        (["sst2", "0", "--data-dir", glue_dir], "a learning rate must be positive and below 1"),
         (["sst2", "2e-5", "--bogus", "--data-dir", glue_dir], "unrecognized arguments: --bogus (see --help)"),
-        (["sst2", "nan", "--data-dir", glue_dir], "must be a positive number"),
+        (["sst2", "nan", "--data-dir", glue_dir], "lr nan: a learning rate must be positive and below 1"),
         (["sst2", "--batch-size", "0", "--data-dir", glue_dir], "--batch-size 0: must be positive"),
         (["sst2", "--epochs", "-2", "--data-dir", glue_dir], "--epochs -2: must be positive"),
         (["sst2", "--data-dir", str(tmp_path / "nowhere")], "no such directory"),

@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -144,33 +145,69 @@ def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     assert bm.chosen_tau(given.tau, given.results_dir, given.squad2_model) == (1.5, "from --tau")
 
 
-def test_a_model_without_a_span_head_is_refused(tiny_sst2_dir, tiny_qa_dir, tmp_path, capsys):
+def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_written(tiny_sst2_dir, tiny_qa_dir,
+                                                                                   tmp_path, capsys, monkeypatch):
+    """A --squad-model without a span head: sections 2 and 3b are not run, each said in one line and marked in the
+    JSON (not_run); the toys and sections 1b, 7 and 4 are written, the same as a run of the toys alone; the exit
+    code is 2, the error one line. The report reads the file: every toy number reproduced, sections 2 and 3b not run
+    yet with the reason; the reproduce script does not count the file as done."""
+    import bert_part4_report as report
+    from part4 import article, experiments
     from part4.devices import run_cli
     folder = save_tiny(str(tmp_path / "base"))
+    monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])              # the name the results record, as run
+    out = tmp_path / "r"
     argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", folder, "--squad2-model", tiny_qa_dir, "--flow-questions", "0",
-            "--results-dir", str(tmp_path / "r"), "--device", "cpu"]
+            "--results-dir", str(out), "--device", "cpu"]
+    capsys.readouterr()
     assert run_cli(bm.main, argv) == 2
-    assert "has no question-answering head" in capsys.readouterr().err
-    assert not (tmp_path / "r" / "part4_math.json").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no question-answering head" in err[0] and "sections 2, 3b not run" in err[0], err
+    r = json.loads((out / "part4_math.json").read_text())
+    assert set(r["not_run"]) == {"attention", "span_real"} and "has no question-answering head" in r["not_run"]["attention"]
+    assert "attention" not in r and "span_real" not in r and {"glue_real", "new_weights", "null"} <= set(r)
+    assert set(r["models"]) == {"--sst2-model", "--squad2-model"}
+    log = (out / "part4_math.log").read_text().splitlines()
+    assert [x for x in log if " not run: " in x] == [f"== {n}. not run: {r['not_run']['attention']}" for n in ("2", "3b")]
+    toys = tmp_path / "toys"
+    assert bm.main(["--only", "toys", "--results-dir", str(toys)]) == 0
+    alone = json.loads((toys / "part4_math.json").read_text())
+    toy_blocks = report.BLOCKS[article.MATH]["toys"]
+    assert {k: r[k] for k in toy_blocks} == {k: alone[k] for k in toy_blocks}
+
+    assert report.main(["--results-dir", str(out)]) == 0
+    rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
+    toy_keys = {e.key for e in article.ENTRIES if e.script == article.MATH and not e.model and e.kind == "result"}
+    assert toy_keys and {r["key"]: r["status"] for r in rows if r["key"] in toy_keys} == dict.fromkeys(toy_keys, "same")
+    not_run = [r for r in rows if r["key"].startswith(("flow.", "gold."))]
+    assert not_run and {r["status"] for r in not_run} == {"not run yet"}
+    assert all("not run in part4_math.json: " in r["why"] and "has no question-answering head" in r["why"] for r in not_run)
+    assert {r["status"] for r in rows if r["key"].startswith(("sst2.0.", "null."))} == {"another model"}   # tiny models
+    inputs = experiments.Inputs(results_dir=str(out), models=None)
+    assert experiments.done_before(experiments.BY_NAME["math"], inputs) is None
 
 
 def test_offline_every_missing_input_is_reported_at_once(tmp_path):
-    """Plain bert_part4_math.py without the Hub: one line naming all three models and the dataset, exit 2."""
+    """Plain bert_part4_math.py without the Hub: the toys are written; one line names all three models and the
+    dataset, and the sections each stops; exit 2."""
     import subprocess
     import sys
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "empty_cache"))
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bert_part4_math.py"), "--results-dir", str(tmp_path / "r")],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
-    assert p.returncode == 2 and p.stdout == ""
+    assert p.returncode == 2 and "== 1a. GLUE head, toy" in p.stdout
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: 4 inputs cannot be used: ")
     for name in (bm.SST2_MODEL, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2", "'rajpurkar/squad'"):
         assert name in lines[0]
-    assert not (tmp_path / "r").exists()
+    r = json.loads((tmp_path / "r" / "part4_math.json").read_text())
+    assert set(r["not_run"]) == set(bm.PARTS) and r["models"] == {} and "glue_toy" in r and "tables" in r
 
 
-def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_qa_dir, tmp_path, monkeypatch, capsys):
-    """Three local models, HF_HUB_OFFLINE=1 and no --flow-data: the missing dataset is named up front, before any load."""
+def test_offline_local_models_and_no_flow_data_leave_out_section_2_alone(tiny_sst2_dir, tiny_qa_dir, tmp_path,
+                                                                         monkeypatch, capsys):
+    """Three local models, HF_HUB_OFFLINE=1 and no --flow-data: the missing dataset is checked first, before any model
+    is read, and stops section 2 alone; every other section runs and is written; exit 2 with one line naming it."""
     import datasets
     from huggingface_hub import constants
 
@@ -178,14 +215,20 @@ def test_offline_local_models_and_no_flow_data_stop_before_any_model_loads(tiny_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
-    loaded = []
+    loaded, checked = [], []
     for room in (models, model_folders):                  # the weights, and a folder's config and tokenizer
-        monkeypatch.setattr(room, "load_pretrained", lambda *a, **k: loaded.append(a) or 1 / 0)
-    assert run_cli(bm.main, ["--sst2-model", tiny_qa_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
-                             "--results-dir", str(tmp_path / "r"), "--device", "cpu"]) == 2
+        real = room.load_pretrained
+        monkeypatch.setattr(room, "load_pretrained", lambda *a, real=real, **k: loaded.append(a) or real(*a, **k))
+    real_problem = bm.file_problem
+    monkeypatch.setattr(bm, "file_problem", lambda *a: checked.append(len(loaded)) or real_problem(*a))
+    out = tmp_path / "r"
+    assert run_cli(bm.main, ["--sst2-model", tiny_sst2_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+                             "--results-dir", str(out), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'rajpurkar/squad' is not in the local datasets cache" in err[0] and "--flow-data" in err[0]
-    assert loaded == [] and not (tmp_path / "r").exists()
+    assert "(section 2 not run)" in err[0] and checked == [0] and loaded
+    r = json.loads((out / "part4_math.json").read_text())
+    assert list(r["not_run"]) == ["attention"] and {"glue_real", "new_weights", "span_real", "null"} <= set(r)
 
 
 def test_an_untrained_sst2_classifier_is_said_so(tiny_qa_dir, tmp_path):

@@ -20,17 +20,35 @@ from part4.flags import Fatal
 RESULTS = os.path.join(ROOT, "results")
 
 
+# all-MiniLM-L6-v2's model.safetensors, as a run on it records it (part4/model_folders.py's loaded_record)
+MINILM = {"sha256": {"model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"},
+          "architecture": {"model_type": "bert", "layers": 6, "hidden": 384, "heads": 12, "vocab": 30522,
+                           "parameters": 22713728}}
+
+
+def weights_of(model):
+    """The record of the weights a run on a model leaves: an article's checkpoint's as published (its sha256,
+    part4/article.py), a folder of all-MiniLM-L6-v2's as MiniLM's; these rules' tests take the records as given
+    (tests/test_report_runs.py: the records the scripts write)."""
+    hub_id = next((k for k in article.PUBLISHED if os.path.basename(model) == k.split("/")[-1]), None)
+    if hub_id is None:
+        return MINILM
+    published = article.PUBLISHED[hub_id]
+    return {"sha256": {published.file: published.sha256}, "architecture": article.ARCHITECTURE | {"parameters": 1}}
+
+
 def finetune_run(task="sst2", lr=2e-5, accuracy=0.9255, model="bert-base-uncased", **config):
     n = {"sst2": 872, "mrpc": 408}[task]
     return {"task": task, "lr": lr, "batch_size": 32, "epochs": 3, "seed": 0, "steps": 6315, "warmup_steps": 631,
             "settings": {"init": config.pop("init", "pretrained")}, "before": {"dev": {"accuracy": 0.4908}}, "seconds": 2900.0,
-            "curve": [],
+            "curve": [], "weights": weights_of(model),
             "final": {"dev": {"accuracy": accuracy, "f1": 0.9279, "correct": round(accuracy * n), "n": n}},
             "run": {"argv": ["bert_part4_finetune.py", task], "config": {"model": model, **config}, "versions": {}}}
 
 
 def squad_v1(windows=10753, n=10570, tokenizers="0.23.3", em=80.79, model="csarron/bert-base-uncased-squad-v1"):
     return {"v1_dev": {"n": n, "windows": windows, "em": em, "f1": 88.08, "seconds": 558.0},
+            "models": {"v1": weights_of(model)},
             "run": {"argv": ["bert_part4_squad.py", "--only", "v1"], "config": {"v1_model": model, "limit": None, "only": ["v1"]},
                     "versions": {"tokenizers": tokenizers}}}
 
@@ -61,8 +79,8 @@ def test_the_articles_own_spread_and_the_stated_tolerances():
     assert status("sst2.lr2e-05.accuracy", finetune_run(accuracy=0.9050)) == ("differs", "no known reason")
     assert status("v1.dev.em", squad_v1(em=80.70))[0] == "within tolerance"
     assert status("v1.dev.em", squad_v1(em=80.60))[0] == "differs"
-    demo = {"v1_demo": [{"spans": [["x", 21, 30, 15.17]]}], "run": {"argv": ["bert_part4_squad.py"],
-                                                                  "config": {"v1_model": article.SQUAD_V1}}}
+    demo = {"v1_demo": [{"spans": [["x", 21, 30, 15.17]]}], "models": {"v1": weights_of(article.SQUAD_V1)},
+            "run": {"argv": ["bert_part4_squad.py"], "config": {"v1_model": article.SQUAD_V1}}}
     assert status("v1.0.score", demo)[0] == "within tolerance"
     demo["v1_demo"][0]["spans"][0][3] = 15.19
     assert status("v1.0.score", demo)[0] == "differs"
@@ -104,7 +122,8 @@ def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judge
     offline = squad_v1(n=1988, model="models/squad-v1-minilm")
     offline["run"]["config"]["v1_data"] = "../shared/data/squad/offline-eval-v1.1.json"
     split = "the offline evaluation part, ../shared/data/squad/offline-eval-v1.1.json: 1988 of the article's 10570 dev questions"
-    minilm = "; on another model too (ours: squad-v1-minilm; article: csarron/bert-base-uncased-squad-v1)"
+    minilm = ("; on another model too (ours: squad-v1-minilm, bert, 6 layers, H 384, 12 heads, vocab 30,522; article: "
+              "csarron/bert-base-uncased-squad-v1, bert, 12 layers, H 768, 12 heads, vocab 30,522)")
     assert status("v1.dev.windows", offline) == ("another split", split)          # the tokenizer's count: no model
     assert status("v1.dev.em", offline) == ("another split", split + minilm)      # a score: the model is said too
     assert status("v1.dev.em", squad_v1(n=1988))[0] == "another split"
@@ -136,7 +155,8 @@ def test_a_model_is_named_one_way():
 
 
 SUMMARY = (r"Of the article's (?P<total>\d+) numbers: reproduced (?P<reproduced>\d+) \((?P<no_model>\d+) need no model, "
-           r"(?P<model>\d+) on the article's models\); (?P<differs>\d+) differs?; (?P<another_model>\d+) on another model; "
+           r"(?P<model>\d+) on the article's models, (?P<unverified>\d+) on its checkpoints by name and architecture, "
+           r"weights not verified\); (?P<differs>\d+) differs?; (?P<another_model>\d+) on another model; "
            r"(?P<another_split>\d+) on another split; (?P<another_setting>\d+) under another setting; (?P<cut_run>\d+) "
            r"only from cut runs; (?P<unusable>\d+) unusable \(no number in their results file\); (?P<shown>\d+) shown, not "
            r"judged \(timings, "
@@ -177,13 +197,13 @@ def test_the_summary_and_the_section_table_count_the_rows(tmp_path):
     assert counts["total"] == len(statuses) == len([e for e in article.ENTRIES if e.kind != "paper"])
     assert counts["differs"] == sum("differs" in s for s in statuses.values()) == 1       # the window count
     reproduced = [k for k, s in statuses.items() if "differs" not in s and set(s) & set(report.REPRODUCED)]
-    assert counts["reproduced"] == len(reproduced) == counts["no model"] + counts["model"]
+    assert counts["reproduced"] == len(reproduced) == counts["no model"] + counts["model"] + counts["unverified"]
     assert counts["model"] == sum(bool(article.NUMBERS[k].model) for k in reproduced) > 0     # sst2 at 0.92: bert-base
     assert counts["no model"] == sum(not article.NUMBERS[k].model for k in reproduced) > 0    # its steps, the v1 count
     assert counts["not run yet"] == sum(set(s) == {"not run yet"} for s in statuses.values())
     assert counts["another model"] == sum(set(s) == {"another model"} for s in statuses.values()) > 0
     assert counts["shown"] == sum(set(s) == {"shown"} for s in statuses.values())
-    assert sum(v for k, v in counts.items() if k not in ("total", "no model", "model")) == counts["total"]
+    assert sum(v for k, v in counts.items() if k not in ("total", "no model", "model", "unverified")) == counts["total"]
     assert saved["counts"]["differs"] == 1 and saved["reproduced"]["on the article's models"] == counts["model"]
     assert "| sst2 dev accuracy at the end, lr 2e-05 | 0.9255 | 0.9200 | -0.0055 | within tolerance" in md
     article_setting = md.split("in the article's setting")[1].split("\n\n")[1].splitlines()   # another model: mrpc 5e-5

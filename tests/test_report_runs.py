@@ -131,6 +131,16 @@ def check_files(made, parts, capsys):
     return found
 
 
+BERT_BASE = "bert, 12 layers, H 768, 12 heads, vocab 30,522"          # the article's checkpoints' architecture
+
+
+def tiny_words(folder):
+    """A tiny model's architecture as the report says it, from its config.json."""
+    c = json.loads(open(os.path.join(folder, "config.json")).read())
+    return (f"bert, {c['num_hidden_layers']} layers, H {c['hidden_size']}, {c['num_attention_heads']} heads, "
+            f"vocab {c['vocab_size']:,}")
+
+
 def test_the_heads_run_gives_every_heads_row(made, tiny_bert_dir, capsys):
     rows = check_files(made, ["heads"], capsys)["heads/part4_heads.json"]
     H = json.loads(open(os.path.join(tiny_bert_dir, "config.json")).read())["hidden_size"]
@@ -163,8 +173,8 @@ def test_the_squad_runs_give_every_squad_row(made, tiny_qa_dir, capsys):
     assert demo["v1.bias"]["ours"] == f"{b[0]:.4f}, {b[1]:.4f}" and demo["v1.bias"]["status"] == "another model"
     assert dev["v2.dev.tau"]["status"] == dev["v1.dev.em"]["status"] == "cut run"      # the first 3 questions
     assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"     # a count: no model
-    assert dev["v1.dev.em"]["note"] == (f"--limit 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}; "
-                                        f"article: {article.SQUAD_V1})")                   # a score: the model said
+    assert dev["v1.dev.em"]["note"] == (f"--limit 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}, "
+                                        f"{tiny_words(tiny_qa_dir)}; article: {article.SQUAD_V1}, {BERT_BASE})")  # the model
 
 
 def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, tiny_bert_dir, capsys):
@@ -178,7 +188,8 @@ def test_the_fine_tunes_give_every_row_of_their_task_and_learning_rate(made, tin
     one = rows["finetune_one/part4_mrpc_lr5e-5_bs8_ep1.json"]
     assert one["mrpc.lr5e-05.accuracy"]["status"] == "another split"       # 8 dev examples, not MRPC's 408
     assert one["mrpc.lr5e-05.accuracy"]["note"].endswith("8 of the article's 408 dev examples; on another model too "
-                                                         f"(ours: {os.path.basename(tiny_bert_dir)}; article: {article.BERT})")
+                                                         f"(ours: {os.path.basename(tiny_bert_dir)}, "
+                                                         f"{tiny_words(tiny_bert_dir)}; article: {article.BERT}, {BERT_BASE})")
     assert one["mrpc.lr5e-05.n"]["note"].endswith("8 of the article's 408 dev examples")      # a count: no model
     seed1 = rows["finetune_seeds/part4_sst2_lr2e-5_bs8_ep1_seed1.json"]
     curve = json.loads((made / "finetune_seeds" / "part4_sst2_lr2e-5_bs8_ep1_seed1.json").read_text())["curve"]
@@ -336,3 +347,162 @@ def test_the_report_reads_a_folder_without_torch(made, tmp_path):
     assert done.stdout.splitlines()[-1] == "[]"
     summary = json.loads((folder / report.REPORT_JSON).read_text())["summary"]
     assert summary == json.loads((made / report.REPORT_JSON).read_text())["summary"]
+
+
+# --- A model judged by what it is: its weights' sha256 and its architecture, never its folder's name ---
+
+def heads_run(folder, out, monkeypatch):
+    """The heads script's results file for a model folder, as the script writes it."""
+    monkeypatch.setattr(sys, "argv", ["bert_part4_heads.py"])
+    assert heads.main(["--model", str(folder), "--results-dir", str(out), "--device", "cpu"]) == 0
+    return json.loads((out / "part4_heads.json").read_text())
+
+
+def named(source, folder):
+    """A copy of a model folder under another name."""
+    shutil.copytree(source, folder)
+    return folder
+
+
+def model_rows(data, name="part4_heads.json"):
+    """The rows of a results file's numbers that need a model."""
+    return [r for r in report.rows({name: data}) if r["file"] and article.NUMBERS[r["key"]].model]
+
+
+def tiny_architecture(folder):
+    config = json.loads((folder / "config.json").read_text())
+    return {"model_type": "bert", "layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
+            "heads": config["num_attention_heads"], "vocab": config["vocab_size"]}
+
+
+@pytest.fixture
+def under_the_articles_name(tiny_bert_dir, tmp_path, monkeypatch):
+    """A tiny model in a folder named bert-base-uncased, and its heads run: (the folder, the results)."""
+    folder = named(tiny_bert_dir, tmp_path / "models" / article.BERT)
+    return folder, heads_run(folder, tmp_path / "r", monkeypatch)
+
+
+def test_a_run_records_its_weights_sha256_and_architecture(under_the_articles_name):
+    """The record, against the file itself: hashlib over its bytes, the config's sizes, safetensors' tensors."""
+    import hashlib
+
+    from safetensors.torch import load_file
+    folder, data = under_the_articles_name
+    weights = folder / "model.safetensors"
+    assert data["weights"]["sha256"] == {"model.safetensors": hashlib.sha256(weights.read_bytes()).hexdigest()}
+    assert data["weights"]["architecture"] == tiny_architecture(folder) | {
+        "parameters": sum(t.numel() for t in load_file(str(weights)).values())}
+
+
+def test_another_architecture_under_the_articles_name_is_another_model(under_the_articles_name):
+    """A 2-layer, H = 32 model in a folder named bert-base-uncased: every number that needs a model is another
+    model (none differs for no known reason, none is the article's), its architecture said beside the article's."""
+    _, data = under_the_articles_name
+    rows = model_rows(data)
+    assert {r["status"] for r in rows} == {"another model", "shown"} and {r["model"] for r in rows} == {"other"}
+    shape = next(r for r in rows if r["key"] == "heads.C_shape")
+    assert shape["note"] == (f"ours: {article.BERT}, bert, 2 layers, H 32, 2 heads, vocab "
+                             f"{data['weights']['architecture']['vocab']:,}; article: {article.BERT}, bert, 12 layers, "
+                             f"H 768, 12 heads, vocab 30,522")
+    assert "0 on the article's models" in report.summary(report.rows({"part4_heads.json": data}))[2]
+
+
+def test_the_articles_architecture_with_other_weights_is_not_the_articles_model(under_the_articles_name, monkeypatch):
+    """The article's architecture (patched to the tiny model's) with weights whose sha256 is not the published one
+    (random weights): another model, weights not verified; never the article's."""
+    folder, data = under_the_articles_name
+    monkeypatch.setattr(article, "ARCHITECTURE", tiny_architecture(folder))
+    rows = model_rows(data)
+    judged = [r for r in rows if r["status"] != "shown"]
+    assert judged and {r["status"] for r in judged} == {"another model"} and {r["model"] for r in rows} == {"other"}
+    assert all("the article's architecture but weights not verified" in r["note"] for r in judged)
+    assert article.PUBLISHED[article.BERT].sha256[:12] in judged[0]["note"]
+
+
+def test_a_weight_file_whose_sha256_is_the_published_one_is_the_articles_model(under_the_articles_name, tmp_path,
+                                                                                monkeypatch):
+    """The tiny file's own sha256 (hashlib) put in the table of published checkpoints, and the article's architecture
+    patched to its: its numbers are judged as the article's model's, under any folder name; with no published
+    sha256, by name and architecture, said so, and under another name another model."""
+    import hashlib
+    folder, data = under_the_articles_name
+    sha = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    monkeypatch.setattr(article, "ARCHITECTURE", tiny_architecture(folder))
+    published = dict(article.PUBLISHED)
+    monkeypatch.setattr(article, "PUBLISHED", published)
+    published[article.BERT] = article.Published("model.safetensors", sha, None, "a test: the tiny model's own file")
+    elsewhere = heads_run(named(folder, tmp_path / "my-model"), tmp_path / "r2", monkeypatch)
+    for results in (data, elsewhere):
+        rows = model_rows(results)
+        assert {r["model"] for r in rows} == {"article"} and "another model" not in {r["status"] for r in rows}
+        assert not [r for r in rows if "weights not verified" in r["note"]]
+    reproduced = report.summary(report.rows({"part4_heads.json": data}))[1]["on the article's models"]
+    assert reproduced == sum(r["status"] in report.REPRODUCED for r in model_rows(data))
+    published[article.BERT] = article.Published("model.safetensors", None, None, "a test: not known")
+    judged = [r for r in model_rows(data) if r["status"] != "shown"]
+    assert {r["model"] for r in judged} == {"unverified"}
+    split = report.summary(report.rows({"part4_heads.json": data}))[1]
+    assert (split["on the article's models"], split[report.UNVERIFIED_COUNT]) == (0, reproduced)
+    assert all(r["note"].endswith("by name and architecture; weights not verified") for r in judged)
+    assert {r["status"] for r in model_rows(elsewhere) if r["status"] != "shown"} == {"another model"}
+
+
+def test_a_results_file_without_the_record_of_its_weights_is_never_the_articles(under_the_articles_name, monkeypatch):
+    """A file written before runs recorded their weights (the record taken out of one the script wrote): another
+    model, said so, even with the article's name and the table patched to its weights."""
+    import hashlib
+    folder, data = under_the_articles_name
+    monkeypatch.setattr(article, "ARCHITECTURE", tiny_architecture(folder))
+    published = dict(article.PUBLISHED)
+    monkeypatch.setattr(article, "PUBLISHED", published)
+    published[article.BERT] = article.Published(
+        "model.safetensors", hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest(), None, "a test")
+    assert {r["model"] for r in model_rows(data)} == {"article"}
+    del data["weights"]
+    judged = [r for r in model_rows(data) if r["status"] != "shown"]
+    assert {r["status"] for r in judged} == {"another model"}
+    assert all("weights not recorded" in r["note"] and "not counted as the article's" in r["note"] for r in judged)
+
+
+def test_a_stand_in_says_so_on_every_number_that_needs_a_model(tiny_qa_dir, tmp_path, monkeypatch, capsys):
+    """A folder with part4_stand_in.json under the SQuAD v1.1 id: the run records what it is, and the report shows every
+    number of its runs that needs a model as another model (stand-in), with that line; a count needs none."""
+    from part4.files import STAND_IN
+    folder = named(tiny_qa_dir, tmp_path / "mirror" / article.SQUAD_V1)
+    what = "stand-in: all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1"
+    (folder / STAND_IN).write_text(json.dumps({"stand_in_for": article.SQUAD_V1, "what": what}))
+    monkeypatch.setattr(sys, "argv", ["bert_part4_squad.py"])
+    out = tmp_path / "r"
+    assert sq.main(["--only", "demo", "--only", "v1", "--v1-model", str(folder), "--v2-model", tiny_qa_dir, "--v1-data",
+                    dev_file("1.1", str(tmp_path)), "--limit", "3", "--results-dir", str(out), "--device", "cpu"]) == 0
+    data = json.loads((out / "part4_squad.json").read_text())
+    assert data["models"]["v1"]["stand_in"] == {"stand_in_for": article.SQUAD_V1, "what": what}
+    rows = [r for r in report.rows({"part4_squad.json": data}) if r["file"]]
+    v1 = [r for r in rows if article.NUMBERS[r["key"]].model == article.SQUAD_V1]
+    assert v1 and {(r["status"], r["model"]) for r in v1} == {("another model", "stand-in")}
+    assert all(r["note"].startswith(f"all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1, in the place of {article.SQUAD_V1}")
+               for r in v1)
+    assert next(r for r in v1 if r["key"] == "v1.dev.em")["note"].endswith("; --limit 3")    # the cut said too
+    assert {r["status"] for r in rows if r["key"] == "v1.dev.n"} == {"cut run"}                # a count: no model
+    assert report.main(["--results-dir", str(out)]) == 0
+    md = (out / report.REPORT_MD).read_text()
+    assert "| another model (stand-in): all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1, in the place of " in md
+    (folder / STAND_IN).write_text(json.dumps({"what": what}))
+    with pytest.raises(Fatal, match=re.escape(f"{folder / STAND_IN}: not a stand-in's record")):
+        sq.main(["--only", "demo", "--v1-model", str(folder), "--v2-model", tiny_qa_dir, "--results-dir", str(out),
+                 "--device", "cpu"])
+
+
+def test_a_model_of_fewer_layers_under_the_articles_name_is_another_model_on_the_layers_it_lacks(
+        tiny_sst2_dir, tiny_qa_dir, tmp_path, monkeypatch):
+    """The math script on a 2-layer SQuAD model in a folder named as the article's checkpoint: the attention flow's
+    rows of layers 3 to 12, which it cannot have, are another model, not unusable."""
+    folder = named(tiny_qa_dir, tmp_path / "mirror" / article.SQUAD_V1)
+    monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])
+    out = tmp_path / "r"
+    assert bm.main(["--sst2-model", tiny_sst2_dir, "--squad-model", str(folder), "--squad2-model", tiny_qa_dir,
+                    "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"]) == 0
+    rows = [r for r in folder_rows(out) if r["key"].startswith("flow.")]
+    assert {r["status"] for r in rows} == {"another model"} and len(rows) == 37
+    assert not [r for r in folder_rows(out) if r["status"] in ("unusable", "differs") and
+                article.NUMBERS[r["key"]].model]

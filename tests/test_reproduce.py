@@ -4,6 +4,7 @@ each with its time; a quick pass runs them all and leaves no number not run yet;
 pass killed in a fine-tune resumes to the same numbers; a missing model fails its experiments alone; a budget runs
 the cheapest and names the rest. No timing is asserted: the machine may be busy."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -129,6 +130,24 @@ def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pa
     log = (out / reproduce.LOG).read_text()
     assert log.count("(estimate ") == len(experiments.EXPERIMENTS) and "Estimates: " in log
     assert "8 run, 0 done before, 0 failed, 0 left" in done
+
+
+@needs_shared_data
+def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_articles_model(quick_pass, mirror):
+    """The tiny models (H = 32; 2 layers, 12 for the attention flow) under the four Hub ids: every number that needs a
+    model is shown as another model's, cut or not, with its architecture beside the article's; none is counted on the
+    article's models, none differs for no known reason, none is unusable for a layer the model does not have."""
+    saved = json.loads((quick_pass[0] / report.REPORT_JSON).read_text())
+    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][report.UNVERIFIED_COUNT] == 0
+    assert ", 0 on the article's models, 0 on its checkpoints by name and architecture" in saved["summary"]
+    needs_model = [r for r in saved["rows"] if article.NUMBERS[r["key"]].model]
+    assert needs_model and {r["model"] for r in needs_model} == {"other"}
+    assert not [r for r in needs_model if r["status"] in ("differs", "unusable") or "no known reason" in r["note"]]
+    judged = [r for r in needs_model if r["status"] != "shown"]
+    assert all("H 32" in r["note"] and "article: " in r["note"] and "H 768" in r["note"] for r in judged)
+    recorded = json.loads((quick_pass[0] / "part4_heads.json").read_text())["weights"]
+    assert recorded["architecture"]["hidden"] == 32 and recorded["sha256"]["model.safetensors"] == \
+        hashlib.sha256(open(os.path.join(mirror, article.BERT, "model.safetensors"), "rb").read()).hexdigest()
 
 
 @needs_shared_data
