@@ -345,7 +345,7 @@ def test_the_stand_in_mirror_holds_each_model_with_what_it_is(stand_in_pass):
 def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_pass):
     """The SQuAD run and the math's attention flow on the stand-ins read the held-out part of each dev set: every
     question scored is one of it, none is one the stand-in trained on, and the report says so (another split, cut)."""
-    _, _, out, _, _, _ = stand_in_pass
+    _, mirror, out, _, _, _ = stand_in_pass
     squad = os.path.join(SHARED_DATA, "squad")
     for part, predictions in (("v1.1", "squad_v1_predictions.json"), ("v2.0", "squad_v2_predictions.json")):
         scored = set(json.loads((out / predictions).read_text()))
@@ -354,6 +354,11 @@ def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_p
         assert len(scored) == 8 and scored <= held_out and not scored & trained
     config = json.loads((out / "part4_squad.json").read_text())["run"]["config"]
     assert config["v1_data"].endswith("offline-eval-v1.1.json") and config["v2_data"].endswith("offline-eval-v2.0.json")
+    built = experiments.Inputs(models=str(mirror), data=SHARED_DATA)        # the built mirror, without --stand-in
+    for e in (experiments.BY_NAME["squad"], experiments.BY_NAME["math"]):    # reads the held-out part by the records
+        words = experiments.command(e, built)
+        assert [w for w in words if "/squad/" in w] == [os.path.join(SHARED_DATA, f"squad/offline-eval-{p}.json")
+                                                        for p in (("v1.1", "v2.0") if e.name == "squad" else ("v1.1",))]
     math = json.loads((out / "part4_math.json").read_text())["run"]["config"]
     assert math["flow_data"].endswith("offline-eval-v1.1.json")
     rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
