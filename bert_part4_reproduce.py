@@ -253,11 +253,12 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(order, costs, *, why, done, inputs, log, mirror=None, steps=()):
-    """The stand-ins to build first, each with its estimate (or built before) and its command; one line per
-    experiment: the numbers it gives (count and sections), its estimate (or why there is none, or the results file that
-    has it done), its command; then the total, and what the --models and --data folders lack."""
-    show_stand_ins(mirror, steps, costs, why, log)
+def show_plan(items, costs, *, why, done, inputs, log):
+    """One line per experiment of items: the numbers it gives (count and sections), its estimate (or why there is none,
+    or the results file that has it done), its command; then the total, with the stand-ins of items to build (said
+    before: show_stand_ins), and what the --models and --data folders lack."""
+    order = [x for x in items if isinstance(x, experiments.Experiment)]
+    steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
@@ -281,7 +282,7 @@ def show_plan(order, costs, *, why, done, inputs, log, mirror=None, steps=()):
     show_mirror(order, inputs, log)
 
 
-def show_stand_ins(mirror, steps, costs, why, log):
+def show_stand_ins(mirror, steps, *, costs, why, log):
     """--stand-in: the mirror's models, built first, each with what it is and its estimate (or built before)."""
     if mirror is None:
         return
@@ -458,7 +459,7 @@ def run_experiment(experiment, inputs, estimate):
 
 # --- The end: the estimates against the times, the failures, what the budget left ---
 
-def closing(outcomes, left, inputs, log, mirror=None, again=""):
+def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
     ran = [o for o in outcomes if o.status != "done before"]
     if not ran:
         log.say("Nothing to run: every experiment is done (its results file records the same command)"
@@ -498,9 +499,10 @@ def main(argv=None):
     done |= {s.name: f"{stand_in.RECORD} and the weights it names" if s.built else None for s in steps}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     off_hub = hub_problems(chosen, inputs)
-    costs, why = estimated(chosen, inputs, log, steps, off_hub)
+    costs, why = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
     order = in_order(experiments.EXPERIMENTS, costs)
-    show_plan(order, costs, why=why, done=done, inputs=inputs, log=log, mirror=mirror, steps=steps)
+    show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
+    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
     to_run, left = within_budget([*steps, *order], costs, done, budget)
@@ -509,7 +511,8 @@ def main(argv=None):
         outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror)
     except (KeyboardInterrupt, Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
-    return closing(outcomes, left, inputs, log, mirror, again=shlex.join(["python", "bert_part4_reproduce.py", *argv]))
+    return closing(outcomes, left, inputs, log, mirror=mirror,
+                   again=shlex.join(["python", "bert_part4_reproduce.py", *argv]))
 
 
 if __name__ == "__main__":

@@ -286,7 +286,7 @@ def fine_tune_results(mirror, build):
             "seconds": saved.get("seconds"), "train_examples": saved.get("train_examples"), "final": saved.get("final")}
 
 
-def record_of(step, mirror, folder, command, ran):
+def record_of(step, mirror, folder, *, command, ran):
     build = step.build
     record = {"stand_in_for": build.hub_id, "what": what(build, mirror.name),
               "base": {"name": mirror.name, "from": mirror.source, "weights_sha256": weights_sha256(mirror.base),
@@ -309,7 +309,7 @@ def move_into_place(step, mirror, *, command, ran):
     mirror (one rename: never half a folder); the folder's path."""
     tmp = staging(mirror, step.build)
     write_atomic(os.path.join(tmp, RECORD),
-                 json.dumps(record_of(step, mirror, tmp, command, ran), indent=1, ensure_ascii=False) + "\n")
+                 json.dumps(record_of(step, mirror, tmp, command=command, ran=ran), indent=1, ensure_ascii=False) + "\n")
     final = os.path.join(mirror.models, step.build.hub_id)
     os.makedirs(os.path.dirname(final), exist_ok=True)
     os.rename(tmp, final)
