@@ -414,10 +414,21 @@ def split_of(entry, data):
     if n is MISSING or n == entry.n[1]:
         return ""
     squad = entry.script == article.SQUAD
-    dev_file = (data["run"].get("config") or {}).get(entry.n[0].split("_dev")[0] + "_data" if squad else "data_dir")
-    part = "the offline evaluation part, " if "offline-eval" in str(dev_file) else ""
+    dev_file = dev_file_of(entry, data)
+    part = "the offline evaluation part, " if offline_part(entry, data) else ""
     return (f"{part + str(dev_file) + ': ' if dev_file else ''}{n} of the article's {entry.n[1]} dev "
             f"{'questions' if squad else 'examples'}")
+
+
+def dev_file_of(entry, data):
+    squad = entry.script == article.SQUAD
+    return (data["run"].get("config") or {}).get(entry.n[0].split("_dev")[0] + "_data" if squad else "data_dir")
+
+
+def offline_part(entry, data):
+    """Was the number scored on the offline evaluation part of a dev set (../shared/data's held-out part, which a
+    stand-in mirror's SQuAD models are scored on), not on the dev set itself?"""
+    return bool(entry.n) and "offline-eval" in str(dev_file_of(entry, data))
 
 
 def setting_of(entry, data):
@@ -532,7 +543,8 @@ def unjudged(entry, data, requirements):
         return "shown", shown_note(entry, data)
     also = f"; on another model too ({model})" if model else ""      # a cut run or another split says it as well
     if cut_by(data):
-        return "cut run", cut_by(data) + also
+        split = f"; on another split too ({split_of(entry, data)})" if offline_part(entry, data) else ""
+        return "cut run", cut_by(data) + split + also
     if split_of(entry, data):
         return "another split", split_of(entry, data) + also
     if model:

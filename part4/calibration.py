@@ -17,6 +17,7 @@ from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClas
 
 from part4.experiments import Work, length_key, work_key
 from part4.files import read_json, write_atomic
+from part4.recipe import GLUE_RECIPE, MAX_LEN
 
 REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
 ROWS = 8                 # rows of a measured step or forward pass, scaled to the experiment's batch: a row's share
@@ -67,16 +68,27 @@ def load(model, head, device):
     return net, tokenizer, time.perf_counter() - start
 
 
-def text_length(tokenizer, path, columns, batch, padded, max_len=128):
-    """Over SAMPLED_BATCHES batches of `batch` rows drawn from the file (seed 0), each row cut to max_len tokens as
-    the fine-tune cuts it: padded, the mean length of a batch padded to its longest row (an evaluation's batches);
-    else the mean length of a row (a padding-free training step computes all but attention on the real tokens)."""
+def text_rows(path, columns):
+    """The texts of a task's rows: GLUE's TSV columns, or a SQuAD JSON's (question, passage) pairs."""
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            return [[q["question"], p["context"]] for a in json.load(f)["data"] for p in a["paragraphs"] for q in p["qas"]]
     with open(path, encoding="utf-8", newline="") as f:
-        rows = [[r.get(c) or "" for c in columns] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+        return [[r.get(c) or "" for c in columns] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+
+def text_length(tokenizer, path, columns, batch, padded):
+    """Over SAMPLED_BATCHES batches of `batch` rows drawn from the file (seed 0), each row cut as the fine-tune cuts
+    it (GLUE: 128 tokens; SQuAD: a window of 384, the passage cut): padded, the mean length of a batch padded to its
+    longest row (an evaluation's batches); else the mean length of a row (a padding-free training step computes all
+    but attention on the real tokens)."""
+    rows = text_rows(path, columns)
+    squad = path.endswith(".json")
+    max_len = MAX_LEN if squad else GLUE_RECIPE.max_len
     rng, lengths = random.Random(0), []
     for _ in range(SAMPLED_BATCHES):
         texts = rng.sample(rows, min(batch, len(rows)))
-        encoded = tokenizer(*zip(*texts), truncation=True, max_length=max_len)["input_ids"]
+        encoded = tokenizer(*zip(*texts), truncation="only_second" if squad else True, max_length=max_len)["input_ids"]
         lengths += [max(len(ids) for ids in encoded)] if padded else [len(ids) for ids in encoded]
     return round(sum(lengths) / len(lengths))
 
@@ -88,9 +100,10 @@ def random_batch(net, rows, length, device):
 
 
 def train_step_seconds(net, batch, length, device):
-    """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the classifier's loss forward and back
-    (bf16 autocast on CUDA), timed on ROWS rows (at most) and scaled to the batch, then AdamW's update, whose cost
-    does not depend on the batch (fused where torch has it, as the scripts' default --fused-adamw on)."""
+    """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
+    span head's start and end) forward and back (bf16 autocast on CUDA), timed on ROWS rows (at most) and scaled to the
+    batch, then AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts'
+    default --fused-adamw on)."""
     net.train()
     rows = min(batch, ROWS)
     inputs = random_batch(net, rows, length, device)
@@ -102,8 +115,9 @@ def train_step_seconds(net, batch, length, device):
 
     def forward_backward():
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            logits = net(**inputs).logits
-        torch.nn.functional.cross_entropy(logits.float(), labels).backward()
+            out = net(**inputs)
+        heads = [out.logits] if "logits" in out else [out.start_logits, out.end_logits]
+        sum(torch.nn.functional.cross_entropy(logits.float(), labels) for logits in heads).backward()
 
     def update():
         optimiser.step()

@@ -12,9 +12,9 @@ import platform
 import sys
 from dataclasses import dataclass
 
-from part4 import article
-from part4.files import fingerprint, portable
-from part4.recipe import CUT_EVAL_EVERY, GLUE_RECIPE, MAX_LEN, SPAN_BATCH_SIZE, lr_tag
+from part4 import article, stand_in
+from part4.files import fingerprint, portable, read_json
+from part4.recipe import CUT_EVAL_EVERY, GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Experiment:
     cuts: tuple = ()       # (flag, quick-pass setting) it takes: ("--limit", "limit")
     needs: str = ""        # what it needs, in words
     after: tuple = ()      # the experiments whose results it reads: it runs after them
+    scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
 
 
 def fine_tune(task, lr, needs):
@@ -46,12 +47,13 @@ EXPERIMENTS = (
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
-               cuts=(("--limit", "limit"),),
+               cuts=(("--limit", "limit"),), scored_by=(("--v1-data", article.SQUAD_V1), ("--v2-data", article.SQUAD_V2)),
                needs="the Hub (both SQuAD checkpoints and dev sets); a GPU, about 20 minutes (a CPU: hours)"),
     Experiment(name="math", script=article.MATH,
                models=(("--sst2-model", article.SST2), ("--squad-model", article.SQUAD_V1),
                        ("--squad2-model", article.SQUAD_V2)),
                data=(("--flow-data", "squad/dev-v1.1.json"),), after=("squad",),     # its tau: the squad run's best
+               scored_by=(("--flow-data", article.SQUAD_V1),),
                needs="the Hub (the three public checkpoints; the toy sections alone, --only toys: nothing); a CPU, "
                      "minutes"),
 )
@@ -90,6 +92,7 @@ class Inputs:
     limit: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
     device: str = "auto"
     results_dir: str = "results"
+    stand_in: str = None              # the --models folder is a stand-in mirror built from this model's folder
 
 
 def model_path(hub_id, inputs):
@@ -101,6 +104,24 @@ def data_path(relative, inputs):
     return os.path.join(inputs.data, relative) if inputs.data else None
 
 
+def data_file(experiment, flag, relative, inputs):
+    """A data file as an experiment reads it from the --data folder: the article's (relative), or, where the model run
+    on it is a stand-in trained on part of that dev set, the part held out (part4/stand_in.py: as its record says,
+    or as it will be built with --stand-in). None: the Hub's dataset."""
+    hub_id = dict(experiment.scored_by).get(flag)
+    if inputs.data and inputs.models and hub_id:
+        build = stand_in.BY_ID[hub_id]
+        planned = build.held_out if inputs.stand_in and build.instead_of == relative else None
+        relative = planned or stand_in.held_out(model_path(hub_id, inputs), relative) or relative
+    return data_path(relative, inputs)
+
+
+def timed_model(hub_id, inputs):
+    """The model whose speed an experiment's estimate is measured on: its own, or, for a mirror built with --stand-in,
+    the stand-ins' base (the same architecture, whatever head)."""
+    return inputs.stand_in or model_path(hub_id, inputs)
+
+
 def command(experiment, inputs=Inputs()):
     """The experiment's command line, the script first: its models and data from inputs' folders, its cuts, the
     device and the results folder where they are not the defaults."""
@@ -110,7 +131,7 @@ def command(experiment, inputs=Inputs()):
             words += [flag, model_path(hub_id, inputs)]
     if inputs.data:
         for flag, relative in experiment.data:
-            words += [flag, data_path(relative, inputs)]
+            words += [flag, data_file(experiment, flag, relative, inputs)]
     for flag, setting in experiment.cuts:
         if getattr(inputs, setting) is not None:
             words += [flag, str(getattr(inputs, setting))]
@@ -168,18 +189,45 @@ GLUE_COLUMNS = {"sst2": ("sentence",), "mrpc": ("#1 String", "#2 String")}     #
 
 
 def expected_paths(experiment, inputs):
-    """[(what, path)] of every local folder and file the experiment reads from the --models and --data folders."""
-    out = [(hub_id, model_path(hub_id, inputs)) for _, hub_id in experiment.models] if inputs.models else []
+    """[(what, path)] of every local folder and file the experiment reads from the --models and --data folders (the
+    models of a mirror that --stand-in builds are not expected: they are built first)."""
+    built_here = inputs.models and inputs.stand_in
+    out = [(hub_id, model_path(hub_id, inputs)) for _, hub_id in experiment.models] if inputs.models and not built_here \
+        else []
     if inputs.data and experiment.script == article.FINETUNE:
         folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[experiment.args[0]])
         out += [(f"GLUE {experiment.args[0]}", os.path.join(folder, name)) for name in ("train.tsv", "dev.tsv")]
     elif inputs.data:
-        out += [(flag, data_path(relative, inputs)) for flag, relative in experiment.data]
+        out += [(flag, data_file(experiment, flag, relative, inputs)) for flag, relative in experiment.data]
     return out
 
 
 def missing(experiment, inputs):
     return [path for _, path in expected_paths(experiment, inputs) if not os.path.exists(path)]
+
+
+# What an experiment reads from each Hub id's folder, besides the encoder: (in words, the suffix of the config.json
+# architecture that has it). bert-base-uncased's experiments put a new head on the encoder: any BERT serves.
+HEADS_READ = {article.SST2: ("a two-label classifier (SST-2's)", "ForSequenceClassification"),
+              article.SQUAD_V1: ("a span head (SQuAD's start and end vectors)", "ForQuestionAnswering"),
+              article.SQUAD_V2: ("a span head (SQuAD's start and end vectors)", "ForQuestionAnswering")}
+
+
+def head_problem(hub_id, inputs):
+    """Why the --models folder of a Hub id holds another kind of model than its experiments read (a span head for the
+    SQuAD ids, a two-label classifier for SST-2), read from its config.json's architectures (no weight loaded), or None
+    (also for a folder that is missing: missing says so)."""
+    needed = HEADS_READ.get(hub_id)
+    config = read_json(os.path.join(model_path(hub_id, inputs), "config.json")) if inputs.models and needed else None
+    if config is None:
+        return None
+    names = [str(n) for n in config.get("architectures") or []]
+    labels = len(config.get("id2label") or {}) or config.get("num_labels") or 2
+    if any(n.endswith(needed[1]) for n in names) and (needed[1] != "ForSequenceClassification" or labels == 2):
+        return None
+    held = f"{', '.join(names)} with {labels} labels" if any(n.endswith(needed[1]) for n in names) else \
+        ", ".join(names) or "no architectures in its config.json"
+    return f"{model_path(hub_id, inputs)} holds {held}, not {needed[0]}: not a model of the kind {hub_id} is"
 
 
 # --- Its size: the work it does, in units measured once on the device ---
@@ -224,16 +272,16 @@ def squad_questions(path):
         return sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
 
 
-def evaluations(steps, cut):
-    """A fine-tune's dev evaluations: the article's 30 spread over its steps; a run cut by --max-train-examples no
-    more often than every CUT_EVAL_EVERY steps; and one before training."""
-    every = max(1, steps // GLUE_RECIPE.evals)
+def evaluations(steps, cut, evals=GLUE_RECIPE.evals):
+    """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
+    --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
+    every = max(1, steps // evals)
     every = max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
     return steps // every + 1
 
 
-def fine_tune_size(experiment, inputs):
-    task = experiment.args[0]
+def fine_tune_size(task, inputs, model):
+    """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed."""
     folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[task]) if inputs.data else None
     local = folder and all(os.path.isfile(os.path.join(folder, f)) for f in ("train.tsv", "dev.tsv"))
     n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
@@ -241,7 +289,6 @@ def fine_tune_size(experiment, inputs):
     n_train = min(n_train, inputs.max_train_examples or n_train)
     n_dev = min(n_dev, inputs.limit or n_dev)
     steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
-    model = model_path(article.BERT, inputs)
     train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
     length = None if local else GLUE_RECIPE.max_len          # the Hub's data: 128 tokens, the most a row takes
@@ -253,28 +300,54 @@ def fine_tune_size(experiment, inputs):
 
 def squad_size(inputs):
     out = [(1, Work("start"))]
-    for (_, hub_id), (_, relative) in zip(BY_NAME["squad"].models, BY_NAME["squad"].data):
-        path = data_path(relative, inputs)
+    for (_, hub_id), (flag, relative) in zip(BY_NAME["squad"].models, BY_NAME["squad"].data):
+        path = data_file(BY_NAME["squad"], flag, relative, inputs)
         n = squad_questions(path) if path and os.path.isfile(path) else HUB_SQUAD[relative]
         windows = math.ceil(min(n, inputs.limit or n) * WINDOWS_PER_QUESTION) + DEMO_ROWS
-        model = model_path(hub_id, inputs)
+        model = timed_model(hub_id, inputs)
         out += [(1, Work("load", model, "span")),
                 (windows, Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
     return out
+
+
+SQUAD_TEXTS = ("question", "context")   # a SQuAD row's text: the question, then its passage (a window of it)
+
+
+def build_size(build, inputs):
+    """[(count, Work)]: the work of making one model of a stand-in mirror (part4/stand_in.py's Build) from
+    inputs.stand_in: nothing for the base, copied; a fine-tune's steps and dev evaluations, as an experiment's (SQuAD:
+    its windows, questions x the article's windows per question; a training row as long as the training file's rows
+    are, cut to 384 tokens; the evaluation's windows padded to 384)."""
+    if build.task is None:
+        return []
+    model = inputs.stand_in
+    if build.task == "sst2":
+        return fine_tune_size(build.task, inputs, model)
+    recipe = RECIPES[build.task]
+    train, dev = data_path(build.trained_on, inputs), data_path(build.held_out, inputs)
+    n_train = squad_questions(train)
+    n_dev = squad_questions(dev)
+    n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
+    steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
+    evals = evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
+    return [(1, Work("start")), (1, Work("load", model, "span")),
+            (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
+            (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
+             Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
 
 
 def size(experiment, inputs):
     """[(count, Work)]: the work the experiment does, on the data it reads (its files counted where they are local,
     the article's sizes where they come from the Hub), cut as inputs cut it."""
     if experiment.script == article.FINETUNE:
-        return fine_tune_size(experiment, inputs)
+        return fine_tune_size(experiment.args[0], inputs, timed_model(article.BERT, inputs))
     if experiment.script == article.SQUAD:
         return squad_size(inputs)
     if experiment.script == article.HEADS:
-        model = model_path(article.BERT, inputs)
+        model = timed_model(article.BERT, inputs)
         return [(1, Work("start")), (HEADS_LOADS, Work("load", model)),
                 (HEADS_ROWS, Work("forward", model, batch=4, length=SHORT))]
-    sst2, squad, squad2 = (model_path(hub_id, inputs) for _, hub_id in experiment.models)
+    sst2, squad, squad2 = (timed_model(hub_id, inputs) for _, hub_id in experiment.models)
     return [(1, Work("start")), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
             (1, Work("load", squad2, "span")), (MATH_ROWS, Work("forward", sst2, batch=2, length=SHORT)),
             (FLOW_QUESTIONS + MATH_ROWS, Work("forward", squad, "span", batch=1, length=MAX_LEN))]
@@ -318,8 +391,13 @@ def work_key(work, cache):
 def estimate(experiment, inputs, cache):
     """The experiment's seconds on the device: each unit's measured seconds times its count; None where a unit is
     not measured (its model could not be calibrated)."""
+    return seconds(size(experiment, inputs), cache)
+
+
+def seconds(works, cache):
+    """[(count, Work)] in seconds on the device, from the cache; None where a unit is not measured."""
     total = 0.0
-    for count, work in size(experiment, inputs):
+    for count, work in works:
         key = work_key(work, cache)
         if key not in cache:
             return None

@@ -1,6 +1,6 @@
 """The Hugging Face Hub, asked as little as possible: offline (HF_HUB_OFFLINE) or reachable (one quick probe per
-process), a dataset loaded from it or from the local cache, and whether a data input can be read (a local file, else
-the Hub's dataset)."""
+process), a model or dataset in the local cache, a dataset loaded from it or from the local cache, and whether a data
+input can be read (a local file, else the Hub's dataset)."""
 
 import os
 import socket
@@ -8,7 +8,9 @@ import sys
 from urllib.parse import urlparse
 
 from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
 
+from part4.files import WEIGHT_FILES
 from part4.flags import Fatal, not_a_script
 
 _HUB_PROBES = {}
@@ -20,17 +22,28 @@ def hub_offline():
 
 
 def hub_reachable(timeout=3.0):
-    """A quick TCP probe of the Hub (once per process), so that an offline machine fails in seconds."""
+    """A quick TCP probe of the Hub's endpoint (HF_ENDPOINT: its host and port, https's 443 unless it names one), once
+    per process, so that an offline machine fails in seconds."""
     if hub_offline():
         return False
-    host = urlparse(hub_constants.ENDPOINT).hostname or "huggingface.co"
-    if host not in _HUB_PROBES:
+    url = urlparse(hub_constants.ENDPOINT)
+    try:
+        where = (url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443))
+    except ValueError:                       # a port that is not a number: nothing answers there
+        return False
+    if where not in _HUB_PROBES:
         try:
-            socket.create_connection((host, 443), timeout=timeout).close()
-            _HUB_PROBES[host] = True
+            socket.create_connection(where, timeout=timeout).close()
+            _HUB_PROBES[where] = True
         except OSError:
-            _HUB_PROBES[host] = False
-    return _HUB_PROBES[host]
+            _HUB_PROBES[where] = False
+    return _HUB_PROBES[where]
+
+
+def model_cached(name):
+    """Is the Hub model `name` in the local Hub cache: its config.json and a weight file?"""
+    return isinstance(try_to_load_from_cache(name, "config.json"), str) and \
+        any(isinstance(try_to_load_from_cache(name, f), str) for f in WEIGHT_FILES)
 
 
 def dataset_cached(name):

@@ -128,8 +128,12 @@ def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judge
     assert status("v1.dev.em", offline) == ("another split", split + minilm)      # a score: the model is said too
     assert status("v1.dev.em", squad_v1(n=1988))[0] == "another split"
     offline["run"]["config"]["limit"] = 5
-    assert status("v1.dev.em", offline) == ("cut run", "--limit 5" + minilm)
-    assert status("v1.dev.n", offline) == ("cut run", "--limit 5")
+    also = f"; on another split too ({split})"              # a cut run on the offline evaluation part says both
+    assert status("v1.dev.em", offline) == ("cut run", "--limit 5" + also + minilm)
+    assert status("v1.dev.n", offline) == ("cut run", "--limit 5" + also)
+    cut = squad_v1(n=5)
+    cut["run"]["config"] |= {"limit": 5, "v1_data": "../shared/data/squad/dev-v1.1.json"}
+    assert status("v1.dev.em", cut) == ("cut run", "--limit 5")              # the dev set itself, cut: no split
     assert status("sst2.minutes", finetune_run())[0] == "shown"
     assert "ours on cpu, the article's on a GPU" in status("sst2.minutes", finetune_run() | {"run": {
         "argv": ["bert_part4_finetune.py"], "config": {}, "device": "cpu"}})[1]

