@@ -137,7 +137,7 @@ def test_without_the_hub_the_plan_answers_in_seconds_and_points_to_the_stand_in(
     assert "Models and data: the Hub" in done.stdout and "calibrating" not in done.stdout
     assert done.stderr.splitlines() == [f"error: {reason}, so 8 experiments have no estimate: without the Hub, build "
                                         f"a small stand-in of the article's four models and run the whole article on "
-                                        f"it: {reproduce.STAND_IN} (docs/offline.md); or pass --models DIR, a folder "
+                                        f"it: {reproduce.STAND_IN_COMMAND} (docs/offline.md); or pass --models DIR, a folder "
                                         f"per Hub id (docs/reproduce.md)"]
     assert not any(word in done.stdout + done.stderr for word in ("Error", "Traceback", "couldn't connect"))
     assert not (out / experiments.CACHE).exists()                     # nothing was measured
