@@ -395,6 +395,22 @@ def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_p
 
 
 @needs_shared_data
+def test_every_number_the_stand_in_pass_gives_on_a_model_says_stand_in(stand_in_pass):
+    """The report of the pass on the built mirror: no number counted on the article's models, and every row whose
+    number a model gave is "another model (stand-in)", naming what the stand-in is, as its folder's record says."""
+    _, mirror, out, _, _, _ = stand_in_pass
+    rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
+    by_model = [r for r in rows if r.get("model")]
+    whats = {json.loads((mirror / h / "part4_stand_in.json").read_text())["what"].removeprefix("stand-in: ")
+             for h in (article.BERT, article.SST2, article.SQUAD_V1, article.SQUAD_V2)}
+    assert by_model and all(r["model"] == "stand-in" for r in by_model), {r["model"] for r in by_model}
+    assert all(r["status"] in ("another model", "shown") for r in by_model), {r["status"] for r in by_model}
+    assert all(any(w in r["note"] for w in whats) for r in by_model if r["status"] == "another model")
+    summary = (out / "REPRODUCTION.md").read_text()
+    assert " 0 on the article's models" in summary and "differs: no known reason" not in summary
+
+
+@needs_shared_data
 def test_a_second_stand_in_pass_builds_nothing_and_runs_nothing(stand_in_pass, tmp_path):
     """The same command again: every stand-in recognised as built by its record and weights, every experiment done;
     no file of the mirror or the results touched, nothing measured."""
