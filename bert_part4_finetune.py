@@ -13,24 +13,24 @@ learning rate rising linearly over the first 10% of steps then falling linearly 
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
 ends), gradient clipping at 1.0, dropout 0.1 (the model's config), one fixed seed, batches padded to their own
 longest input. Each training step is computed padding-free by default (every layer but attention on the real tokens only;
-part4/packing.py): on the CPU the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise
-(the same distribution, not the same masks). The settings are the recipe's (part4/recipe.py).
+part4/run/packing.py): on the CPU the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise
+(the same distribution, not the same masks). The settings are the recipe's (part4/paper/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
 the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
 on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
-than every CUT_EVAL_EVERY steps (part4/recipe.py; its preamble says so). Each run writes
+than every CUT_EVAL_EVERY steps (part4/paper/recipe.py; its preamble says so). Each run writes
 results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep, _seed, _random-init or a --run-tag where those are not the
 paper's).
 """
 
 import sys
 
-from part4 import cli
+from part4.command_line import fine_tune_parser
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    cli.answer_now(sys.argv[1:])
+    fine_tune_parser.answer_now(sys.argv[1:])
 
 import math
 import re
@@ -39,13 +39,13 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
-from part4.command import Command
-from part4.devices import autocast, run_cli, seed_everything
-from part4.models import load_model, load_pretrained, task_labels
-from part4.packing import padding_free
-from part4.recipe import evaluations, grid_settings
-from part4.runs import Job
-from part4.training import TrainingRun
+from part4.models.devices import autocast, run_cli, seed_everything
+from part4.models.loading import load_model, load_pretrained, task_labels
+from part4.paper.recipe import evaluations, grid_settings
+from part4.run.command import Command
+from part4.run.packing import padding_free
+from part4.run.records import Job
+from part4.run.training_run import TrainingRun
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -83,7 +83,7 @@ def fine_tune(job, plan):
     """One run of the paper's recipe, the article's lines in its order: the pre-trained weights with a new output layer
     (or with --init random every weight random), AdamW without decay on biases and LayerNorm, warmup then linear decay,
     the loop over the batches of every epoch, each step clipped. What the paper does not say (the log, this process's
-    share of a batch, the dev scores, checkpoints) is the run's (part4/training.py). Returns the run's results (None on
+    share of a batch, the dev scores, checkpoints) is the run's (part4/run/training_run.py). Returns the run's results (None on
     the processes other than the first of those that share it)."""
     c, device, family = plan.config.command, plan.where.device, plan.family
     run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
@@ -130,7 +130,7 @@ def planned_runs(config):
 # --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
 
 def main(argv=None):
-    command = Command(cli.parse(argv))          # the command line as Settings (part4/cli.py); its device, processes
+    command = Command(fine_tune_parser.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
     for task in command.tasks():                # and, with glue, the table beside Table 1 (§4.1)
         plan = command.plan(task, planned_runs(task.config))
         results = {}

@@ -11,23 +11,23 @@ A gap above 1e-4 is a failed check: the script says so and exits with code 1.
 
 import sys
 
-from part4 import parsers
+from part4.command_line import script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    parsers.answer_now(parsers.parse_heads, sys.argv[1:])
+    script_settings.answer_now(script_settings.parse_heads, sys.argv[1:])
 
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-from part4.article import ARTICLE_MODEL
-from part4.article_labels import HEADS_LABELS as ARTICLE
-from part4.devices import pick_device, run_cli, seed_everything
-from part4.files import check_writable_dir, portable
-from part4.flags import Fatal, preflight
-from part4.lines import RANDOM_HEAD, article, rounded
-from part4.log import Report, command_line
-from part4.model_folders import loaded_record, not_bert, read_checkpoint, weights_line
-from part4.models import load_model, model_problem
+from part4.command_line.errors import Fatal, preflight
+from part4.models.devices import pick_device, run_cli, seed_everything
+from part4.models.folders import loaded_record, not_bert, read_checkpoint, weights_line
+from part4.models.loading import load_model, model_problem
+from part4.output.lines import RANDOM_HEAD, article, rounded
+from part4.output.log import Report, command_line
+from part4.output.results_files import check_writable_dir, portable
+from part4.paper.article import ARTICLE_MODEL
+from part4.paper.article_labels import HEADS_LABELS as ARTICLE
 
 # The article's inputs (INPUTS.md) ...
 PAIR = ("A man is playing a guitar.", "A person is making music.")
@@ -43,8 +43,8 @@ PASSAGE = ("We introduce a new language representation model called BERT, which 
            "v1.1 question answering Test F1 to 93.2.")
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
-build_parser, parse_args = parsers.heads_parser, parsers.parse_heads    # the command line, without torch (part4/parsers.py)
-# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route; the numbers of its
+build_parser, parse_args = script_settings.heads_parser, script_settings.parse_heads   # without torch (part4/command_line)
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route; the numbers of its
 # randomly initialised head are labelled as not expected to match.
 
 

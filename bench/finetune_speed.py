@@ -39,12 +39,13 @@ from transformers import (  # noqa: E402
 )
 
 import bert_part4_finetune as ft  # noqa: E402
-from part4 import families, readers, spans  # noqa: E402
-from part4.batches import collate, epoch_batches  # noqa: E402
-from part4.checkpoints import Run  # noqa: E402
-from part4.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.models import load_pretrained  # noqa: E402
-from part4.packing import padding_free  # noqa: E402
+from part4.data import readers  # noqa: E402
+from part4.data.batches import collate, epoch_batches  # noqa: E402
+from part4.models.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
+from part4.models.loading import load_pretrained  # noqa: E402
+from part4.run.checkpoint_files import Run  # noqa: E402
+from part4.run.packing import padding_free  # noqa: E402
+from part4.tasks import families, squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -133,8 +134,8 @@ def time_trainer(model, tok, enc, batches, device, dtype, lr=2e-5):
 def training_data(args, tok):
     """Encoded training rows, the loss, and the rows' lengths when ours groups batches by length."""
     if args.task == "squad":
-        examples = spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
-        enc = spans.encode_squad(tok, examples, args.max_len or 384, 128)
+        examples = squad_spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
+        enc = squad_spans.encode_squad(tok, examples, args.max_len or 384, 128)
         return enc, families.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
     return (families.encode(tok, train, args.max_len or 128), families.Classification.loss, None,

@@ -22,9 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from finetune_speed import add_model_flags, time_steps, tokenizer_and_models  # noqa: E402
 from transformers import BertForSequenceClassification  # noqa: E402
 
-from part4 import families, readers  # noqa: E402
-from part4.batches import epoch_batches  # noqa: E402
-from part4.devices import autocast_dtype, start_processes  # noqa: E402
+from part4.data import readers  # noqa: E402
+from part4.data.batches import epoch_batches  # noqa: E402
+from part4.models.devices import autocast_dtype, start_processes  # noqa: E402
+from part4.tasks import families  # noqa: E402
 
 
 def parse(argv):

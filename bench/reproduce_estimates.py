@@ -22,7 +22,7 @@ from transformers import AutoModel, AutoModelForQuestionAnswering, AutoModelForS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from part4 import article  # noqa: E402
+from part4.paper import article  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared", "data")
 HEADS = {article.BERT: (AutoModel, {}), article.SST2: (AutoModelForSequenceClassification, {"num_labels": 2}),

@@ -22,9 +22,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
-from part4 import spans  # noqa: E402
-from part4.devices import autocast, autocast_dtype, pick_device  # noqa: E402
-from part4.models import load_pretrained  # noqa: E402
+from part4.models.devices import autocast, autocast_dtype, pick_device  # noqa: E402
+from part4.models.loading import load_pretrained  # noqa: E402
+from part4.tasks import squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -89,16 +89,16 @@ def main(argv=None):
         model, tok = load_pretrained(BertForQuestionAnswering, args.model), load_pretrained(AutoTokenizer, args.model)
         name = args.model
     model = model.to(device).eval()
-    examples = spans.read_squad_json(args.data, "1.1", "--data")[:args.limit]
+    examples = squad_spans.read_squad_json(args.data, "1.1", "--data")[:args.limit]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
-    search = spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
+    search = squad_spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
                               max_answer=args.max_answer, dtype=dtype)
-    spans.predict(model, tok, examples[:8], search, device=device)         # warm-up
-    ours, t_ours = spans.predict(model, tok, examples, search, device=device)
+    squad_spans.predict(model, tok, examples[:8], search, device=device)         # warm-up
+    ours, t_ours = squad_spans.predict(model, tok, examples, search, device=device)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
     agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
-    lengths = [len(w["input_ids"]) for w in spans.make_windows(tok, examples, args.max_len, args.stride)]
+    lengths = [len(w["input_ids"]) for w in squad_spans.make_windows(tok, examples, args.max_len, args.stride)]
     for label, t in (("article's approach", t_theirs), ("ours", t_ours)):
         print(f"{label:>18}: {t['windows']} windows in {t['seconds']:.2f} s = {t['windows'] / t['seconds']:.1f} windows/s; "
               f"model {t['model_seconds']:.2f} s ({100 * t['model_seconds'] / t['seconds']:.1f}% of wall time)")

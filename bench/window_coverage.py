@@ -38,8 +38,8 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import bert_part4_squad as sq
-from part4 import spans, squad_metric  # noqa: E402
-from part4.files import portable  # noqa: E402
+from part4.output.results_files import portable  # noqa: E402
+from part4.tasks import squad_metric, squad_spans  # noqa: E402
 
 SQUAD = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "squad"))
 
@@ -70,7 +70,7 @@ def parse_args(argv=None):
 def coverage(tok, examples, max_len, stride):
     """Per question: windows, covered end (largest passage-token end offset), passage end (last token's
     end offset when the passage is tokenised alone)."""
-    windows = spans.make_windows(tok, examples, max_len, stride)
+    windows = squad_spans.make_windows(tok, examples, max_len, stride)
     covered = [0] * len(examples)
     for win in windows:
         ends = [off[1] for off, is_passage in zip(win["offsets"], win["passage"]) if is_passage]
@@ -78,7 +78,7 @@ def coverage(tok, examples, max_len, stride):
         covered[q] = max([covered[q]] + ends)
     alone = tok([ex["context"] for ex in examples], add_special_tokens=False, return_offsets_mapping=True)
     passage_end = [offs[-1][1] if offs else 0 for offs in alone["offset_mapping"]]
-    per_question = spans.windows_per_question(windows, len(examples))
+    per_question = squad_spans.windows_per_question(windows, len(examples))
     return windows, per_question, covered, passage_end
 
 
@@ -117,7 +117,7 @@ def fmt(score):
 def main(argv=None):
     args = parse_args(argv)
     say = print
-    examples = spans.read_squad_json(args.data, "1.1", "--data")
+    examples = squad_spans.read_squad_json(args.data, "1.1", "--data")
     transformers.logging.set_verbosity_error()      # no "longer than 512 tokens" warning: windows are cut on purpose
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     say(f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__}, tokenizer {portable(args.tokenizer)} "
@@ -128,7 +128,7 @@ def main(argv=None):
     by_windows = sq.questions_by_windows(per_question)
     rstrip_diff = [k for k, ex in enumerate(examples) if passage_end[k] != len(ex["context"].rstrip())]
     short = [k for k in range(len(examples)) if covered[k] < passage_end[k]]
-    same = short == spans.uncovered_questions(tok, examples, windows)
+    same = short == squad_spans.uncovered_questions(tok, examples, windows)
     say(f"the same questions as bert_part4_squad.uncovered_questions finds: {same}")
     all_beyond, some_beyond = beyond(examples, short, lambda k, start, text: start >= covered[k])
     all_cut, some_cut = beyond(examples, short, lambda k, start, text: start + len(text) > covered[k])

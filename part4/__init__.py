@@ -1,14 +1,15 @@
-"""The rooms below the six scripts at the root, each holding one thing (docs/layout.md says which file holds what):
-the article's numbers (article) and the paper's settings (recipe); the command lines (settings and cli for the
-fine-tuning script, parsers for the others, flags for what all share); devices and processes (devices), the Hub (hub),
-model loading (models) and what a model folder holds (model_folders), the log (log), results files (files), plots
-(plots) and how lines are formatted (lines); a fine-tuning command across its tasks (command), a run's batches
-(batches), what a run needs around the recipe's loop (training), checkpoints and resume (checkpoints), the plan of a
-task's runs (plan), a run's records (runs) and padding-free steps (packing); the tasks:
-GLUE's table (glue_tasks), readers (readers), GLUE's metrics (metrics), the head families (families) and which task is
-in which (tasks), the GLUE row (glue) and the GLUE server's files (submission); SQuAD's windows and span search (spans)
-and its official metric (squad_metric, the standard library only); the plan of the whole article (experiments, its
-estimates measured by calibration) and the stand-in of the article's models built without the Hub (stand_in). Run
-the scripts at the root; the one room that runs on its own is the metric, which scores a predictions file as the
-official scripts do:
-python -m part4.squad_metric dev-v2.0.json predictions.json"""
+"""The rooms below the six scripts at the root (bert_part4_heads, _finetune, _squad, _math, _report, _reproduce), in
+folders named for what a reader looks for; each folder's __init__ lists its rooms, and docs/layout.md says what each
+file holds and imports:
+
+    paper          what the paper and the article say: the article's numbers, their labels, the recipe
+    command_line   the command line and its settings: one-line errors, settings declared once, each script's
+    models         loading a model and where it runs: the Hub, a model folder read, the model loaded, devices
+    data           reading and batching data: each task's files read, batches
+    tasks          the tasks: the three head families, GLUE's tasks, metrics and row, SQuAD's spans and metric
+    run            the run around the recipe: the command, the plan of a task's runs, one run, its checkpoints
+    output         what the scripts print and write: lines, the log, results files, plots
+    reproduction   the whole article in one command: the experiments, their estimates, the stand-in models
+
+Run the scripts at the root; the one room that runs on its own is SQuAD's official metric, which scores a
+predictions file as the official scripts do: python -m part4.tasks.squad_metric dev-v2.0.json predictions.json"""

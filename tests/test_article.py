@@ -1,4 +1,4 @@
-"""The article's numbers have one home (part4/article.py): every number the article prints is an entry there or
+"""The article's numbers have one home (part4/paper/article.py): every number the article prints is an entry there or
 on its list of numbers that are not results, every entry is a number the article or its reference logs print, and
 no script types one of them again."""
 
@@ -12,8 +12,8 @@ from conftest import ROOT
 
 import bert_part4_math as math_script
 import bert_part4_squad as squad
-from part4 import article, article_labels
-from part4.glue_tasks import TASKS
+from part4.paper import article, article_labels
+from part4.tasks.glue_tasks import TASKS
 
 ARTICLE_DIR = os.path.join(ROOT, "..", "shared", "article")
 ARTICLE_TEXT = os.path.join(ARTICLE_DIR, "bert_part4_article.txt")
@@ -102,7 +102,7 @@ def test_the_labels_are_built_from_the_entries():
 
 
 def test_the_tasks_paper_numbers_are_table_1s():
-    """part4/glue_tasks.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
+    """part4/tasks/glue_tasks.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
     for name, task in TASKS.items():
         assert task.paper_test == article.TABLE1_BASE.get(name, ()), name
     assert TASKS["sst2"].paper_dev == article.value("sst2.paper_dev") and TASKS["mrpc"].paper_dev == article.value(
@@ -130,6 +130,6 @@ def test_no_script_or_room_types_an_article_number_again():
     distinct = {n for e in article.ENTRIES for n in article.numbers_in(e.value) if len(re.sub(r"\D", "", n)) >= 4}
     assert typed_numbers('x = "FINAL 0.9255"\ny = 10753\n', distinct) == [(1, "0.9255"), (2, "10753")]
     assert typed_numbers('def f():\n    """0.9255, as printed"""\n', distinct) == []
-    for path in glob.glob(os.path.join(ROOT, "*.py")) + glob.glob(os.path.join(ROOT, "part4", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "*.py")) + glob.glob(os.path.join(ROOT, "part4", "**", "*.py"), recursive=True):
         if os.path.basename(path) != "article.py":
             assert typed_numbers(read(path), distinct) == [], path

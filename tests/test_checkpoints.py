@@ -46,10 +46,13 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import families, metrics, model_folders, models, packing, readers, tasks
-from part4.batches import collate
-from part4.devices import run_cli
-from part4.files import fingerprint, weight_files
+from part4.data import readers
+from part4.data.batches import collate
+from part4.models import folders, loading
+from part4.models.devices import run_cli
+from part4.output.results_files import fingerprint, weight_files
+from part4.run import packing
+from part4.tasks import families, metrics, task_families
 
 CPU = torch.device("cpu")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -111,7 +114,7 @@ def fails_in_one_line(main, argv, capsys, out):
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
-    family = tasks.FAMILIES["sst2"]("sst2", 128)
+    family = task_families.FAMILIES["sst2"]("sst2", 128)
     model = ft.new_model(family, folder, "pretrained")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
@@ -267,7 +270,7 @@ def test_unknown_type_missing_weights_and_misspelled_folders(tiny_bert_dir, tmp_
     err = fails_in_one_line(ft.main, sst2_argv(str(bare), glue, out), capsys, out)
     assert "a config.json without weights (no model.safetensors or pytorch_model.bin beside it)" in err
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
     err = fails_in_one_line(ft.main, sst2_argv("models/all-MiniLM-L6", glue, out), capsys, out)
     assert err.startswith("error: --model models/all-MiniLM-L6: no such folder here, and as a Hub id: the Hugging Face "
                           "Hub cannot be reached and 'models/all-MiniLM-L6' is not in the local cache")
@@ -399,8 +402,8 @@ def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, 
     tok.backend_tokenizer.post_processor = TemplateProcessing(
         single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
     assert sq.layout_problem(tok).startswith(problem)
-    load = models.load_pretrained              # the folder's tokenizer, laid out otherwise
-    monkeypatch.setattr(model_folders, "load_pretrained",
+    load = loading.load_pretrained              # the folder's tokenizer, laid out otherwise
+    monkeypatch.setattr(folders, "load_pretrained",
                         lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
     out = tmp_path / "r"
     err = fails_in_one_line(sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False),
@@ -570,26 +573,26 @@ def test_a_truncated_shard_is_named(tiny_bert_dir, tmp_path):
     transformers.BertModel.from_pretrained(tiny_bert_dir).save_pretrained(folder, max_shard_size="60KB")
     files = weight_files(folder)
     assert files[0] == "model.safetensors.index.json" and len(files) >= 3
-    assert model_folders.weights_problem(folder) is None
+    assert folders.weights_problem(folder) is None
     cut(os.path.join(folder, files[-1]))
-    assert model_folders.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
+    assert folders.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
     os.remove(os.path.join(folder, files[-1]))
-    assert model_folders.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
+    assert folders.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
 
 
 def test_the_probe_counts_the_words_a_tokenizer_makes_unknown(tmp_path):
     """The casing check against a hand count: an uncased vocabulary, with and without lower-casing, and a cased one."""
     vocab = write_vocab(str(tmp_path))
     lowering, keeping = BertTokenizer(vocab=vocab), BertTokenizer(vocab=vocab, do_lower_case=False)
-    assert model_folders.casing_problem(lowering) == (None, None)
-    capitalised = [w for w in model_folders.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
-    problem, note = model_folders.casing_problem(keeping)
-    assert note is None and f"{len(capitalised)} of the {len(model_folders.PROBE.split())} words" in problem
+    assert folders.casing_problem(lowering) == (None, None)
+    capitalised = [w for w in folders.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
+    problem, note = folders.casing_problem(keeping)
+    assert note is None and f"{len(capitalised)} of the {len(folders.PROBE.split())} words" in problem
     with open(vocab, "a") as f:                                                 # a cased vocabulary
         f.write("".join(w.capitalize() + "\n" for w in tiny_vocab_words() if w.isalpha() and len(w) > 3))
-    problem, note = model_folders.casing_problem(BertTokenizer(vocab=vocab))
+    problem, note = folders.casing_problem(BertTokenizer(vocab=vocab))
     assert problem is None and note == (f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of "
-                                        f"the 8 words of the probe sentence \"{model_folders.PROBE}\" become [UNK] (0%)")
+                                        f"the 8 words of the probe sentence \"{folders.PROBE}\" become [UNK] (0%)")
 
 
 # --- the dtype: loaded in fp32 whatever the file was saved in, said in one line, recorded as computed ---
@@ -626,7 +629,7 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
         "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
-    model = ft.new_model(tasks.FAMILIES["sst2"]("sst2", 128), bf16, "random")   # --init random: fp32 too
+    model = ft.new_model(task_families.FAMILIES["sst2"]("sst2", 128), bf16, "random")   # --init random: fp32 too
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
@@ -850,7 +853,7 @@ def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_
     assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
     assert open(os.path.join(out, "part4_heads.log")).read().splitlines()[2] == (
         f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of the 8 words of the probe "
-        f"sentence \"{model_folders.PROBE}\" become [UNK] (0%)")
+        f"sentence \"{folders.PROBE}\" become [UNK] (0%)")
 
 
 def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_path, monkeypatch, capsys):
@@ -860,9 +863,9 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     (repo / "refs" / "main").write_text(commit)
     snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: False)
-    assert model_folders.model_folder("someone/tiny-bert") == snapshot
-    line = model_folders.weights_line(model_folders.read_checkpoint("someone/tiny-bert"))
+    monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
+    assert folders.model_folder("someone/tiny-bert") == snapshot
+    line = folders.weights_line(folders.read_checkpoint("someone/tiny-bert"))
     assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))
     out = tmp_path / "r"

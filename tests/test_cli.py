@@ -14,10 +14,15 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4 import cli, glue, glue_tasks, plan, readers, recipe, runs, tasks
-from part4.devices import ALONE
-from part4.flags import RUN, TABLE, Fatal, Range, setting
-from part4.settings import Settings, computed_on, flags_record
+from part4.command_line import fine_tune_parser
+from part4.command_line.declarations import RUN, TABLE, Range, setting
+from part4.command_line.errors import Fatal
+from part4.command_line.fine_tune_settings import Settings, computed_on, flags_record
+from part4.data import readers
+from part4.models.devices import ALONE
+from part4.paper import recipe
+from part4.run import plan, records
+from part4.tasks import glue_row, glue_tasks, task_families
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -67,24 +72,24 @@ def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
 @pytest.mark.parametrize("given, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("45", 45), ("0.5s", 0.5),
                                             ("2M", 120), ("1h30m", 5400)])
 def test_a_checkpoint_cadence_is_a_duration(given, seconds):
-    assert cli.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
-    assert cli.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
+    assert fine_tune_parser.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
+    assert fine_tune_parser.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
 
 
 def test_a_value_that_starts_with_a_dash_is_the_flags_value_unless_it_is_a_flag():
-    assert cli.parse(["rte", "--results-dir", "-odd-folder"]).results_dir == "-odd-folder"
+    assert fine_tune_parser.parse(["rte", "--results-dir", "-odd-folder"]).results_dir == "-odd-folder"
     with pytest.raises(Fatal, match="argument --results-dir: expected one argument"):
-        cli.parse(["rte", "--results-dir", "--device", "cpu"])
+        fine_tune_parser.parse(["rte", "--results-dir", "--device", "cpu"])
 
 
 def test_how_the_steps_are_computed_is_the_devices_unless_given():
     """--pad-to-multiple-of and --cudnn-attention left to the device (auto): on CUDA batches rounded up to multiples
     of 8 and attention without cuDNN's kernels; elsewhere each batch its own width and no cuDNN to use."""
-    auto = cli.parse(["rte"])
+    auto = fine_tune_parser.parse(["rte"])
     assert (auto.pad_to_multiple_of, auto.cudnn_attention) == (None, None)
     assert computed_on(auto, "cpu") == computed_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
     assert computed_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
-    given = cli.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
+    given = fine_tune_parser.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
     assert computed_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
     assert computed_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
@@ -98,24 +103,26 @@ def test_the_command_line_room_imports_no_torch():
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
     assert recipe.GLUE_TASKS == tuple(glue_tasks.TASKS)
-    assert set(recipe.RECIPES) == set(tasks.FAMILIES)
-    assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384 and recipe.STRIDE == cli.parse(["squad"]).stride == 128
+    assert set(recipe.RECIPES) == set(task_families.FAMILIES)
+    assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384
+    assert recipe.STRIDE == fine_tune_parser.parse(["squad"]).stride == 128
 
 
 def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     """Every field of Settings comes from the command line (or the recipe where it is not given); a task's Config
     holds the command's Settings itself (no copy of its values) and what is the task's own."""
-    settings = cli.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2", "--group-by-length", "on"])
+    settings = fine_tune_parser.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2",
+                                       "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
-    mnli, _, _ = tasks.task_inputs(settings, "mnli", ("mnli",))
-    rte, _, sources = tasks.task_inputs(settings, "rte", ("mnli",))
+    mnli, _, _ = task_families.task_inputs(settings, "mnli", ("mnli",))
+    rte, _, sources = task_families.task_inputs(settings, "rte", ("mnli",))
     assert mnli.command is settings and rte.command is settings
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
-    assert {f.name for f in dataclasses.fields(runs.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
-    defaults = cli.parse(["mrpc"])
+    assert {f.name for f in dataclasses.fields(records.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
+    defaults = fine_tune_parser.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 
 
@@ -124,8 +131,8 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     assert recipe.grid_settings("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
     a3 = recipe.grid_settings("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
-    settings = cli.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
-    jobs = ft.planned_runs(tasks.task_inputs(settings, "rte")[0])
+    settings = fine_tune_parser.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
+    jobs = ft.planned_runs(task_families.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
@@ -135,9 +142,9 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
 def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(steps, evals):
     """Brute force: the steps at which a run evaluates, full (steps // evaluations apart) and cut (never closer than
     CUT_EVAL_EVERY steps, unless the run is shorter: then once, at its end)."""
-    full = runs.eval_every(evals, steps, cut=False)
+    full = records.eval_every(evals, steps, cut=False)
     assert full == max(1, steps // evals)
-    cut = runs.eval_every(evals, steps, cut=True)
+    cut = records.eval_every(evals, steps, cut=True)
     points = [s for s in range(1, steps + 1) if s % cut == 0 or s == steps]
     assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
     assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full
@@ -180,11 +187,11 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     """A run records "fp32" (no autocast) or "bf16"; a result of an earlier version, which wrote the string "None" for
     fp32, is still the same settings (reused, never refused as other settings)."""
     import torch
-    settings = cli.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
-    config, family, _ = tasks.task_inputs(settings, "rte")
+    settings = fine_tune_parser.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
+    config, family, _ = task_families.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
-    ours = runs.run_settings(config, job, family, 10, None, ALONE)
-    assert ours["dtype"] == "fp32" and runs.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
+    ours = records.run_settings(config, job, family, 10, None, ALONE)
+    assert ours["dtype"] == "fp32" and records.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
     assert plan.existing_result(str(path), ours) is not None
@@ -195,15 +202,15 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
-    from part4 import glue
-    from part4.flags import Fatal
-    settings = cli.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
-    recorded = glue.table_settings(settings)
+    from part4.command_line.errors import Fatal
+    from part4.tasks import glue_row
+    settings = fine_tune_parser.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
+    recorded = glue_row.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
     other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
-    (tmp_path / f"{glue.table_name(settings)}.json").write_text(json.dumps(other))
+    (tmp_path / f"{glue_row.table_name(settings)}.json").write_text(json.dumps(other))
     with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
-        glue.start(settings, ["rte"], {}, ALONE)
+        glue_row.start(settings, ["rte"], {}, ALONE)
 
 
 # --- A setting declared once: parsed, checked, recorded and in --help from its one declaration ---
@@ -220,20 +227,20 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     kept in Settings, recorded with the command line, and (declared so) with each run's settings and each table's;
     results written before it existed read as its default: the same run at the default, another at any other
     value."""
-    monkeypatch.setattr(cli, "Settings", WithDummy)                 # the parser's and the checks'
-    monkeypatch.setattr("part4.settings.Settings", WithDummy)       # the defaults of settings recorded before
-    assert "--dummy-share DUMMY_SHARE" in cli.build_parser().format_help()
-    assert "a setting only the tests declare (default 0.25)" in " ".join(cli.build_parser().format_help().split())
-    given, default = cli.parse(["rte", "--dummy-share", "0.5"]), cli.parse(["rte"])
+    monkeypatch.setattr(fine_tune_parser, "Settings", WithDummy)                 # the parser's and the checks'
+    monkeypatch.setattr("part4.command_line.fine_tune_settings.Settings", WithDummy)   # defaults recorded before
+    assert "--dummy-share DUMMY_SHARE" in fine_tune_parser.build_parser().format_help()
+    assert "a setting only the tests declare (default 0.25)" in " ".join(fine_tune_parser.build_parser().format_help().split())
+    given, default = fine_tune_parser.parse(["rte", "--dummy-share", "0.5"]), fine_tune_parser.parse(["rte"])
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
-        cli.parse(["rte", "--dummy-share", "1.5"])
+        fine_tune_parser.parse(["rte", "--dummy-share", "1.5"])
     assert flags_record(given)["dummy_share"] == 0.5
-    assert glue.table_settings(cli.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
+    assert glue_row.table_settings(fine_tune_parser.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
-        config, family, _ = tasks.task_inputs(settings, "rte")
-        ours[name] = runs.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
+        config, family, _ = task_families.task_inputs(settings, "rte")
+        ours[name] = records.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
@@ -252,15 +259,15 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
     """--evals as given (None: the recipe's) is recorded with the command line; each run's count, resolved once
     (GLUE: the article's 30; SQuAD and SWAG: once per epoch), is recorded with its settings as dev_evaluations; no
     flag that cuts nothing is said to cut the run."""
-    assert "--evals" not in cli.parse(["glue", "--evals", "3"]).cuts
-    assert list(cli.parse(["glue"]).cuts) == ["--max-train-examples", "--max-dev-examples"]
+    assert "--evals" not in fine_tune_parser.parse(["glue", "--evals", "3"]).cuts
+    assert list(fine_tune_parser.parse(["glue"]).cuts) == ["--max-train-examples", "--max-dev-examples"]
     for argv, count in ((["squad"], 3), (["squad_v2"], 2), (["swag", "--epochs", "4"], 4), (["sst2"], 30),
                         (["squad", "--evals", "7"], 7)):
-        settings = cli.parse(argv)
-        config, family, _ = tasks.task_inputs(settings, settings.task)
+        settings = fine_tune_parser.parse(argv)
+        config, family, _ = task_families.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.evals == count and type(job.evals) is int
-        recorded = runs.run_settings(config, job, family, 10, None, ALONE)
+        recorded = records.run_settings(config, job, family, 10, None, ALONE)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
@@ -286,14 +293,15 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     monkeypatch.chdir(ROOT)                            # its paths are recorded as seen from the checkout
     with open(path) as f:
         saved = json.load(f)
-    settings = cli.parse(saved["run"]["argv"][1:])
-    config, family, _ = tasks.task_inputs(settings, saved["task"], glue.ONCE_PER_EPOCH if settings.task == "glue" else ())
-    job = next(j for j in ft.planned_runs(config) if runs.run_name(config, j) == saved["name"])
+    settings = fine_tune_parser.parse(saved["run"]["argv"][1:])
+    once = glue_row.ONCE_PER_EPOCH if settings.task == "glue" else ()
+    config, family, _ = task_families.task_inputs(settings, saved["task"], once)
+    job = next(j for j in ft.planned_runs(config) if records.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
-    ours = runs.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
+    ours = records.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
     assert plan.existing_result(path, ours) is not None
     plan.check_not_replaced(path, ours, "holds a result of other settings")
-    assert runs.job_of(saved) == job
+    assert records.job_of(saved) == job
 
 
 @pytest.mark.parametrize("path", EARLIER_TABLES, ids=lambda p: os.path.relpath(p, ROOT))
@@ -301,6 +309,6 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
     monkeypatch.chdir(ROOT)
     with open(path) as f:
         saved = json.load(f)
-    ours = {"tasks": saved["settings"]["tasks"], **glue.table_settings(cli.parse(saved["run"]["argv"][1:]))}
-    assert glue.saved_table_settings(saved) == ours
-    plan.check_not_replaced(path, ours, "a table of other settings", recorded=glue.saved_table_settings)
+    ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_parser.parse(saved["run"]["argv"][1:]))}
+    assert glue_row.saved_table_settings(saved) == ours
+    plan.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)

@@ -13,7 +13,7 @@ from conftest import ROOT
 from test_report import parses
 
 import bert_part4_report as report
-from part4.flags import Fatal
+from part4.command_line.errors import Fatal
 
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -116,19 +116,31 @@ def test_the_readme_quotes_the_committed_reports_summary():
 # --- docs/layout.md: a row for every room and script, its Imports column the code's ---
 
 def part4_imports(path):
-    """The part4 modules a file imports, anywhere in it (a room's name; a script imported is named as its file)."""
+    """The part4 modules a file imports, anywhere in it, by their place in part4 ("run.plan"; a script imported is named
+    as its file): `from part4.run.plan import x`, `from part4.run import plan` and `import part4.run.plan` alike."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "part4":
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("part4.", "bert_part4_")):
-            found.add(node.module.removeprefix("part4."))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("part4", "bert_part4_")):
+            here = node.module.removeprefix("part4").removeprefix(".")
+            modules = {f"{here}.{a.name}".strip(".") for a in node.names if is_module(f"{here}.{a.name}".strip("."))}
+            found |= modules or {here}
         elif isinstance(node, ast.Import):
             found |= {alias.name.removeprefix("part4.") for alias in node.names
                       if alias.name.startswith(("part4.", "bert_part4_"))}
     return found
+
+
+def is_module(dotted):
+    """Is part4.<dotted> a module of the package (a file, not a name inside one)?"""
+    return os.path.isfile(os.path.join(ROOT, "part4", *dotted.split(".")) + ".py")
+
+
+def rooms():
+    """Every module of part4 but the folders' __init__ files, by its path."""
+    return {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "part4", "**", "*.py"), recursive=True)
+            if os.path.basename(p) != "__init__.py"}
 
 
 def layout_rows():
@@ -139,12 +151,11 @@ def layout_rows():
 
 def test_the_layout_names_every_room_and_script_and_what_each_imports():
     rows = layout_rows()
-    rooms = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "part4", "*.py"))} - {"part4/__init__.py"}
     scripts = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "bert_part4_*.py"))}
-    assert set(rows) == rooms | scripts
+    assert set(rows) == rooms() | scripts
     for path, named in rows.items():
         imported = part4_imports(os.path.join(ROOT, path))
         assert named == {m for m in imported if not m.startswith("bert_part4_")}, path
         if path.startswith("part4/"):
             assert not any(m.startswith("bert_part4_") for m in imported), f"{path} imports a script"
-            assert "cli" not in imported, f"{path} imports the command line"
+            assert "command_line.fine_tune_parser" not in imported, f"{path} imports the command line"

@@ -16,10 +16,14 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4 import article_labels, cli, flags, log, plots, readers, recipe, spans
-from part4.devices import run_cli
-from part4.files import portable
-from part4.settings import Settings
+from part4.command_line import declarations, fine_tune_parser
+from part4.command_line.fine_tune_settings import Settings
+from part4.data import readers
+from part4.models.devices import run_cli
+from part4.output import log, plots
+from part4.output.results_files import portable
+from part4.paper import article_labels, recipe
+from part4.tasks import squad_spans
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
@@ -27,10 +31,10 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_help_states_every_default(name):
     """The fine-tuning script's flags default to None in its parser (a flag not given is told from one given): their
-    defaults are their declarations' (part4/cli.py), the recipe's where the declaration says so."""
-    parser = (cli if name == "finetune" else SCRIPTS[name]).build_parser()
-    declared = ({flags.dest(f): "the recipe's" if f.metadata["recipe"] else flags.recorded_value(f, f.default)
-                 for f in flags.declared(Settings)} if name == "finetune" else {})
+    defaults are their declarations' (part4/command_line/fine_tune_parser.py), the recipe's where the declaration says so."""
+    parser = (fine_tune_parser if name == "finetune" else SCRIPTS[name]).build_parser()
+    declared = ({declarations.dest(f): "the recipe's" if f.metadata["recipe"] else declarations.recorded_value(f, f.default)
+                 for f in declarations.declared(Settings)} if name == "finetune" else {})
     for action in parser._actions:
         default = declared.get(action.dest, action.default)
         if action.dest == "help" or default is None or default is False or default == ():
@@ -242,11 +246,11 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     from transformers import AutoTokenizer, BertTokenizer
     BertTokenizer(vocab=os.path.join(SHARED_DATA, "bert-base-uncased", "vocab.txt")).save_pretrained(str(tmp_path))
     tok = AutoTokenizer.from_pretrained(str(tmp_path))
-    examples = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
-    windows = spans.make_windows(tok, examples, 384, 128)
+    examples = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
+    windows = squad_spans.make_windows(tok, examples, 384, 128)
     per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31
-    assert spans.uncovered_questions(tok, examples, windows) == []       # every passage token is in some window
+    assert squad_spans.uncovered_questions(tok, examples, windows) == []       # every passage token is in some window
     assert sq.window_breakdown(per_question) == "windows per question: 1 -> 10387 questions, 2 -> 152 questions, " \
                                                 "3 -> 31 questions"
 

@@ -13,9 +13,11 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
 
 import bert_part4_finetune as ft
-from part4 import glue_tasks, metrics, readers, recipe
-from part4.devices import run_cli
-from part4.training import TrainingRun
+from part4.data import readers
+from part4.models.devices import run_cli
+from part4.paper import recipe
+from part4.run.training_run import TrainingRun
+from part4.tasks import glue_tasks, metrics
 
 # --- the schedule and the optimiser ---
 

@@ -14,9 +14,12 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4 import cli, families, readers, runs, spans, squad_metric, tasks
-from part4.batches import collate, epoch_batches
-from part4.devices import run_cli
+from part4.command_line import fine_tune_parser
+from part4.data import readers
+from part4.data.batches import collate, epoch_batches
+from part4.models.devices import run_cli
+from part4.run import records
+from part4.tasks import families, squad_metric, squad_spans, task_families
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 
@@ -60,11 +63,11 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
                                   "Analytical Engine. The machine"])
     examples = [{"question": "Where was Ada born?", "context": LONG, "golds": [t], "starts": [s], "impossible": False}
                 for t, s in answers]
-    windows = spans.make_windows(tok, examples, max_len, stride)
+    windows = squad_spans.make_windows(tok, examples, max_len, stride)
     straddled, held = 0, 0
     for w in windows:
         t, s = answers[w["example"]]
-        got = spans.span_targets(w["offsets"], w["passage"], s, s + len(t))
+        got = squad_spans.span_targets(w["offsets"], w["passage"], s, s + len(t))
         assert got == brute_force_targets(w["offsets"], w["passage"], s, s + len(t))
         if got != (0, 0):
             held += 1
@@ -73,7 +76,7 @@ def test_targets_equal_the_brute_force_in_every_window(tok, max_len, stride):
     for q in range(len(examples)):                                                     # answers cut by a window edge
         ws = [w for w in windows if w["example"] == q]
         t, s = answers[q]
-        inside = [spans.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
+        inside = [squad_spans.span_targets(w["offsets"], w["passage"], s, s + len(t)) != (0, 0) for w in ws]
         touching = [any(p and w["offsets"][k][0] < s + len(t) and w["offsets"][k][1] > s for k, p in enumerate(w["passage"]))
                     for w in ws]
         straddled += sum(tc and not ins for tc, ins in zip(touching, inside))
@@ -86,8 +89,8 @@ def test_targets_on_non_ascii_text(tok):
     context = "Zürich café — naïve Ångström 東京 résumé and more text about Zürich café here"
     examples = [{"question": "Where?", "context": context, "golds": [t], "starts": [s], "impossible": False}
                 for t, s in every_answer(context, ["Ångström", "naïve Ångström 東京", "résumé", "東京"])]
-    enc = spans.encode_squad(tok, examples, 64, 16)
-    windows = spans.make_windows(tok, examples, 64, 16)
+    enc = squad_spans.encode_squad(tok, examples, 64, 16)
+    windows = squad_spans.make_windows(tok, examples, 64, 16)
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
         ex = examples[w["example"]]
         assert (i, j) == brute_force_targets(w["offsets"], w["passage"], ex["starts"][0],
@@ -101,9 +104,9 @@ def test_unanswerable_questions_and_bad_answer_starts(tok):
                  "impossible": False},                                      # answer_start does not point at London
                 {"question": "Where was Ada born?", "context": LONG, "golds": ["London"], "starts": [LONG.find("London")],
                  "impossible": False}]
-    enc = spans.encode_squad(tok, examples, 32, 8)
+    enc = squad_spans.encode_squad(tok, examples, 32, 8)
     assert enc["skipped"] == 1 and enc["questions"] == 2
-    windows = spans.make_windows(tok, [examples[0], examples[2]], 32, 8)
+    windows = squad_spans.make_windows(tok, [examples[0], examples[2]], 32, 8)
     assert len(enc["start_positions"]) == len(windows)
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
         if w["example"] == 0:
@@ -117,7 +120,7 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     examples = [{"question": "Where was Ada born?", "context": LONG[:k], "golds": ["London"],
                  "starts": [LONG.find("London")], "impossible": False} for k in (60, 120, 200)]
-    enc = spans.encode_squad(tok, examples, 64, 16)
+    enc = squad_spans.encode_squad(tok, examples, 64, 16)
     idx = list(range(len(enc["input_ids"])))
     dynamic = collate(enc, idx, torch.device("cpu"))
     padded = collate(enc, idx, torch.device("cpu"), pad_to=96)
@@ -152,7 +155,7 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     target = tmp_path / "saved"
-    runs.save_model(model, tok, str(target))
+    records.save_model(model, tok, str(target))
     again = BertForQuestionAnswering.from_pretrained(str(target)).eval()
     enc = tok("Where was Ada born?", LONG[:80], return_tensors="pt")
     with torch.no_grad():
@@ -163,11 +166,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
     with pytest.raises(OSError):
-        runs.save_model(model, tok, str(tmp_path / "never"))
+        records.save_model(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
     with pytest.raises(OSError):
-        runs.save_model(model, tok, str(target))
+        records.save_model(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
@@ -177,7 +180,7 @@ def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     old = os.umask(0o022)
     try:
-        runs.save_model(model, tok, str(tmp_path / "saved"))
+        records.save_model(model, tok, str(tmp_path / "saved"))
     finally:
         os.umask(old)
     assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)
@@ -258,12 +261,12 @@ def test_squad_v2_fine_tune_end_to_end(tiny_bert_dir, tmp_path):
 def test_squad_defaults_are_the_papers():
     for task, (lr, batch, epochs) in (("squad", (5e-5, 32, 3)), ("squad_v2", (5e-5, 48, 2)), ("swag", (2e-5, 16, 3)),
                                       ("mrpc", (2e-5, 32, 3))):
-        settings = cli.parse([task])
+        settings = fine_tune_parser.parse([task])
         assert (settings.lr, settings.batch_size, settings.epochs) == (lr, batch, epochs)
-    assert cli.parse(["squad"]).max_len == 384 and cli.parse(["squad"]).stride == 128
+    assert fine_tune_parser.parse(["squad"]).max_len == 384 and fine_tune_parser.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
-        settings = cli.parse([task])
-        assert [job.evals for job in ft.planned_runs(tasks.task_inputs(settings, task)[0])] == [evals]
+        settings = fine_tune_parser.parse([task])
+        assert [job.evals for job in ft.planned_runs(task_families.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -372,9 +375,9 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
     folder = str(tmp_path / "tok")
     tok.save_pretrained(folder)
     fast = AutoTokenizer.from_pretrained(folder)
-    examples = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
-    enc = spans.encode_squad(fast, examples, 384, 128)
-    windows = spans.make_windows(fast, examples, 384, 128)
+    examples = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
+    enc = squad_spans.encode_squad(fast, examples, 384, 128)
+    windows = squad_spans.make_windows(fast, examples, 384, 128)
     assert enc["skipped"] == 0 and enc["questions"] == 400
     found, exact = set(), 0
     for w, i, j in zip(windows, enc["start_positions"], enc["end_positions"]):
@@ -397,24 +400,24 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
-    monkeypatch.setattr(spans, "load_hub_dataset", fake_hub)
-    train, devs = readers.read_swag(tasks.task_inputs(cli.parse(["swag"]), "swag")[2])
+    monkeypatch.setattr(squad_spans, "load_hub_dataset", fake_hub)
+    train, devs = readers.read_swag(task_families.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = readers.read_squad_task(tasks.task_inputs(cli.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(task_families.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
-    assert train[0]["starts"] == [4] and spans.answer_chars(train[0]) == (4, 5)
+    assert train[0]["starts"] == [4] and squad_spans.answer_chars(train[0]) == (4, 5)
 
 
 def test_every_family_has_every_member_of_the_written_interface():
-    """Family (part4/families.py) lists what the recipe, its lines and its plan ask of a head family, a line per
+    """Family (part4/tasks/families.py) lists what the recipe, its lines and its plan ask of a head family, a line per
     member: every family has every member, its loss among them (SWAG trains with GLUE's: the library's)."""
     interface = families.Family
     members = set(interface.__annotations__) | {n for n, v in vars(interface).items() if callable(v) and not n.startswith("_")}
     assert "loss" in members and len(members) >= 25
     assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
     for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
-        family = tasks.FAMILIES[task](task, 64, 32)
+        family = task_families.FAMILIES[task](task, 64, 32)
         assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
     assert families.MultipleChoice.loss is families.Classification.loss

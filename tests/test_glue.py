@@ -1,4 +1,4 @@
-"""The GLUE row in one command (bert_part4_finetune.py glue, part4/glue.py): the choice of learning rate, the
+"""The GLUE row in one command (bert_part4_finetune.py glue, part4/tasks/glue_row.py): the choice of learning rate, the
 table and its average, the test-server files, random-weight runs, and the faults a new user met (each test here
 failed on the code before this command existed)."""
 
@@ -15,12 +15,16 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import article, cli, glue, glue_tasks, lines, metrics, readers, recipe, submission, tasks
-from part4.devices import run_cli
-from part4.flags import Fatal
-from part4.lines import fmt
-from part4.log import Report
-from part4.runs import Job
+from part4.command_line import fine_tune_parser
+from part4.command_line.errors import Fatal
+from part4.data import readers
+from part4.models.devices import run_cli
+from part4.output import lines
+from part4.output.lines import fmt
+from part4.output.log import Report
+from part4.paper import article, recipe
+from part4.run.records import Job
+from part4.tasks import glue_row, glue_submission, glue_tasks, metrics, task_families
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
 
@@ -82,8 +86,8 @@ def glue_data(tmp_path_factory):
 
 
 def config_for(argv):
-    settings = cli.parse(argv)
-    return tasks.task_inputs(settings, settings.tasks[0])[0]
+    settings = fine_tune_parser.parse(argv)
+    return task_families.task_inputs(settings, settings.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, extra=()):
@@ -106,31 +110,31 @@ def fake_run(lr, seed, final, task="cola"):
 
 def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     """CoLA: lr 5e-5 has the best accuracy, 3e-5 the best MCC over two seeds, 2e-5 the best single seed: 3e-5 wins."""
-    family = tasks.FAMILIES["cola"]("cola", 128)
+    family = task_families.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     dev = {5e-5: [(0.80, 0.00), (0.80, 0.00)], 3e-5: [(0.70, 0.30), (0.72, 0.20)], 2e-5: [(0.60, 0.40), (0.60, 0.00)]}
     results = [fake_run(lr, s, {"dev": {"accuracy": a, "mcc": m}}) for lr, runs in dev.items() for s, (a, m) in enumerate(runs)]
-    chosen = glue.choose(results, family, config)
+    chosen = glue_row.choose(results, family, config)
     assert chosen["lr"] == 3e-5 and chosen["metric"] == "mcc"
     assert chosen["dev"] == pytest.approx([25.0])                         # the mean over the seeds, in percent
     assert chosen["submitted"]["seed"] == 0                               # the better seed's test predictions
     assert {s["lr"]: round(s["dev"], 6) for s in chosen["settings"]} == {5e-5: 0.0, 3e-5: 25.0, 2e-5: 20.0}
-    stsb = tasks.FAMILIES["stsb"]("stsb", 128)
+    stsb = task_families.FAMILIES["stsb"]("stsb", 128)
     results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
                ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
-    assert glue.choose(results, stsb, config)["lr"] == 2e-5
+    assert glue_row.choose(results, stsb, config)["lr"] == 2e-5
 
 
 def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
     """Two learning rates with the same dev score: the first of the grid is chosen, and the table says why."""
-    family = tasks.FAMILIES["cola"]("cola", 128)
+    family = task_families.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     table = types.SimpleNamespace(grid="glue", seeds=None)
     for mcc, tie in (((0.3, 0.3, 0.1), True), ((0.2, 0.3, 0.3), True), ((0.3, 0.2, 0.1), False)):
         results = [fake_run(lr, 0, {"dev": {"accuracy": 0.5, "mcc": m}}) for lr, m in zip((5e-5, 4e-5, 3e-5), mcc)]
-        row = glue.choose(results, family, config)
+        row = glue_row.choose(results, family, config)
         assert row["lr"] == (5e-5, 4e-5, 3e-5)[mcc.index(max(mcc))] and row["tie"] is tie
-        _, (_, _, cells) = glue.every_setting({"cola": row}, table)
+        _, (_, _, cells) = glue_row.every_setting({"cola": row}, table)
         note = [c for c in cells if "tie" in c]
         expected = f"{recipe.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
         assert note == ([expected] if tie else [])
@@ -140,14 +144,14 @@ def test_the_majority_class_is_scored_as_the_runs_are():
     """Always the majority class, in Table 1's metric: accuracy = its share of dev; F1 of label 1 = 2p / (1 + p) when
     the class is 1 (precision p, recall 1), 0 when it is 0; MCC 0; one per dev set (MNLI); none for STS-B's scores."""
     dev = {"dev": {"labels": [1, 1, 1, 0, 0, 1, 0, 1]}}                                  # p = 5/8
-    mrpc, cola, rte = (tasks.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
+    mrpc, cola, rte = (task_families.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
     assert mrpc.majority_scores(1, dev) == pytest.approx([100 * 2 * 5 / 8 / (1 + 5 / 8)])
     assert mrpc.majority_scores(0, dev) == [0.0] and cola.majority_scores(1, dev) == [0.0]
     assert rte.majority_scores(0, dev) == pytest.approx([100 * 3 / 8])
-    mnli = tasks.FAMILIES["mnli"]("mnli", 128)
+    mnli = task_families.FAMILIES["mnli"]("mnli", 128)
     two = {"dev_matched": {"labels": [2, 2, 0, 1]}, "dev_mismatched": {"labels": [2, 0, 0, 0, 1]}}
     assert mnli.majority_scores(2, two) == pytest.approx([50.0, 20.0])
-    assert tasks.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
+    assert task_families.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
     assert glue_tasks.label_name("wnli", 0) == "not_entailment (0)" and glue_tasks.label_name("rte", 1) == "not_entailment"
     assert glue_tasks.label_name("mrpc", 1) == "equivalent (1)"
 
@@ -158,7 +162,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
             ("cola", [{"accuracy": 0.69, "mcc": 0.0}, {"accuracy": 0.68, "mcc": 0.0727}], 1),
             ("mrpc", [{"accuracy": 0.70, "f1": 0.60}, {"accuracy": 0.68, "f1": 0.81}], 1),
             ("stsb", [{"pearson": 0.80, "spearman": 0.60}, {"pearson": 0.70, "spearman": 0.75}], 1)):
-        family = tasks.FAMILIES[task](task, 128)
+        family = task_families.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Report("x", str(tmp_path), quiet=True)
@@ -175,11 +179,11 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
     paper = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "stsb": "spearman", "qqp": "f1", "mnli": "accuracy",
              "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy", "swag": "accuracy", "squad": "f1",
              "squad_v2": "f1"}
-    assert set(paper) == set(tasks.FAMILIES)
+    assert set(paper) == set(task_families.FAMILIES)
     names = ("accuracy", "f1", "mcc", "pearson", "spearman", "em")
     scores = {"dev_matched": {m: 0.1 * (k + 1) for k, m in enumerate(names)}, "dev_mismatched": dict.fromkeys(names, 9.0)}
     for task, metric in paper.items():
-        family = tasks.FAMILIES[task](task, 128, 64)
+        family = task_families.FAMILIES[task](task, 128, 64)
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
         assert family.selection_name == metrics.METRIC_NAMES[metric], task
@@ -196,12 +200,12 @@ def test_one_score_format_for_every_log_and_table():
 
 def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
-    assert round(glue.average(list(glue.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
-    assert "wnli" not in glue.paper_columns() and len(glue.paper_columns()) == 9
+    assert round(glue_row.average(list(glue_row.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
+    assert "wnli" not in glue_row.paper_columns() and len(glue_row.paper_columns()) == 9
     rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in glue_tasks.TASKS}
     rows["wnli"] = {"dev": [0.0]}
-    cols = glue.columns(rows)
-    assert "wnli" not in cols and glue.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
+    cols = glue_row.columns(rows)
+    assert "wnli" not in cols and glue_row.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
 
 
 # --- the command end to end: every task, the table, the server's files ---
@@ -257,7 +261,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
     rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
     report = Report("x", str(tmp_path), quiet=True)
-    out = submission.write_submission(str(folder), rows, report)
+    out = glue_submission.write_submission(str(folder), rows, report)
     assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
     with zipfile.ZipFile(folder / "submission.zip") as z:
         assert z.namelist() == ["RTE.tsv"] and z.read("RTE.tsv").decode() == text
@@ -267,7 +271,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
         raise OSError("disk full")
     monkeypatch.setattr(zipfile.ZipFile, "write", broken)
     with pytest.raises(OSError):
-        submission.write_submission(str(folder), rows, report)
+        glue_submission.write_submission(str(folder), rows, report)
     assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
     assert (folder / "submission.zip").read_bytes() == before
 
@@ -289,10 +293,10 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
     logits, TASKS = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), glue_tasks.TASKS
-    assert submission.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert submission.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert submission.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert submission.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    assert glue_submission.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert glue_submission.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert glue_submission.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert glue_submission.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -339,7 +343,7 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
-    family = tasks.FAMILIES["rte"]("rte", 128)
+    family = task_families.FAMILIES["rte"]("rte", 128)
     pre = ft.new_model(family, tiny_bert_dir, "pretrained")
     rnd = ft.new_model(family, tiny_bert_dir, "random")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
@@ -430,7 +434,7 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 
 
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
-    family, final = tasks.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
+    family, final = task_families.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
     assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
     other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
@@ -438,8 +442,9 @@ def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, evals=30), "pretrained"),
                       (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), "random")):
         assert "0.8333" not in lines.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = lines.final_line("rte", tasks.FAMILIES["rte"]("rte", 128), Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30),
-                        {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
+    rte = lines.final_line("rte", task_families.FAMILIES["rte"]("rte", 128),
+                           Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30),
+                           {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte
 
@@ -471,7 +476,7 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
 def test_the_shared_glue_folder_runs_six_tasks():
     """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
     data = os.path.join(SHARED_DATA, "glue_data")
-    absent = {t: glue.missing_data(t, data) for t in glue_tasks.TASKS}
+    absent = {t: glue_row.missing_data(t, data) for t in glue_tasks.TASKS}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 

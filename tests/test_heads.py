@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_heads as heads
-from part4.devices import run_cli
+from part4.models.devices import run_cli
 
 
 def test_classifier_logits_and_loss_against_a_loop_and_cross_entropy():
@@ -199,7 +199,7 @@ def test_real_vocab_gives_the_articles_tokens_and_swag_shape(tmp_path):
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypatch):
-    from part4.files import write_atomic
+    from part4.output.results_files import write_atomic
     path = tmp_path / "x.json"
     write_atomic(str(path), "first")
     write_atomic(str(path), "second")
@@ -214,8 +214,8 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
 
 
 def test_device_and_precision_choices():
-    from part4.devices import autocast_dtype, pick_device
-    from part4.flags import Fatal
+    from part4.command_line.errors import Fatal
+    from part4.models.devices import autocast_dtype, pick_device
     cpu, mps = torch.device("cpu"), torch.device("mps")
     assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "auto", inference=True) is None
     assert autocast_dtype(mps, "auto") is None                       # no fp16 training without loss scaling

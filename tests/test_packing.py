@@ -1,4 +1,4 @@
-"""Padding-free steps (part4/packing.py): packed against padded on tiny models, every head family, then main()."""
+"""Padding-free steps (part4/run/packing.py): packed against padded on tiny models, every head family, then main()."""
 
 import copy
 import json
@@ -13,9 +13,11 @@ from test_finetune import write_sst2
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertTokenizer
 
 import bert_part4_finetune as ft
-from part4 import checkpoints, families, packing, readers, training
-from part4.batches import collate, epoch_batches, to_device
-from part4.devices import ALONE, has_fused_adamw
+from part4.data import readers
+from part4.data.batches import collate, epoch_batches, to_device
+from part4.models.devices import ALONE, has_fused_adamw
+from part4.run import checkpoint_files, packing, training_run
+from part4.tasks import families
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
@@ -226,7 +228,7 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     model = pair(model_class, kwargs, 0.1)[1].to(META)
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=1e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 2, 10))
-    run = checkpoints.Run(ALONE, META, None, None)
+    run = checkpoint_files.Run(ALONE, META, None, None)
     sent = to_device(packing.with_real_tokens(batch), META)
     assert torch.equal(packing.with_real_tokens(batch)["real_tokens"],
                        packing.Packing.of(batch["attention_mask"].view(-1, 13)).index)   # the index the step used to find
@@ -256,11 +258,11 @@ def test_the_attention_of_a_cuda_step_leaves_cudnn_out_and_the_cpu_as_it_is():
         seen.append(enabled())
         return batch["x"] + 1
     cuda = torch.device("cuda")
-    net = checkpoints.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=False)
+    net = checkpoint_files.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=False)
     assert net(x=1) == 2 and seen == [{"cudnn": False, "flash": True, "mem_efficient": True, "math": True}]
     assert enabled() == before
-    assert checkpoints.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=True) is model
-    assert checkpoints.Run(ALONE, CPU, None, None).wrap(model, cudnn_attention=False) is model
+    assert checkpoint_files.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=True) is model
+    assert checkpoint_files.Run(ALONE, CPU, None, None).wrap(model, cudnn_attention=False) is model
 
 
 def test_a_run_with_rounded_widths_is_the_run_without_dropout(tmp_path):
@@ -275,7 +277,7 @@ def test_a_run_with_rounded_widths_is_the_run_without_dropout(tmp_path):
     for way, extra in (("today", []), ("rounded", ["--pad-to-multiple-of", "8", "--cudnn-attention", "off"])):
         sent = []
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(training, "to_device", lambda batch, device: sent.append(batch["input_ids"].shape[1]) or batch)
+            patch.setattr(training_run, "to_device", lambda batch, device: sent.append(batch["input_ids"].shape[1]) or batch)
             assert ft.main([*argv, "--results-dir", str(tmp_path / way), *extra]) == 0
         out[way] = json.loads((tmp_path / way / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
         out[way + " log"] = (tmp_path / way / "part4_sst2_lr1e-3_bs8_ep1.log").read_text()

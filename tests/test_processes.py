@@ -15,10 +15,12 @@ from test_squad import squad_file
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4 import checkpoints, families, readers
-from part4.batches import collate
-from part4.devices import Processes, run_cli
-from part4.training import TrainingRun
+from part4.data import readers
+from part4.data.batches import collate
+from part4.models.devices import Processes, run_cli
+from part4.run import checkpoint_files
+from part4.run.training_run import TrainingRun
+from part4.tasks import families
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 
@@ -71,7 +73,7 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
-        rows, weight = checkpoints.shard(idx, Processes(rank=rank, world=world))
+        rows, weight = checkpoint_files.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
         (families.Classification.loss(model, collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx
@@ -258,8 +260,8 @@ def clocked(monkeypatch, kill_at=None):
     with kill_at, the run dies during that step (after its update, before anything after it). Returns the steps at
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
-    monkeypatch.setattr(checkpoints, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, checkpoints.Run.save
+    monkeypatch.setattr(checkpoint_files, "monotonic", lambda: now[0])
+    real_step, real_save = TrainingRun.after_step, checkpoint_files.Run.save
 
     def after_step(run, epoch, loss):
         now[0] += 1.0
@@ -271,7 +273,7 @@ def clocked(monkeypatch, kill_at=None):
         saved.append(state["step"])
         return real_save(run, model, opt, sched, state)
     monkeypatch.setattr(TrainingRun, "after_step", after_step)
-    monkeypatch.setattr(checkpoints.Run, "save", save)
+    monkeypatch.setattr(checkpoint_files.Run, "save", save)
     return saved
 
 
@@ -358,7 +360,7 @@ def test_the_step_reached_by_a_run_of_other_settings_is_not_this_runs(tiny_bert_
 
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(checkpoints.Run, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
+    monkeypatch.setattr(checkpoint_files.Run, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
     ft_steps = []
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
     assert "stopped by a signal to another process at step 30/" in capsys.readouterr().err

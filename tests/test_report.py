@@ -14,13 +14,15 @@ import pytest
 from conftest import ROOT
 
 import bert_part4_report as report
-from part4 import article, cli, experiments
-from part4.flags import Fatal
+from part4.command_line import fine_tune_parser
+from part4.command_line.errors import Fatal
+from part4.paper import article
+from part4.reproduction import experiments
 
 RESULTS = os.path.join(ROOT, "results")
 
 
-# all-MiniLM-L6-v2's model.safetensors, as a run on it records it (part4/model_folders.py's loaded_record)
+# all-MiniLM-L6-v2's model.safetensors, as a run on it records it (part4/models/folders.py's loaded_record)
 MINILM = {"sha256": {"model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"},
           "architecture": {"model_type": "bert", "layers": 6, "hidden": 384, "heads": 12, "vocab": 30522,
                            "parameters": 22713728}}
@@ -28,7 +30,7 @@ MINILM = {"sha256": {"model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6
 
 def weights_of(model):
     """The record of the weights a run on a model leaves: an article's checkpoint's as published (its sha256,
-    part4/article.py), a folder of all-MiniLM-L6-v2's as MiniLM's; these rules' tests take the records as given
+    part4/paper/article.py), a folder of all-MiniLM-L6-v2's as MiniLM's; these rules' tests take the records as given
     (tests/test_report_runs.py: the records the scripts write)."""
     hub_id = next((k for k in article.PUBLISHED if os.path.basename(model) == k.split("/")[-1]), None)
     if hub_id is None:
@@ -245,7 +247,7 @@ def parses(command):
     at = next(k for k, w in enumerate(words) if re.fullmatch(r"(.*/)?bert_part4_\w+\.py", w))
     name = os.path.basename(words[at])[:-3]
     module = importlib.import_module(name)
-    parse = ({"bert_part4_finetune": cli.parse}.get(name)           # the fine-tuning's command line: part4/cli.py
+    parse = ({"bert_part4_finetune": fine_tune_parser.parse}.get(name)   # the fine-tuning's command line
              or getattr(module, "parse_args", None) or module.build_parser().parse_args)
     return parse(words[at + 1:])
 

@@ -23,8 +23,8 @@ import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_report as report
 import bert_part4_squad as sq
-from part4 import article
-from part4.flags import Fatal
+from part4.command_line.errors import Fatal
+from part4.paper import article
 
 SCRIPTS = {"heads": heads, "math": bm, "squad": sq, "finetune": ft}
 GLUE = ["--batch-size", "8", "--epochs", "1", "--device", "cpu"]
@@ -80,7 +80,7 @@ def results_files(folder):
 
 
 def expected(data):
-    """The entries a results file must give, from part4/article.py and the file's own record (not the report's code):
+    """The entries a results file must give, from part4/paper/article.py and the file's own record (not the report's code):
     its script's entries, those of the parts its command ran, those of its task and learning rate."""
     script = os.path.basename(data["run"]["argv"][0])
     only = (data["run"]["config"] or {}).get("only")
@@ -467,7 +467,7 @@ def test_a_results_file_without_the_record_of_its_weights_is_never_the_articles(
 def test_a_stand_in_says_so_on_every_number_that_needs_a_model(tiny_qa_dir, tmp_path, monkeypatch, capsys):
     """A folder with part4_stand_in.json under the SQuAD v1.1 id: the run records what it is, and the report shows every
     number of its runs that needs a model as another model (stand-in), with that line; a count needs none."""
-    from part4.files import STAND_IN
+    from part4.output.results_files import STAND_IN
     folder = named(tiny_qa_dir, tmp_path / "mirror" / article.SQUAD_V1)
     what = "stand-in: all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1"
     (folder / STAND_IN).write_text(json.dumps({"stand_in_for": article.SQUAD_V1, "what": what}))

@@ -21,8 +21,9 @@ from transformers import BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_report as report
 import bert_part4_reproduce as reproduce
-from part4 import article, experiments
-from part4.flags import Fatal
+from part4.command_line.errors import Fatal
+from part4.paper import article
+from part4.reproduction import experiments
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")

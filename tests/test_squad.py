@@ -13,8 +13,9 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4 import families, recipe, spans, squad_metric
-from part4.devices import run_cli
+from part4.models.devices import run_cli
+from part4.paper import recipe
+from part4.tasks import families, squad_metric, squad_spans
 
 # --- span search ---
 
@@ -39,7 +40,7 @@ def random_batch(seed, B=6, L=40):
 @pytest.mark.parametrize("seed", range(5))
 def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
     start, end, passage = random_batch(seed)
-    val, i, j = spans.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
+    val, i, j = squad_spans.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
     for b in range(start.shape[0]):
         s, bi, bj = brute_force(start[b], end[b], passage[b], 7)
         assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx((s, bi, bj), abs=1e-6)
@@ -51,7 +52,7 @@ def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
 def test_best_spans_with_every_start_and_end_equals_the_articles_best_span(seed):
     start, end, passage = random_batch(seed)
     for max_answer in (7, 30):
-        val, i, j = spans.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
+        val, i, j = squad_spans.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
         for b in range(start.shape[0]):
             s, bi, bj = sq.best_span(start[b], end[b], passage[b].nonzero().flatten().tolist(), max_answer)
             assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == (s.item(), bi, bj)
@@ -62,7 +63,7 @@ def test_the_articles_toy_best_span_is_2_3_not_the_largest_cell():
     assert np.unravel_index(score.argmax(), score.shape) == (2, 0) and score[2, 0] == pytest.approx(5.8)
     assert sq.best_span(TOY_START, TOY_END, range(4)) == (4.5, 2, 3)
     for n_best in (2, 4):                                          # the comment above best_spans: n_best 2 finds it too
-        val, i, j = spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
+        val, i, j = squad_spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
                                   n_best=n_best, max_answer=30)
         assert (val.item(), i.item(), j.item()) == (4.5, 2, 3)
 
@@ -72,7 +73,7 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
     """As run_squad.py: the 5 best starts and ends of the whole window, then only pairs in the passage."""
     start, end, passage = random_batch(seed)
     start[:, -3:], end[:, -3:] = float("-inf"), float("-inf")      # padding, as score_windows hands it over
-    val, i, j = spans.best_spans(start, end, passage, n_best=5, max_answer=30)
+    val, i, j = squad_spans.best_spans(start, end, passage, n_best=5, max_answer=30)
     for b in range(start.shape[0]):
         s_top = set(start[b, :-3].topk(5).indices.tolist())
         e_top = set(end[b, :-3].topk(5).indices.tolist())
@@ -88,9 +89,9 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
 
 def test_a_window_without_a_valid_span_scores_minus_infinity():
     start, end = torch.tensor([[0.0, 5.0, 1.0]]), torch.tensor([[0.0, 1.0, 5.0]])
-    val, _, _ = spans.best_spans(start, end, torch.tensor([[False, False, False]]), n_best=20, max_answer=30)
+    val, _, _ = squad_spans.best_spans(start, end, torch.tensor([[False, False, False]]), n_best=20, max_answer=30)
     assert val[0, 0] == float("-inf")
-    assert spans.null_score(start, end).tolist() == [0.0]
+    assert squad_spans.null_score(start, end).tolist() == [0.0]
 
 
 # --- windows, padding, and the best span over all windows of a question ---
@@ -108,7 +109,7 @@ def tiny_qa(tmp_path_factory):
 def test_consecutive_windows_share_exactly_stride_passage_tokens(tiny_qa):
     _, _, tok = tiny_qa
     ex = [{"question": "Where was Ada born?", "context": LONG}]
-    windows = spans.make_windows(tok, ex, max_len=32, stride=8)
+    windows = squad_spans.make_windows(tok, ex, max_len=32, stride=8)
     assert len(windows) > 3 and all(w["example"] == 0 for w in windows)
     passages = [[tuple(o) for o, p in zip(w["offsets"], w["passage"]) if p] for w in windows]
     for a, b in zip(passages, passages[1:]):
@@ -120,19 +121,19 @@ def test_the_coverage_check_finds_windows_that_stop_short_of_the_passage(tiny_qa
     _, _, tok = tiny_qa
     examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born in 1815."},
                 {"question": "Who?", "context": LONG}]
-    windows = spans.make_windows(tok, examples, max_len=32, stride=8)
-    assert spans.uncovered_questions(tok, examples, windows) == []
+    windows = squad_spans.make_windows(tok, examples, max_len=32, stride=8)
+    assert squad_spans.uncovered_questions(tok, examples, windows) == []
     last = max(k for k, w in enumerate(windows) if w["example"] == 0)
     dropped = windows[:last] + windows[last + 1:]                       # question 0 loses its last window
-    assert spans.uncovered_questions(tok, examples, dropped) == [0]
+    assert squad_spans.uncovered_questions(tok, examples, dropped) == [0]
     cut = [dict(w) for w in windows]                                   # question 2's last window ends one token early
     last2 = max(k for k, w in enumerate(cut) if w["example"] == 2)
     end = max(t for t, p in enumerate(cut[last2]["passage"]) if p)
     cut[last2]["passage"] = [p and t != end for t, p in enumerate(cut[last2]["passage"])]
-    assert spans.uncovered_questions(tok, examples, cut) == [2]
-    line = spans.coverage_line(1, 3)
+    assert squad_spans.uncovered_questions(tok, examples, cut) == [2]
+    line = squad_spans.coverage_line(1, 3)
     assert "the windows of 1 of 3 questions stop before the end of their passage" in line and "tokenizers " in line
-    assert spans.coverage_line(0, 3) == ""
+    assert squad_spans.coverage_line(0, 3) == ""
 
 
 def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeypatch):
@@ -141,17 +142,17 @@ def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeyp
     for training and search."""
     _, model, tok = tiny_qa
     examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born."}]
-    windows = spans.make_windows(tok, examples, max_len=40, stride=10)
+    windows = squad_spans.make_windows(tok, examples, max_len=40, stride=10)
     seen = []
-    real = spans.best_spans
+    real = squad_spans.best_spans
 
     def spy(start, end, passage, n_best, max_answer, top=1):
         seen.append((passage, start, end))
         return real(start, end, passage, n_best=n_best, max_answer=max_answer, top=top)
-    monkeypatch.setattr(spans, "best_spans", spy)
+    monkeypatch.setattr(squad_spans, "best_spans", spy)
     calls = []
     monkeypatch.setattr(model, "forward", lambda **inputs: calls.append(inputs) or type(model).forward(model, **inputs))
-    spans.score_windows(model, windows, spans.SpanSearch(batch_size=3, n_best=20, max_answer=30), torch.device("cpu"))
+    squad_spans.score_windows(model, windows, squad_spans.SpanSearch(batch_size=3, n_best=20, max_answer=30), torch.device("cpu"))
     order = sorted(range(len(windows)), key=lambda w: len(windows[w]["input_ids"]))
     assert len(calls) == len(seen) == -(-len(windows) // 3)
     for k, (inputs, (passage, start, end)) in enumerate(zip(calls, seen)):
@@ -172,9 +173,9 @@ def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
     _, model, tok = tiny_qa
     examples = [{"question": q, "context": c, "golds": ["x"]} for q, c in [
         ("Where was Ada born?", LONG), ("Who designed the machine?", LONG[40:]), ("When?", "Ada was born in 1815.")]]
-    search = spans.SpanSearch(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30)
-    answers, timing = spans.predict(model, tok, examples, search, device=torch.device("cpu"))
-    windows = spans.make_windows(tok, examples, 40, 10)
+    search = squad_spans.SpanSearch(max_len=40, stride=10, batch_size=3, n_best=64, max_answer=30)
+    answers, timing = squad_spans.predict(model, tok, examples, search, device=torch.device("cpu"))
+    windows = squad_spans.make_windows(tok, examples, 40, 10)
     assert timing["windows"] == len(windows) > len(examples)
     for q, ex in enumerate(examples):
         best, text, s_null = (float("-inf"),), "", float("inf")
@@ -194,7 +195,7 @@ def test_predict_equals_an_unbatched_brute_force_over_all_windows(tiny_qa):
 def test_offsets_give_the_original_text_of_non_ascii_contexts(tiny_qa):
     _, _, tok = tiny_qa
     context = "Zürich café — naïve Ångström 東京 résumé"
-    w = spans.make_windows(tok, [{"question": "Where?", "context": context}], 64, 16)[0]
+    w = squad_spans.make_windows(tok, [{"question": "Where?", "context": context}], 64, 16)[0]
     pieces = [context[a:b] for (a, b), p in zip(w["offsets"], w["passage"]) if p]
     words = context.split()
     first = [k for k, p in enumerate(w["passage"]) if p][0]
@@ -248,7 +249,7 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
     em_ans, f1_ans = map(np.array, zip(*(squad_metric.question_scores(t, g, "2.0") for t, g in zip(texts, golds))))
     null = np.array([float(not g) for g in golds])
     taus = [-2.0, -0.5, 0.0, 1.25, 4.0]
-    rows = spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, em_f1_null=null, taus=taus)   # s_hat = diff, s_null = 0
+    rows = squad_spans.tau_sweep(diff, np.zeros(len(diff)), em_ans, f1_ans, em_f1_null=null, taus=taus)  # s_hat=diff, s_null=0
     for tau, row in zip(taus, rows):
         preds = [t if d > tau else "" for t, d in zip(texts, diff)]
         scores = [squad_metric.question_scores(p, g, "2.0") for p, g in zip(preds, golds)]
@@ -262,7 +263,7 @@ def test_exact_best_threshold_is_the_best_of_every_official_threshold(seed):
     golds, texts, diff = random_v2(seed)
     f1_ans = np.array([squad_metric.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
     has = np.array([bool(g) for g in golds])
-    got = spans.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
+    got = squad_spans.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
     na_prob = -diff   # evaluate-v2.0.py: answered iff na_prob <= threshold
     brute = [(100 * np.mean(np.where(na_prob <= t, f1_ans, (~has).astype(float))), t) for t in [-np.inf, *sorted(na_prob)]]
     best = max(s for s, _ in brute)
@@ -301,7 +302,7 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     assert sq.main(argv) == 0
     r = json.loads((out / "part4_squad.json").read_text())
     preds1 = json.loads((out / "squad_v1_predictions.json").read_text())
-    examples1 = spans.read_squad_json(v1, "1.1", "--v1-data")
+    examples1 = squad_spans.read_squad_json(v1, "1.1", "--v1-data")
     assert r["v1_dev"]["n"] == len(preds1) == 3 and r["v1_dev"]["windows"] > 3
     em, f1 = zip(*(squad_metric.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
     assert r["v1_dev"]["em"] == pytest.approx(100 * np.mean(em)) and r["v1_dev"]["f1"] == pytest.approx(100 * np.mean(f1))
@@ -372,8 +373,8 @@ def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys
 
 @needs_shared_data
 def test_the_real_dev_files_read_with_their_counts():
-    v1 = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
-    v2 = spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
+    v1 = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
+    v2 = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
     assert len(v1) == 10570 and len(v2) == 11873
     assert sum(not ex["golds"] for ex in v2) == 5945
     assert v1[0]["question"] == "Which NFL team represented the AFC at Super Bowl 50?"
@@ -382,16 +383,16 @@ def test_the_real_dev_files_read_with_their_counts():
 def test_hub_rows_are_read_like_the_official_files(monkeypatch):
     rows = [{"id": "a", "question": "Q?", "context": "ctx", "answers": {"text": ["x", "y"], "answer_start": [0, 1]}},
             {"id": "b", "question": "Q2?", "context": "ctx", "answers": {"text": [], "answer_start": []}}]
-    monkeypatch.setattr(spans, "load_hub_dataset",
+    monkeypatch.setattr(squad_spans, "load_hub_dataset",
                         lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
-    ex = spans.read_squad(None, "2.0", "--v2-data")
+    ex = squad_spans.read_squad(None, "2.0", "--v2-data")
     assert [(e["id"], e["golds"], e["impossible"]) for e in ex] == [("a", ["x", "y"], False), ("b", [], True)]
 
 
 def test_the_tau_grid_never_passes_tau_max():
-    assert spans.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
-    assert spans.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
-    assert spans.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(spans.tau_grid(0.1, 1.0, 0.3)) == 4
+    assert squad_spans.tau_grid(-6, 6, 0.25).tolist() == [-6 + 0.25 * k for k in range(49)]
+    assert squad_spans.tau_grid(-6, 5.9, 0.25)[-1] == 5.75                     # 48 steps would end at 6.0, past 5.9
+    assert squad_spans.tau_grid(0.1, 1.0, 0.3)[-1] == pytest.approx(1.0) and len(squad_spans.tau_grid(0.1, 1.0, 0.3)) == 4
 
 
 def number_literals(path, values):
@@ -402,13 +403,13 @@ def number_literals(path, values):
 
 def test_the_span_search_settings_have_one_home():
     """run_squad.py's windows of 384 tokens overlapping by 128, its 20 best starts and ends and answers of at most 30
-    tokens, and 64 windows a forward pass are defined once, in the recipe (part4/recipe.py, which the command lines read
+    tokens, and 64 windows a forward pass are defined once, in the recipe (part4/paper/recipe.py, which the command lines read
     without torch); the SQuAD script's defaults, SpanSearch's, the fine-tuning's evaluation and the math script read
     them from there."""
     assert (recipe.MAX_LEN, recipe.STRIDE, recipe.N_BEST, recipe.MAX_ANSWER, recipe.SPAN_BATCH_SIZE) == (384, 128, 20, 30, 64)
     args = sq.parse_args([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
-    assert spans.SpanSearch() == spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
+    assert squad_spans.SpanSearch() == squad_spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
     assert families.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "spans.py"), values) == []

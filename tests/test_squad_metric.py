@@ -1,4 +1,4 @@
-"""part4/squad_metric.py: SQuAD's official metric alone, without torch: the scores of a hand-worked dev file, the
+"""part4/tasks/squad_metric.py: SQuAD's official metric alone, without torch: the scores of a hand-worked dev file, the
 no-answer threshold against every threshold tried, and the command line on the prediction files bert_part4_squad.py
 wrote, equal to the scores in that run's results."""
 
@@ -13,8 +13,8 @@ from conftest import ROOT, SHARED_DATA, needs_shared_data
 from test_squad import random_v2, squad_file
 
 import bert_part4_squad as sq
-from part4 import spans
-from part4 import squad_metric as metric
+from part4.tasks import squad_metric as metric
+from part4.tasks import squad_spans
 
 
 def write(path, obj):
@@ -46,7 +46,7 @@ def first_questions(path, n, out):
 
 
 def command_line(*argv):
-    out = subprocess.run([sys.executable, "-m", "part4.squad_metric", *argv], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "part4.tasks.squad_metric", *argv], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -100,7 +100,7 @@ def test_a_v1_dev_file_scored_by_hand_an_unanswered_question_scores_0(tmp_path, 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search_agrees(seed):
     """Brute force: every threshold on the odds (answer iff odds <= threshold), the first of the best; the span
-    search's array form (part4/spans.py's exact_best_threshold) finds the same threshold and score."""
+    search's array form (part4/tasks/squad_spans.py's exact_best_threshold) finds the same threshold and score."""
     golds, texts, diff = random_v2(seed)
     texts = [t if k % 5 else "" for k, t in enumerate(texts)]            # some empty predictions
     ids = [f"q{k}" for k in range(len(texts))]
@@ -116,7 +116,7 @@ def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search
     top = max(total for total, _ in tried)
     first = next(t for total, t in tried if total >= top - 1e-9)
     assert best == pytest.approx(100 * top / len(ids)) and threshold == (0.0 if first == -np.inf else first)
-    array = spans.exact_best_threshold(np.asarray(diff), np.array([f1[q] for q in ids]), np.array([has[q] for q in ids]),
+    array = squad_spans.exact_best_threshold(np.asarray(diff), np.array([f1[q] for q in ids]), np.array([has[q] for q in ids]),
                                        np.array([bool(t) for t in texts]))
     assert array["f1"] == pytest.approx(best) and array["threshold"] == threshold
 
@@ -144,7 +144,7 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys):
 
 def test_the_metric_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", "import sys; from part4 import squad_metric; print(sorted(m for m in "
-                          "('torch', 'transformers', 'tokenizers', 'numpy', 'part4.devices', 'part4.runs') if m in "
+                          "('torch', 'transformers', 'tokenizers', 'numpy', 'part4.models.devices', 'part4.run.records') if m in "
                           "sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
 

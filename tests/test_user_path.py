@@ -16,10 +16,12 @@ from conftest import ROOT
 from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
-from part4 import checkpoints, glue_tasks, lines, runs, tasks
-from part4.devices import ALONE, run_cli
-from part4.log import Report
-from part4.runs import Job
+from part4.models.devices import ALONE, run_cli
+from part4.output import lines
+from part4.output.log import Report
+from part4.run import checkpoint_files, records
+from part4.run.records import Job
+from part4.tasks import glue_tasks, task_families
 
 
 @pytest.fixture(scope="module")
@@ -176,12 +178,12 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     path = str(tmp_path / "x.checkpoint")
-    saving = checkpoints.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
+    saving = checkpoint_files.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
     saving.add_loss(torch.tensor(0.5))
     saving.add_loss(torch.tensor(0.25))
     saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
     meta = torch.device("meta")
-    run = checkpoints.Run(ALONE, meta, path, {"task": "t"})
+    run = checkpoint_files.Run(ALONE, meta, path, {"task": "t"})
     state = run.resume(model, opt, sched)
     assert state["step"] == 2 and [x.device for x in run.losses] == [meta, meta]
     run.add_loss(torch.tensor(0.125, device=meta))
@@ -193,7 +195,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
     """grid() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
-    family = tasks.FAMILIES["sst2"]("sst2", 128)
+    family = task_families.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
@@ -213,22 +215,24 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert runs.best_seen(curve, tasks.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert records.best_seen(curve, task_families.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert runs.best_seen(stsb, tasks.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert records.best_seen(stsb, task_families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module, script", [("glue", "bert_part4_finetune.py glue"), ("tasks", "bert_part4_finetune.py"),
-                                            ("runs", "bert_part4_finetune.py"), ("devices", "bert_part4_"),
-                                            ("cli", "bert_part4_finetune.py"), ("settings", "bert_part4_finetune.py"),
-                                            ("recipe", "bert_part4_finetune.py"), ("plan", "bert_part4_finetune.py"),
-                                            ("lines", "bert_part4_finetune.py"), ("flags", "bert_part4_")])
+@pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_families",
+                                            "bert_part4_finetune.py"), ("run.records", "bert_part4_finetune.py"),
+                                            ("models.devices", "bert_part4_"), ("command_line.fine_tune_parser",
+                                            "bert_part4_finetune.py"), ("command_line.fine_tune_settings",
+                                            "bert_part4_finetune.py"), ("paper.recipe", "bert_part4_finetune.py"),
+                                            ("run.plan", "bert_part4_finetune.py"), ("output.lines",
+                                            "bert_part4_finetune.py"), ("command_line.errors", "bert_part4_")])
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.count("\n") == 1 and f"part4/{module}.py is a module" in p.stderr and script in p.stderr
+    assert p.stderr.count("\n") == 1 and f"part4/{module.replace('.', '/')}.py is a module" in p.stderr and script in p.stderr
 
 
 def test_runs_found_done_are_reported_in_their_turn(tiny_bert_dir, two_tasks, tmp_path, capsys):

@@ -1,0 +1,8 @@
+"""The command line and its settings, without torch (so that --help and a refused flag answer at once):
+
+    errors               the one-line errors every script speaks (Fatal, Stopped), run_main, preflight, not_a_script
+    declarations         a setting declared once (flag, type, default, help, range, where recorded), and what is made
+                         from the declarations: the parser's arguments, the checks, the values, the recorded settings
+    fine_tune_settings   bert_part4_finetune.py's Settings, each declared once; the command as a results file records it
+    fine_tune_parser     bert_part4_finetune.py's command line: the parser, the checks across flags, Settings made once
+    script_settings      the command lines of the heads, SQuAD and math scripts"""

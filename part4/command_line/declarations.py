@@ -1,0 +1,217 @@
+"""A setting declared once, without torch: its flag, type, default, help, range or choices and where a results file
+records it (setting), and what is made from a dataclass of such declarations: the parser's arguments, the checks of
+what is given, the values, the recorded settings and their defaults; the parser whose usage mistakes are one line,
+the flags every script takes, durations (90s, 10m, 1h), the check of numbers that must be positive."""
+
+import argparse
+import re
+import sys
+from dataclasses import MISSING, dataclass, field, fields
+
+from part4.command_line.errors import Fatal, not_a_script
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (and exit code 2) like every other bad input."""
+
+    def error(self, message):
+        raise Fatal(f"{message} (see --help)")
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self.dashed_values_joined(sys.argv[1:] if args is None else args), namespace)
+
+    def dashed_values_joined(self, args):
+        """'--checkpoint-every -5m' as '--checkpoint-every=-5m': a word that starts with a dash after a flag that
+        takes a value is that value, unless it is one of the flags (argparse would take it for a flag it does not know
+        and say "expected one argument", not what is wrong with the value)."""
+        takes_value = {s for a in self._actions if a.option_strings and a.nargs is None for s in a.option_strings}
+        out = []
+        for word in args:
+            if out and out[-1] in takes_value and word.startswith("-") and word != "--" \
+                    and word.split("=")[0] not in self._option_string_actions:
+                out[-1] = f"{out[-1]}={word}"
+            else:
+                out.append(word)
+        return out
+
+
+COMMON_FLAGS = {      # the flags every script takes: {name: (default, help)}
+    "device": ("auto", "auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)"),
+    "results_dir": ("results", "where the logs, JSON and plots go (default: results/)"),
+}
+
+
+def add_common_flags(parser):
+    for name, (default, text) in COMMON_FLAGS.items():
+        parser.add_argument(flag_name(name), default=default, help=text)
+
+
+def check_positive(values):
+    """{flag: value}: each that is given must be a positive number."""
+    for flag, value in values.items():
+        if value is not None and value <= 0:
+            raise Fatal(f"{flag} {value}: must be positive")
+
+
+# --- A setting declared once: its flag, type, default, help, range or choices, and where it is recorded ---
+
+@dataclass(frozen=True)
+class Range:
+    """Where a number must lie: at least low (above it, when low_open), below high."""
+    low: float = None
+    high: float = None
+    low_open: bool = False
+
+    def __call__(self, value):
+        """None when value lies in the range, else what it must be."""
+        if (self.low is None or value > self.low or (value == self.low and not self.low_open)) and \
+                (self.high is None or value < self.high):
+            return None
+        if self.high is not None:
+            return f"must be in {'(' if self.low_open else '['}{self.low}, {self.high})"
+        return "must be positive" if self.low == 0 and self.low_open else f"must be at least {self.low}"
+
+
+POSITIVE = Range(low=0, low_open=True)
+
+
+DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+def duration(text):
+    """A length of wall time as a flag gives it ('90s', '10m', '1.5h', '1h30m'; a bare number is seconds), in seconds:
+    what argparse reads such a flag as. A word that is not one is refused in one line; a sign is read ('-5m' is
+    -300), so that the setting's range says what a duration of zero or less is."""
+    number, given = r"(?:\d+(?:\.\d*)?|\.\d+)", str(text).strip().lower()
+    sign = -1.0 if given.startswith("-") else 1.0
+    body = given[1:].strip() if given[:1] in "+-" else given
+    if re.fullmatch(number, body):
+        return sign * float(body)
+    if not re.fullmatch(rf"(?:{number}\s*[hms]\s*)+", body):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 90s, 10m, 1h, 1h30m)")
+    return sign * sum(float(v) * DURATION_UNITS[unit] for v, unit in re.findall(rf"({number})\s*([hms])", body))
+
+
+def shown_duration(seconds):
+    """600.0 -> '10m', 90.0 -> '90s', 7200.0 -> '2h', 0.25 -> '0.25s': a duration as a flag gives it, in the largest
+    unit that holds it whole."""
+    unit = next(u for u, size in DURATION_UNITS.items() if seconds % size == 0 and abs(seconds) >= size or u == "s")
+    return f"{seconds / DURATION_UNITS[unit]:g}{unit}"
+
+
+RUN, TABLE = "run", "table"     # where a results file records a setting: with each run's settings, with a table's
+
+
+DECLARATION = {           # what a setting's declaration may say beside its default and help, and what it says if not
+    "flag": True,         # its flag: --<name with dashes> (True), another ("--glue-submission"), "positional", "optional
+    #                       positional" (a positional argument that may be left out), or None (set by the command itself)
+    "type": None,         # what the flag's text is read as (None: the field's own type, int, float or str)
+    "choices": None,      # the values it may take, or {word: value}: the flag's words and what they stand for
+    "check": None,        # a function of a given value: None when it may be, else what it must be (a Range)
+    "recipe": False,      # its default is the recipe's for the task (part4/paper/recipe.py), not the declared one
+    "record": (),         # where a results file records it: RUN (what decides a run's numbers: a result or checkpoint of
+    #                       other settings is never reused), TABLE (what decides a table's)
+    "unless_default": (),  # the places of record where it is recorded only when it is not its default
+    "path": False,        # a local path, recorded portably
+    "cuts": False,        # a run cut by it is not the paper's (its log and table say so)
+    "metavar": None,      # the flag's value as --help names it
+}
+
+
+def setting(default=None, *, help, **declared):
+    """One field of a command's settings, declared once (as Hugging Face's TrainingArguments declares its fields):
+    its default (when the flag is not given), the help --help prints, and what DECLARATION lists.
+
+    A setting added later must default to what the command did before it existed: results recorded without it
+    then read as that default (recorded_defaults) and stay valid; recorded unless_default, a result at the default
+    is written as before it existed."""
+    unknown = sorted(set(declared) - set(DECLARATION))
+    if unknown:
+        raise TypeError(f"setting() does not declare {', '.join(unknown)}: it declares {', '.join(DECLARATION)}")
+    return field(default=default, metadata={"help": help, **DECLARATION, **declared})
+
+
+def flag_name(name):
+    """results_dir -> --results-dir"""
+    return "--" + name.replace("_", "-")
+
+
+def declared(settings_class):
+    """The fields of a settings dataclass that are set from the command line, in their order."""
+    return [f for f in fields(settings_class) if f.metadata.get("flag") is not None]
+
+
+def dest(f):
+    """The name the parser keeps a field's flag under (the flag's name: --group-by-length -> group_by_length)."""
+    flag = f.metadata["flag"]
+    return flag[2:].replace("-", "_") if isinstance(flag, str) and flag.startswith("--") else f.name
+
+
+def add_settings(parser, settings_class):
+    """One argument per declared field, in their order. Every default is None, so that a flag not given is told
+    from one given with its default value; the declaration's default is applied after (given_or_default)."""
+    for f in declared(settings_class):
+        m, kind = f.metadata, f.metadata["flag"]
+        words = m["choices"]
+        options = {"help": m["help"], "type": m["type"] or (f.type if f.type in (int, float) else str),
+                   "choices": list(words) if words is not None else None, "metavar": m["metavar"]}
+        if kind == "positional":
+            parser.add_argument(f.name, **options)
+        elif kind == "optional positional":
+            parser.add_argument(f.name, nargs="?", **options)
+        else:
+            parser.add_argument(kind if isinstance(kind, str) else flag_name(f.name), dest=dest(f), **options)
+
+
+def check_given(given, settings_class):
+    """Every flag given ({name: value as parsed, None where not given}) checked against its declaration's check,
+    refused in one line: '--batch-size 0: must be positive' (a positional argument by its name: 'lr 200000.0: ...')."""
+    for f in declared(settings_class):
+        value, check = given[dest(f)], f.metadata["check"]
+        if value is not None and check is not None and check(value) is not None:
+            shown = shown_duration(value) if f.metadata["type"] is duration else value
+            name = f.name if str(f.metadata["flag"]).endswith("positional") else flag_name(dest(f))
+            raise Fatal(f"{name} {shown}: {check(value)}")
+
+
+def given_or_default(given, settings_class, recipe):
+    """{field: value} of every declared field: its flag as given ({name: value as parsed, None where not given}; a
+    word as the value it stands for), else its declared default (the recipe's, where the declaration says so)."""
+    values = {}
+    for f in declared(settings_class):
+        value, words = given[dest(f)], f.metadata["choices"]
+        if value is None:
+            values[f.name] = getattr(recipe, f.name) if f.metadata["recipe"] else f.default
+        else:
+            values[f.name] = words[value] if isinstance(words, dict) else value
+    return values
+
+
+def recorded_value(f, value, path=None):
+    """A value as a results file records it: a word for the value it stands for, a path as path() writes it."""
+    words = f.metadata["choices"]
+    if isinstance(words, dict):
+        return {v: k for k, v in words.items()}[value]
+    return path(value) if f.metadata["path"] and path is not None else value
+
+
+def recorded(settings, place, path=None):
+    """{name: value} of the settings declared as recorded in place (RUN or TABLE), each under its flag's name, a word
+    for the value it stands for (group_by_length "auto"), a path as path() writes it; one recorded there unless
+    default is left out at its default."""
+    return {dest(f): recorded_value(f, getattr(settings, f.name), path) for f in fields(settings)
+            if place in f.metadata.get("record", ())
+            and not (place in f.metadata["unless_default"] and getattr(settings, f.name) == f.default)}
+
+
+def recorded_defaults(settings_class, place):
+    """{name: its declared default as recorded} of the settings recorded in place whose default is not the recipe's:
+    what a results file that does not record one of them (written before it was declared) ran with. A setting
+    recorded there only when it is not its default is left out: absent is how its default is written."""
+    return {dest(f): recorded_value(f, f.default) for f in fields(settings_class)
+            if place in f.metadata.get("record", ()) and place not in f.metadata["unless_default"]
+            and not f.metadata["recipe"] and f.default is not MISSING}
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/command_line/declarations.py"))

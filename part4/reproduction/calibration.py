@@ -1,0 +1,188 @@
+"""The calibration: each unit of work an experiment does (part4/reproduction/experiments.py's Work) measured on this device, with
+the experiment's own model at its own shapes, a few timed repeats each: a script's process starting, a model loaded,
+a training step, a forward pass; and the length of a task's rows, as its batches pad them. What is measured goes
+into the cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is named with why."""
+
+import csv
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import transformers
+from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
+
+from part4.output.results_files import read_json, write_atomic
+from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
+from part4.reproduction.experiments import Work, length_key, work_key
+
+REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
+ROWS = 8                 # rows of a measured step or forward pass, scaled to the experiment's batch: a row's share
+                         # of a bigger batch is about the same on a CPU (a GPU's is smaller: an upper bound there)
+SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
+HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
+
+
+def resolved(device):
+    """--device auto as the scripts resolve it: CUDA, then Apple MPS, then the CPU."""
+    if device != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+
+
+def timed(step, device):
+    """The median seconds of REPEATS calls of step(), after one untimed (a busy machine's outlier left out)."""
+    step()
+    seconds = []
+    for _ in range(REPEATS):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def process_start():
+    """A script's process starting: python, torch and transformers imported."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, transformers.models.bert"], check=True)
+    return time.perf_counter() - start
+
+
+def load(model, head, device):
+    """(the model with its head, its tokenizer, the seconds they took to load the second time: the first pays for
+    the library's first use in this process, which a script's start already counts)."""
+    kw = {"num_labels": 2} if head == "classifier" else {}
+    HEADS[head].from_pretrained(model, **kw)
+    start = time.perf_counter()
+    net = HEADS[head].from_pretrained(model, **kw).to(device)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return net, tokenizer, time.perf_counter() - start
+
+
+def text_rows(path, columns):
+    """The texts of a task's rows: GLUE's TSV columns, or a SQuAD JSON's (question, passage) pairs."""
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            return [[q["question"], p["context"]] for a in json.load(f)["data"] for p in a["paragraphs"] for q in p["qas"]]
+    with open(path, encoding="utf-8", newline="") as f:
+        return [[r.get(c) or "" for c in columns] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+
+def text_length(tokenizer, path, columns, batch, padded):
+    """Over SAMPLED_BATCHES batches of `batch` rows drawn from the file (seed 0), each row cut as the fine-tune cuts
+    it (GLUE: 128 tokens; SQuAD: a window of 384, the passage cut): padded, the mean length of a batch padded to its
+    longest row (an evaluation's batches); else the mean length of a row (a padding-free training step computes all
+    but attention on the real tokens)."""
+    rows = text_rows(path, columns)
+    squad = path.endswith(".json")
+    max_len = MAX_LEN if squad else GLUE_RECIPE.max_len
+    rng, lengths = random.Random(0), []
+    for _ in range(SAMPLED_BATCHES):
+        texts = rng.sample(rows, min(batch, len(rows)))
+        encoded = tokenizer(*zip(*texts), truncation="only_second" if squad else True, max_length=max_len)["input_ids"]
+        lengths += [max(len(ids) for ids in encoded)] if padded else [len(ids) for ids in encoded]
+    return round(sum(lengths) / len(lengths))
+
+
+def random_batch(net, rows, length, device):
+    torch.manual_seed(0)
+    ids = torch.randint(0, net.config.vocab_size, (rows, length), device=device)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def train_step_seconds(net, batch, length, device):
+    """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
+    span head's start and end) forward and back (bf16 autocast on CUDA), timed on ROWS rows (at most) and scaled to the
+    batch, then AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts'
+    default --fused-adamw on)."""
+    net.train()
+    rows = min(batch, ROWS)
+    inputs = random_batch(net, rows, length, device)
+    labels = torch.zeros(rows, dtype=torch.long, device=device)
+    try:
+        optimiser = torch.optim.AdamW(net.parameters(), lr=2e-5, fused=True)
+    except RuntimeError:
+        optimiser = torch.optim.AdamW(net.parameters(), lr=2e-5)
+
+    def forward_backward():
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            out = net(**inputs)
+        heads = [out.logits] if "logits" in out else [out.start_logits, out.end_logits]
+        sum(torch.nn.functional.cross_entropy(logits.float(), labels) for logits in heads).backward()
+
+    def update():
+        optimiser.step()
+        optimiser.zero_grad(set_to_none=False)
+
+    return timed(forward_backward, device) * batch / rows + timed(update, device)
+
+
+def forward_seconds(net, length, device):
+    """One row's share of a forward pass (bf16 autocast on CUDA) of ROWS rows of `length` tokens."""
+    net.eval()
+    inputs = random_batch(net, ROWS, length, device)
+
+    def step():
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            net(**inputs)
+
+    return timed(step, device) / ROWS
+
+
+def one_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def calibrate(works, device, cache, say):
+    """Measure every unit of works not in the cache, into the cache; {model: why} for the models that could not be
+    loaded (their units stay unmeasured). say(line): one line per model measured."""
+    device, problems = resolved(device), {}
+    transformers.logging.set_verbosity_error()           # a new head on an encoder is expected here
+    transformers.logging.disable_progress_bar()
+    if any(w.kind == "start" for w in works) and "start" not in cache:
+        cache["start"] = process_start()
+    for model, head in dict.fromkeys((w.model, w.head) for w in works if w.kind != "start"):
+        todo = [w for w in works if (w.model, w.head) == (model, head) and work_key(w, cache) not in cache]
+        if not todo:
+            continue
+        say(f"calibrating {model} ({head} head) on {device}")
+        try:
+            net, tokenizer, seconds = load(model, head, device)
+        except (OSError, ValueError, RuntimeError, KeyError) as e:
+            problems[model] = one_line(e)
+            continue
+        cache[work_key(Work("load", model, head), cache)] = seconds
+        for work in todo:
+            if work.texts and length_key(work) not in cache:
+                cache[length_key(work)] = text_length(tokenizer, *work.texts, work.batch, work.padded)
+            length = cache[length_key(work)] if work.texts else work.length
+            if work.kind == "train":
+                cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device)
+            elif work.kind == "forward":
+                cache[work_key(work, cache)] = forward_seconds(net, length, device)
+    return problems
+
+
+def main(request_path):
+    """python -m part4.reproduction.calibration REQUEST.json, as bert_part4_reproduce.py starts it: the request's works measured
+    into its cache on its device; the cache and the problems written back to the same file."""
+    request = read_json(request_path)
+    works = [Work(**{**w, "texts": tuple(w["texts"])}) for w in request["works"]]
+    cache = request["cache"]
+    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True))
+    write_atomic(request_path, json.dumps({"cache": cache, "problems": problems}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

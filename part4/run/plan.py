@@ -1,0 +1,225 @@
+"""The plan of one task's runs: which runs, how the processes share them (every batch split, or whole runs each),
+every input checked and the data read and tokenised once for all of them, the runs done before for the same settings
+found (and skipped), a results file of other settings never replaced, and every run's results collected from the
+processes. It answers the recipe's questions and never calls it: bert_part4_finetune.py trains each run itself."""
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from functools import partial
+
+from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
+from part4.models.devices import ALONE, all_agree, gather
+from part4.models.folders import read_checkpoint
+from part4.models.loading import check_positions, load_model, model_problem
+from part4.output.lines import skipped_line, split_line
+from part4.output.log import Report
+from part4.output.results_files import check_model_target, check_writable_dir, portable, read_results
+from part4.run.records import Config, Where, model_folders, results_path, run_name, run_settings, summarised_runs
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs of one task, as planned: its Config and family, the jobs, the data read and tokenised once for all of
+    them, how the processes share the work ("data": every run by all of them, each taking part of every batch; "runs":
+    run k by process k % N alone), and the report their skipped lines go to."""
+    config: Config
+    family: object
+    jobs: list
+    data: dict
+    mode: str
+    where: Where
+    report: Report
+    earlier: dict                      # {k: the earlier results of run k} for the runs of this process done before
+
+    def mine(self):
+        """The runs this process takes part in, by their place in jobs."""
+        p = self.where.processes
+        return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
+
+    def to_train(self, results):
+        """The runs of this process's share to train, by their place in jobs, in turn; a run done before for the same
+        settings is not: its earlier results go into results (marked skipped, and said so on the first process, in its
+        turn)."""
+        for k in self.mine():
+            earlier = self.earlier.get(k)
+            if earlier is None:
+                yield k
+                continue
+            if self.where.processes.main:
+                self.report.say(skipped_line(earlier))
+            results[k] = {**earlier, "skipped": True}
+
+    def sharing(self):
+        """The processes that train one run together: all of them in data mode, each alone in runs mode."""
+        return self.where.processes if self.mode == "data" else ALONE
+
+
+def plan_runs(task, jobs, *, where, report, summary=False, header=()):
+    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_families.py): how the processes share them,
+    the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
+    split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
+    to be written (a summary of --grid or --seeds), and is never one of other runs."""
+    config, family, processes = task.config, task.family, where.processes
+    mode = work_split(config.command.parallel, config.command.many, processes, [job.batch_size for job in jobs])
+    data = all_agree(processes, partial(prepare, config, family, task.sources, jobs=jobs, dtype=where.dtype))
+    if summary:
+        check_not_replaced(os.path.join(config.command.results_dir, report.name + ".json"),
+                           {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
+                           recorded=summarised_runs)
+    for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
+        report.say(line)
+    plan = Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
+    train_rows = len(data["train"]["input_ids"])
+    earlier = {}
+    for k in plan.mine():
+        result = done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
+        if result:
+            earlier[k] = result
+    return replace(plan, earlier=earlier)
+
+
+def collected(plan, mine):
+    """Every run's results in the order of plan.jobs, on rank 0 (None elsewhere); mine: {k: results} of the runs this
+    process took part in (None where another process holds them). In runs mode the processes' results are gathered,
+    and the skipped runs of the other processes said after all are done."""
+    processes = plan.where.processes
+    mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
+    if plan.mode == "runs":
+        mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
+        if processes.main:
+            for k in sorted(mine):
+                if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
+                    plan.report.say(skipped_line(mine[k]))
+    return [mine[k] for k in range(len(plan.jobs))] if processes.main else None
+
+
+# --- the runs done before for the same settings, and no results file of other settings replaced ---
+
+def done_before(config, job, family, train_rows, dtype):
+    """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
+    --glue-submission), else None."""
+    earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))
+    files = (earlier or {}).get("test_predictions")
+    if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                          for f in files)):
+        return None                                    # its test predictions are missing: the run is run again
+    return earlier
+
+
+def reusable(config, job, settings):
+    """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
+    The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
+    uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
+    if not config.command.reuse:
+        return None
+    return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
+
+
+def check_not_overwritten(config, jobs, family, train_rows, dtype):
+    """No run replaces the results of a run with other settings: stop before any training, naming what differs."""
+    for job in jobs:
+        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
+        if not reusable(config, job, ours):            # a reused result is not overwritten
+            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
+
+
+# --- every input checked, the data read and tokenised once ---
+
+def prepare(config, family, sources, jobs, dtype):
+    """Check every input (the folders we write, the model read for what it holds and its weights loaded once, the
+    data, the window length, results of other settings in the way), then read the data, cut it (--max-train-examples,
+    --max-dev-examples) and tokenise it once, for every run of this invocation. What a cut run leaves out is kept as
+    counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+    c = config.command
+    check_writable_dir(c.results_dir, "--results-dir")
+    for folder in model_folders(config, jobs):
+        check_model_target(folder, "--save-model")
+    preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
+    checkpoint = read_checkpoint(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
+    check_positions(family.max_len, checkpoint.config)
+    head = checked_head(config, family)
+    train_all, devs_all = family.read(sources)
+    train = train_all[:c.max_train_examples]
+    devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
+    if not train or not all(devs.values()):
+        raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
+    tests = family.read_tests(sources) if config.test_dir else {}
+    tok = checkpoint.tokenizer
+    enc_train, enc_devs = family.encode(tok, train, devs)
+    if not enc_train["input_ids"]:
+        raise Fatal(f"no usable training examples for {config.task}")
+    check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
+    return {"train": enc_train, "devs": enc_devs, "tok": tok, "checkpoint": checkpoint, "head": head,
+            "n_train": len(train), "n_train_all": len(train_all),
+            "n_dev": {name: len(d) for name, d in devs.items()}, "n_dev_all": {k: len(d) for k, d in devs_all.items()},
+            "majority": family.majority(train_all), "tests": family.encode_tests(tok, tests) if tests else {}}
+
+
+def checked_head(config, family):
+    """The checkpoint's weights loaded once before any work (then let go), so that its loading report and its task
+    head (--head) are refused before the first line, not at the start of a later run: the Head every run of the task
+    gets. None for --init random, which reads no weights."""
+    c = config.command
+    if c.init != "pretrained":
+        return None
+    return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]
+
+
+# --- one results file: the same settings, or never replaced ---
+
+def existing_result(path, settings, ignore=("processes",)):
+    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
+    done = read_results(path)
+    if done is None:
+        return None
+
+    def same(s):
+        return {k: v for k, v in s.items() if k not in ignore}
+
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
+
+
+def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
+    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    saved = read_results(path)
+    if saved is None:
+        return
+    if recorded is None:                        # a run's settings, each side as this version records them
+        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
+    else:
+        theirs = recorded(saved)
+    if theirs is None:
+        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+    diff = settings_diff(theirs, ours, ignore)
+    diff = diff if len(diff) < 400 else diff[:400] + " ..."
+    if diff:
+        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
+                    f"delete it")
+
+
+# --- how the processes share the work ---
+
+def work_split(parallel, many, processes, batch_sizes):
+    """How the processes share the work: "data" (every batch split over them) or "runs" (whole runs each)."""
+    if parallel and not processes.launched:
+        raise Fatal(f"--parallel {parallel}: needs several processes started by torchrun "
+                    f"(torchrun --nproc-per-node N bert_part4_finetune.py ...)")
+    if parallel == "runs" and not many:
+        raise Fatal("--parallel runs spreads whole runs over the processes: it needs --grid or --seeds "
+                    "(one run: --parallel data)")
+    mode = parallel or ("runs" if many else "data")
+    if mode == "data":
+        for batch in sorted(set(batch_sizes)):
+            if batch % processes.world:
+                raise Fatal(f"batch {batch} cannot be split over {processes.world} processes: choose a batch size divisible "
+                            f"by {processes.world} (the global batch stays the paper's; each process takes batch / N)")
+    return mode
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/run/plan.py", "python bert_part4_finetune.py (--help lists its flags)"))

@@ -1,0 +1,266 @@
+"""A fine-tuning run's records: its settings objects (Job, a task's Config made from the command's Settings, Where,
+Fit), how often it evaluates, its file names and the settings recorded with it, its results saved (the JSON and log,
+the model kept when asked, the learning curve), and the summaries' means over seeds. The paper's settings and grids are
+in part4/paper/recipe.py."""
+
+import os
+import statistics
+import sys
+from dataclasses import dataclass, replace
+
+import torch
+
+from part4.command_line.declarations import RUN, recorded
+from part4.command_line.errors import not_a_script
+from part4.command_line.fine_tune_settings import as_recorded_now, flags_record
+from part4.models.devices import DTYPE_NAMES
+from part4.models.folders import loaded_record
+from part4.output.log import Report, command_line
+from part4.output.plots import line_plot
+from part4.output.results_files import portable, replace_folder_atomically
+from part4.paper.recipe import CUT_EVAL_EVERY, RECIPES, lr_tag
+from part4.run.checkpoint_files import Run
+from part4.run.packing import is_padding_free
+
+# --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
+
+@dataclass(frozen=True)
+class Job:
+    """One run: what a grid or restarts vary, and its count of dev evaluations (which follows its epochs where the
+    recipe evaluates once per epoch)."""
+    lr: float
+    batch_size: int
+    epochs: int
+    seed: int
+    evals: int                         # dev evaluations during the run: part4/paper/recipe.py's evaluations counts them
+
+
+def job_of(result):
+    """The Job a run's results were made by."""
+    return Job(lr=result["lr"], batch_size=result["batch_size"], epochs=result["epochs"], seed=result["seed"],
+               evals=as_recorded_now(result["settings"])["dev_evaluations"])
+
+
+@dataclass(frozen=True)
+class Config:
+    """What every run of one task shares: the command's Settings (part4/command_line/fine_tune_parser.py; each value
+    there, once) and what is the task's own, made for the task (task_config)."""
+    task: str
+    command: object                    # the Settings of the command line
+    recipe: object                     # the task's Recipe (part4/paper/recipe.py) as this command runs it: the paper's batch
+    #                                    size and epochs; the glue command evaluates MNLI and QQP once per epoch
+    grouped: bool                      # training batches grouped by length
+    test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
+
+
+def task_config(settings, task, family, once_per_epoch=()):
+    """A task's Config from the command's Settings: the task's recipe (evaluated once per epoch for the tasks in
+    once_per_epoch: the glue command's MNLI and QQP); --group-by-length, else the family's."""
+    recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
+    return Config(task=task, command=settings, recipe=recipe,
+                  grouped=family.grouped if settings.grouped is None else settings.grouped,
+                  test_dir=runs_folder(settings.submission))
+
+
+def runs_folder(submission):
+    """Where each run writes its test-set predictions: DIR/runs/<run name>/ (None without --glue-submission)."""
+    return os.path.join(submission, "runs") if submission else None
+
+
+def eval_every(evals, steps, cut):
+    """Steps between two dev evaluations: steps // evals (evals: the run's count, Job.evals); a run cut by
+    --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
+    full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
+    every = max(1, steps // evals)
+    return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a command runs: its device, the autocast dtype there (None: fp32), and the processes torchrun started."""
+    device: torch.device
+    dtype: object
+    processes: object
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One run in progress: the model, its optimiser and schedule, the task's family and data, where it runs
+    (device, autocast dtype, the Run around the loop), its log, and how its steps are computed on the device where
+    the settings leave that to the device (part4/command_line/fine_tune_settings.py computed_on)."""
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    sched: object
+    family: object
+    data: dict
+    device: torch.device
+    dtype: object
+    run: Run
+    report: Report
+    computed: dict                     # {"pad_to_multiple_of": N, "cudnn_attention": bool}
+
+
+# --- a run's name, files and recorded settings ---
+
+@dataclass(frozen=True)
+class NameParts:
+    """What a result's name may tell, each left out where it is None (each caller leaves out what is the paper's and
+    what its name need not tell apart)."""
+    lr: float = None
+    batch: int = None
+    epochs: int = None
+    seed: int = None
+    grid: str = None
+    seeds: int = None
+    init: str = "pretrained"
+    tag: str = None
+
+
+def file_name(head, parts=NameParts()):
+    """The one builder of result names, for runs, summaries and tables alike:
+    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>]."""
+    p = parts
+    words = [f"part4_{head}", p.lr is not None and f"lr{lr_tag(p.lr)}", p.batch is not None and f"bs{p.batch}",
+             p.epochs is not None and f"ep{p.epochs}", p.seed is not None and f"seed{p.seed}", p.grid and f"grid_{p.grid}",
+             p.seeds and f"seeds{p.seeds}", p.init == "random" and "random-init", p.tag]
+    return "_".join(w for w in words if w)
+
+
+def unless_paper(value, paper):
+    """A setting for a file name: None (left out) where it is the paper's."""
+    return None if value == paper else value
+
+
+def run_name(config, job):
+    """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
+    paper's for the task, the seed with --seeds or when it is not 0."""
+    c = config.command
+    return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
+                                            epochs=unless_paper(job.epochs, config.recipe.epochs),
+                                            seed=job.seed if (c.seeds or job.seed != 0) else None,
+                                            init=c.init, tag=c.run_tag))
+
+
+def run_settings(config, job, family, train_rows, dtype, processes):
+    """Everything that decides a run's numbers (a checkpoint or a result of other settings is never reused): the
+    command's settings recorded with a run (part4/command_line/fine_tune_settings.py), each as this run resolved it
+    (the autocast dtype as "fp32" or "bf16"), its batches grouped or not, its count of dev evaluations, its training
+    rows and processes. How it is computed (padding-free steps, the fused AdamW) changes its numbers by float rounding
+    only: that is recorded with the results (computation), so results of either way stay valid."""
+    ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
+           "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
+    return {**recorded(config.command, RUN, portable), **ran, "grouped": config.grouped,
+            "dev_evaluations": job.evals, "train_rows": train_rows, "processes": processes.world}
+
+
+def summary_name(config, job):
+    """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
+    the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
+    c = config.command
+    if c.grid:
+        return file_name(config.task, NameParts(grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag))
+    return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
+                                            epochs=unless_paper(job.epochs, config.recipe.epochs), seeds=c.seeds,
+                                            init=c.init, tag=c.run_tag))
+
+
+def summarised_runs(saved):
+    """What a summary's results depend on: the runs it summarises (a grid's of other batch sizes differ)."""
+    return {"runs": sorted(r["name"] if isinstance(r, dict) else r for r in saved.get("runs", []))}
+
+
+def checkpoint_path(config, name):
+    return os.path.join(config.command.results_dir, name + ".checkpoint")
+
+
+def results_path(config, job):
+    return os.path.join(config.command.results_dir, run_name(config, job) + ".json")
+
+
+def model_folders(config, jobs):
+    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
+    folder = config.command.save_model
+    if not folder:
+        return []
+    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.command.reuse else [folder]
+
+
+# --- a run's results: its JSON and log, the model kept when asked, its curve; the summaries of seeds and grids ---
+
+def computation(fit):
+    """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
+    padded ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the
+    multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
+    or left out (on CUDA; none elsewhere)."""
+    return {"padding_free": is_padding_free(fit.model), "fused_adamw": bool(fit.opt.param_groups[0].get("fused")),
+            **fit.computed}
+
+
+def best_seen(curve, family):
+    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
+    the first of any ties: reported beside the result, never taken for it."""
+    return max(curve, key=lambda c: family.selection(c["dev"]))
+
+
+def save_results(fit, config, job, n):
+    """The results JSON and log of a run (n: its steps, warmup steps, scores before and after, curve and seconds;
+    where it ran, its settings and computation), the model kept when asked, the task's own outputs (its family's
+    extra_outputs: GLUE's test-set predictions with --glue-submission), the checkpoint removed and the learning curve
+    drawn. Returns the results."""
+    c, report, best = config.command, fit.report, best_seen(n["curve"], fit.family)
+    result = {"name": report.name, "task": config.task, "model": portable(c.model), "lr": job.lr,
+              "batch_size": job.batch_size, "epochs": job.epochs, "steps": n["steps"], "warmup_steps": n["warmup_steps"],
+              "seed": job.seed, "device": str(fit.device), "before": n["before"], "final": n["final"], "curve": n["curve"],
+              "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": n["seconds"],
+              "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
+              **fit.family.summary(fit.data["train"]), "settings": fit.run.settings,
+              "weights": loaded_record(fit.data["checkpoint"], fit.data["head"]) if c.init == "pretrained" else None,
+              "computation": computation(fit)}
+    if c.save_model:
+        result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
+        report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
+    result |= fit.family.extra_outputs(fit, config.test_dir)
+    report.save(result, cli=recorded_command(c, task=config.task), device=fit.device)
+    fit.run.remove_checkpoint()
+    line_plot(os.path.join(c.results_dir, report.name + "_curve.png"), [p["step"] for p in n["curve"]],
+              {"train loss": [p["train_loss"] for p in n["curve"]]}, "step",
+              right=("dev score", [fit.family.selection(p["dev"]) for p in n["curve"]]))
+    return result
+
+
+def recorded_command(settings, **ran):
+    """The command line as a results file records it: its argv, and its settings as given (ran: a task's own, its
+    task)."""
+    return command_line(settings.argv, flags_record(settings, **ran))
+
+
+def save_model(model, tok, path):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return replace_folder_atomically(path, write)
+
+
+def by_setting(results, score):
+    """{(batch_size, lr, epochs): [score(r) of each of its runs]}, in the order the settings first come."""
+    out = {}
+    for r in results:
+        out.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(score(r))
+    return out
+
+
+def mean_and_std(values):
+    """The mean and the sample standard deviation of values over seeds (0 for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def save_summary(report, config, payload, device):
+    """The summary of --seeds or --grid, as its own results file beside the runs'."""
+    c = config.command
+    report.save({"task": config.task, "model": portable(c.model), **payload},
+                cli=recorded_command(c, task=config.task), device=device)
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/run/records.py", "bert_part4_finetune.py (python bert_part4_finetune.py --help)"))

@@ -1,0 +1,403 @@
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_families.py says which
+task is in which):
+
+  Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
+  MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
+  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of overlapping windows
+
+A family brings everything that differs between tasks (Family lists it): how its data is read and encoded, its
+loss, its evaluation and the metric runs are chosen by, its lines; the training loop branches on no task.
+"""
+
+import os
+import sys
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
+
+from part4.command_line.errors import not_a_script
+from part4.data.readers import SQUAD_VERSION, read_glue, read_squad_task, read_swag, read_tests
+from part4.models.hub import file_problem
+from part4.output.lines import fmt, score_parts
+from part4.paper.article_labels import PAPER_SQUAD
+from part4.paper.recipe import MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
+from part4.tasks import squad_spans
+from part4.tasks.glue_submission import predict_tests
+from part4.tasks.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
+from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, evaluate
+
+
+@runtime_checkable
+class Family(Protocol):
+    """What the recipe, its lines and its plan ask of a task's head family; each family has every member."""
+    name: str                    # the task: "sst2", "swag", "squad_v2"
+    max_len: int                 # the longest input in tokens (SQuAD: a window)
+    stride: object               # tokens two SQuAD windows share (None for the others)
+    model_class: type            # the Auto class of its model: the encoder with its head
+    model_kwargs: dict           # what that class is built with (GLUE: num_labels)
+    label_names: object          # the saved model's label names, in our order (None: the library's LABEL_k)
+    fresh: str                   # the log's words for the untrained head ("random classifier layer")
+    new_head: str                # ... for a new head on the pre-trained weights
+    kept_head: str               # ... for the checkpoint's own head, kept (--head checkpoint)
+    eval_batch_size: int         # dev inputs (SQuAD: windows) per forward pass
+    grouped: bool                # training batches grouped by length, unless --group-by-length says
+    metrics: tuple               # the dev metrics its lines report
+    selection_metric: str        # the one runs are ranked and chosen by (GLUE: Table 1's)
+    selection_name: str          # that metric as the lines name it
+
+    def data_problems(self, sources):
+        """Why its data cannot be read (a missing folder or file, an unreachable Hub), each problem or None."""
+
+    def read(self, sources):
+        """(training examples, {dev set: examples}), each read whole."""
+
+    def read_tests(self, sources):
+        """{the GLUE server's file name: [(index, texts)]} of its test sets ({} where none go to a server)."""
+
+    def encode(self, tok, train, devs):
+        """(the encoded training set, {dev set: what evaluate reads}), tokenised once."""
+
+    def encode_tests(self, tok, tests):
+        """The test sets read_tests gave, encoded as dev sets, with their indices."""
+
+    def describe(self, train):
+        """The preamble's lines on the encoded training set (its longest input, the inputs cut)."""
+
+    def loss(self, model, batch):
+        """The training loss of one batch (the recipe's step calls it under autocast)."""
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        """{dev set: scores} of the model on every dev set."""
+
+    def selection(self, scores):
+        """The one dev score runs are ranked and chosen by."""
+
+    def majority(self, train):
+        """The class a model that learns nothing predicts, from the whole training set (None where there is none)."""
+
+    def majority_scores(self, majority, devs):
+        """What always predicting it scores on each dev set in selection_metric, in percent (None where none)."""
+
+    def baseline(self, majority, devs):
+        """The before-fine-tuning line's note on what always predicting it scores ('' where none)."""
+
+    def format(self, scores):
+        """The dev scores as an evaluation line prints them."""
+
+    def final(self, scores):
+        """The dev scores as the FINAL line and the grid's table print them."""
+
+    def summary(self, train):
+        """What the results JSON records of the training set beyond its size."""
+
+    def references(self):
+        """The published numbers the FINAL line prints beside ours, each labelled."""
+
+    def extra_outputs(self, fit, test_dir):
+        """What a run writes beyond its scores, as results entries (GLUE: its test predictions, with test_dir)."""
+
+
+# --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
+
+def segments(enc, rows):
+    """The token_type_ids column, rows(...) of it, where the tokenizer gives one (BERT, ELECTRA); none where the
+    model takes none (DistilBERT, RoBERTa)."""
+    return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
+
+
+def encode(tok, examples, max_len):
+    """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
+    columns = list(zip(*[texts for texts, _ in examples]))
+    full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
+    enc = tok(*columns, truncation=True, max_length=max_len)
+    return {"input_ids": enc["input_ids"], **segments(enc, list),
+            "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full], "targets": ("labels",)}
+
+
+def encode_swag(tok, examples, max_len):
+    """SWAG: four (sentence A, sentence B) pairs per example, each cut at max_len: input_ids is (4, tokens)."""
+    first = [ctx for ctx, endings, _ in examples for _ in endings]
+    second = [e for _, endings, _ in examples for e in endings]
+    full = tok(first, second, truncation=False)["input_ids"]
+    enc = tok(first, second, truncation=True, max_length=max_len)
+    fours = [slice(4 * k, 4 * k + 4) for k in range(len(examples))]             # the four pairs of each example
+    return {"input_ids": [enc["input_ids"][k] for k in fours], **segments(enc, lambda t: [t[k] for k in fours]),
+            "labels": [y for _, _, y in examples], "full_lengths": [max(len(f) for f in full[k]) for k in fours],
+            "targets": ("labels",)}
+
+
+# --- The head families: what differs between the tasks (one class per output layer) ---
+
+class Classification:
+    """GLUE (paper §4.1): the pooled [CLS] vector C, logits = C W^T + b, K labels (1 for STS-B)."""
+    model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
+    fresh = "random classifier layer"
+    new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the log's words
+    eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
+    grouped = False                    # training batches grouped by length (--group-by-length auto)
+    hub = "nyu-mll/glue"
+
+    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
+        self.name, self.max_len, self.stride = name, max_len, None
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.metrics, self.selection_metric, self.model_kwargs = self.head(name)
+        self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
+
+    @staticmethod
+    def head(name):
+        """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
+        task = TASKS[name]
+        return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
+
+
+    def data_problems(self, sources):
+        if sources.data_dir is not None:
+            return [] if os.path.isdir(sources.data_dir) else [f"--data-dir {sources.data_dir}: no such directory"]
+        return [file_problem(None, "--data-dir", self.hub)]
+
+    def read(self, sources):
+        return read_glue(sources)
+
+    def encode(self, tok, train, devs):
+        return encode(tok, train, self.max_len), {name: encode(tok, d, self.max_len) for name, d in devs.items()}
+
+    @staticmethod
+    def loss(model, batch):
+        """GLUE and SWAG: the library's loss: cross-entropy over the labels (over the four endings for SWAG), the
+        squared error for STS-B's one regression output."""
+        return model(**batch).loss
+
+    def describe(self, train):
+        cut = sum(n > self.max_len for n in train["full_lengths"])
+        return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        return {name: evaluate(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
+                for name, enc in devs.items()}
+
+    @property
+    def selection_name(self):
+        return METRIC_NAMES[self.selection_metric]
+
+    def selection(self, scores):
+        """The dev score runs are ranked and selected by: Table 1's metric, on the first dev set (MNLI: matched)."""
+        return next(iter(scores.values()))[self.selection_metric]
+
+    def majority(self, train):
+        """The majority class of the whole training set (examples (texts, label)): the paper's WNLI submission, and
+        what a model that learns nothing predicts (the first of any ties; None for STS-B's scores)."""
+        if not TASKS[self.name].labels:
+            return None
+        return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
+
+    def baseline(self, majority, devs):
+        """'   (always the majority class equivalent (1): dev accuracy 0.6838) [the majority of the whole training
+        set]': what a model that learns nothing scores, the class by its name and as GLUE's file writes it."""
+        if "accuracy" not in self.metrics or majority is None:
+            return ""
+        gold = next(iter(devs.values()))["labels"]
+        return (f"   (always the majority class {label_name(self.name, majority)}: dev accuracy "
+                f"{accuracy([majority] * len(gold), gold):.4f}) [the majority of the whole training set]")
+
+    def majority_scores(self, majority, devs):
+        """What always predicting the majority class scores on each dev set, as the runs are scored (selection_metric,
+        in percent): a chosen score at or below it learned nothing the dev set shows. None for STS-B's scores."""
+        if majority is None:
+            return None
+        return [100 * METRICS[self.selection_metric]([majority] * len(d["labels"]), d["labels"]) for d in devs.values()]
+
+    def format(self, scores):
+        return "  ".join(score_parts(scores, self.metrics))
+
+    def final(self, scores):
+        return ", ".join(score_parts(scores, self.metrics, counts=True))
+
+    def summary(self, train):
+        """What the results JSON records of the training set beyond its size."""
+        return {}
+
+    def references(self):
+        """The published numbers the FINAL line prints beside ours, each labelled."""
+        return glue_references(self.name)
+
+    def read_tests(self, sources):
+        return read_tests(sources)
+
+    def extra_outputs(self, fit, test_dir):
+        """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
+        return {"test_predictions": predict_tests(fit, test_dir)} if test_dir else {}
+
+    def encode_tests(self, tok, tests):
+        """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
+        return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
+                for name, rows in tests.items()}
+
+
+class MultipleChoice(Classification):
+    """SWAG (paper §4.4): one vector w scores the pooled C_k of each of the four endings, softmax across them."""
+    model_class = AutoModelForMultipleChoice
+    fresh = "random vector w"
+    new_head, kept_head = "a new vector w", "the checkpoint's vector w, kept"
+    hub = "allenai/swag"
+
+    @staticmethod
+    def head(name):
+        return ("accuracy",), "accuracy", {}
+
+    def read(self, sources):
+        return read_swag(sources)
+
+    def encode(self, tok, train, devs):
+        return (encode_swag(tok, train, self.max_len),
+                {name: encode_swag(tok, d, self.max_len) for name, d in devs.items()})
+
+    def references(self):
+        return ["paper, BERT-base dev (Table 4): accuracy 81.6"]
+
+    def majority(self, train):
+        """The ending most often right in the whole training set (its position, 0-3)."""
+        return int(np.bincount([y for _, _, y in train], minlength=4).argmax())
+
+    def baseline(self, majority, devs):
+        """'   (always the majority class 2: dev accuracy 0.2500)': always the training set's most frequent ending."""
+        gold = next(iter(devs.values()))["labels"]
+        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+
+    def describe(self, train):
+        cut = sum(n > self.max_len for n in train["full_lengths"])
+        return [f"longest (context, ending) pair: {max(train['full_lengths'])} tokens; examples with a pair cut at "
+                f"{self.max_len}: {cut}"]
+
+
+class SpanExtraction:
+    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of overlapping windows."""
+    model_class = AutoModelForQuestionAnswering
+    model_kwargs = {}
+    fresh = "random start and end vectors S, E"
+    new_head, kept_head = "new start and end vectors S, E", "the checkpoint's start and end vectors S, E, kept"
+    label_names = None
+    eval_batch_size = SPAN_BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
+    grouped = True                     # windows run from a short passage's to the full window length
+    metrics = ("em", "f1")
+    selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
+    selection_name = METRIC_NAMES["f1"]
+
+    def __init__(self, name, max_len, stride, eval_batch_size=None):
+        self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.hub = squad_spans.HUB_DATASETS[self.version]
+
+    def data_problems(self, sources):
+        return [file_problem(sources.train_data, "--train-data", self.hub),
+                file_problem(sources.dev_data, "--dev-data", self.hub)]
+
+    def read(self, sources):
+        return read_squad_task(sources)
+
+    def encode(self, tok, train, devs):
+        """The training windows with their targets; the dev questions stay questions (spans.predict windows them
+        when they are evaluated), checked here once for windows that stop short of their passage: (uncovered,
+        questions) of each dev set, kept with the training windows as dev_uncovered."""
+        dev_uncovered = {name: (len(squad_spans.uncovered_questions(tok, d, squad_spans.make_windows(tok, d, self.max_len,
+                                                                                          self.stride))), len(d))
+                         for name, d in devs.items()}
+        return {**squad_spans.encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
+
+    def describe(self, train):
+        lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
+                 f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
+                 f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
+                 f"questions skipped because answer_start does not match the context: {train['skipped']}",
+                 "steps are counted in windows, every window once an epoch (paper's run_squad.py: "
+                 "int(questions / batch x epochs) steps, fewer than its windows need)"]
+        if train["uncovered"]:
+            lines += [f"training set: {squad_spans.coverage_line(train['uncovered'], train['questions'])}"]
+        lines += [f"{name} set: {squad_spans.coverage_line(n, size)}"
+                  for name, (n, size) in train["dev_uncovered"].items() if n]
+        return lines
+
+    @staticmethod
+    def loss(model, batch):
+        """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
+
+        The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
+        of the softmax, so a window's loss does not depend on how far its batch is padded."""
+        targets = {k: batch[k] for k in ("start_positions", "end_positions")}
+        out = model(**{k: v for k, v in batch.items() if k not in targets})
+        mask = batch["attention_mask"].bool()
+        start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
+        end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
+        return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
+                + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        """Every dev question answered by the span search of bert_part4_squad.py (spans.predict) and scored with the
+        official metric."""
+        model.eval()
+        search = squad_spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
+                                  n_best=N_BEST, max_answer=MAX_ANSWER, dtype=dtype)
+        out = {name: self.score(*squad_spans.predict(model, tok, examples, search, device=device), examples)
+               for name, examples in devs.items()}
+        model.train()
+        return out
+
+    def score(self, answers, timing, examples):
+        """v1.1: EM and F1; v2.0: EM and F1 at tau = 0, and the whole sweep of bert_part4_squad.py."""
+        if self.version == "1.1":
+            em, f1, _ = squad_spans.score_v1(examples, answers)
+            return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
+                    "uncovered": timing["uncovered"]}
+        r, _, _ = squad_spans.score_v2(examples, answers, squad_spans.tau_grid(*TAU_SWEEP))
+        return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
+
+    def selection(self, scores):
+        """The dev score runs are ranked and selected by, on the first dev set."""
+        return next(iter(scores.values()))[self.selection_metric]
+
+    def majority(self, train):
+        return None
+
+    def baseline(self, majority, devs):
+        return ""
+
+    def format(self, scores):
+        s = next(iter(scores.values()))
+        text = f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
+        if self.version == "2.0":
+            text = f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: F1 {s['best']['f1']:.2f}"
+        return text
+
+    def final(self, scores):
+        s = next(iter(scores.values()))
+        line = f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
+        if self.version == "2.0":
+            line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
+                    f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
+                    f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
+        return line
+
+    def extra_outputs(self, fit, test_dir):
+        return {}
+
+    def read_tests(self, sources):
+        return {}                      # SQuAD's test sets go to no server
+
+    def encode_tests(self, tok, tests):
+        return {}
+
+    def majority_scores(self, majority, devs):
+        return None
+
+    def summary(self, train):
+        return {"uncovered_questions": {"train": train["uncovered"],
+                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
+
+    def references(self):
+        return [PAPER_SQUAD[self.version]]
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/tasks/families.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

@@ -1,0 +1,353 @@
+"""SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD: the official JSON, the
+windows, the span targets, the batched span search, and the dev set scored with the official metric
+(part4/tasks/squad_metric.py) over the tau sweep."""
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import tokenizers
+import torch
+import transformers
+from tqdm import tqdm
+
+from part4.command_line.errors import Fatal
+from part4.data.batches import batches_by_length, collate
+from part4.models.devices import ALONE, autocast, gather
+from part4.models.hub import load_hub_dataset
+from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
+from part4.tasks.squad_metric import question_scores
+
+HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
+
+
+# --- Reading the data: official SQuAD JSON, or the Hub datasets ---
+
+def read_squad_json(path, version, flag):
+    """Questions in file order: dicts with id, question, context, golds (texts), starts (their answer_start),
+    impossible."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{flag} {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        examples = [{"id": qa["id"], "question": qa["question"], "context": par["context"],
+                     "golds": [a["text"] for a in qa["answers"]], "starts": [a["answer_start"] for a in qa["answers"]],
+                     "impossible": bool(qa.get("is_impossible", False)),
+                     "v2": "is_impossible" in qa}
+                    for doc in data for par in doc["paragraphs"] for qa in par["qas"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise Fatal(f"{flag} {path}: not an official SQuAD JSON file ({type(e).__name__}: {e})")
+    if not examples:
+        raise Fatal(f"{flag} {path}: holds no questions")
+    is_v2 = any(ex["v2"] for ex in examples)
+    if version == "2.0" and not is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v1.1 (no 'is_impossible' field); pass a v2.0 file")
+    if version == "1.1" and is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v2.0 (it has 'is_impossible'); pass a v1.1 file")
+    return examples
+
+
+def read_squad(path, version, flag, split="validation"):
+    if path:
+        return read_squad_json(path, version, flag)
+    rows = load_hub_dataset(HUB_DATASETS[version], None, split, flag)
+    return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
+             "starts": r["answers"]["answer_start"], "impossible": not r["answers"]["text"], "v2": version == "2.0"}
+            for r in rows]
+
+
+# --- Long passages: overlapping windows of max_len tokens ---
+
+def make_windows(tok, examples, max_len, stride):
+    """One batched tokenizer call; each window keeps its question index, offsets and passage mask.
+
+    Worked example (max_len 12, stride 2, a question of 2 tokens): 12 - 2 - 3 = 7 passage tokens fit,
+    so passage tokens 0-6 go in window 1 and tokens 5-11 in window 2: the two share 2 tokens.
+    """
+    enc = tok([ex["question"].lstrip() for ex in examples], [ex["context"] for ex in examples],
+              truncation="only_second", max_length=max_len, stride=stride,
+              return_overflowing_tokens=True, return_offsets_mapping=True)
+    windows = []
+    for w, ids in enumerate(enc["input_ids"]):
+        seq = enc.sequence_ids(w)
+        windows.append({"example": enc["overflow_to_sample_mapping"][w], "input_ids": ids,
+                        **({"token_type_ids": enc["token_type_ids"][w]} if "token_type_ids" in enc else {}),
+                        "offsets": enc["offset_mapping"][w],
+                        "passage": [s == 1 for s in seq]})
+    return windows
+
+
+def uncovered_questions(tok, examples, windows):
+    """The questions whose windows stop before the end of their passage: no window holds the passage's last token.
+
+    The windows of a question must, together, cover its passage. tokenizers 0.23.1 and 0.23.2 cut the overflow
+    short: on SQuAD v1.1 dev the 183 questions that need several windows get at most two, the 31 that need three
+    lose their third, and the windows of 161 of them stop before the end of the passage (10,753 windows instead of
+    10,784). Checked from the offsets: each passage, tokenized alone, ends at the end offset of
+    its last token, and some window of the question must reach it."""
+    contexts = list(dict.fromkeys(ex["context"] for ex in examples))
+    alone = tok(contexts, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    end = {c: (offsets[-1][1] if offsets else 0) for c, offsets in zip(contexts, alone)}
+    reach = [0] * len(examples)
+    for w in windows:
+        last = max((o[1] for o, p in zip(w["offsets"], w["passage"]) if p), default=0)
+        reach[w["example"]] = max(reach[w["example"]], last)
+    return [q for q, ex in enumerate(examples) if reach[q] < end[ex["context"]]]
+
+
+def coverage_line(n_uncovered, n_questions):
+    """The log line when some passages are not fully covered (empty when all are), naming the library versions."""
+    if not n_uncovered:
+        return ""
+    return (f"WARNING: the windows of {n_uncovered} of {n_questions} questions stop before the end of their passage "
+            f"(transformers {transformers.__version__}, tokenizers {tokenizers.__version__}; tokenizers 0.23.1 and 0.23.2 "
+            f"cut the overflow short: install another version for full coverage)")
+
+
+# --- Training targets: the answer's first and last token in each window (paper §4.2, §4.3) ---
+
+def span_targets(offsets, passage, answer_start, answer_end):
+    """The start and end token of the answer's characters [answer_start, answer_end) in one window, or
+    (0, 0), the [CLS] token, when the window does not hold the whole answer (paper §4.2, §4.3).
+
+    Worked example: context "Ada was born in London in 1815.", answer "London" = characters [16, 22).
+    A window [CLS] where ? [SEP] ada was born in london in 1815 . [SEP] has passage tokens 4..11 with
+    offsets (0,3) (4,7) (8,12) (13,15) (16,22) ...: the start is the last passage token that begins at
+    or before 16, token 8 ("london"), the end the first that ends at or after 22, token 8 again: (8, 8).
+    A window whose passage starts at "in 1815" (offset 23) cannot hold it: (0, 0).
+    """
+    tokens = [t for t, p in enumerate(passage) if p]
+    if not tokens or offsets[tokens[0]][0] > answer_start or offsets[tokens[-1]][1] < answer_end:
+        return 0, 0
+    i = max(t for t in tokens if offsets[t][0] <= answer_start)
+    j = min(t for t in tokens if offsets[t][1] >= answer_end)
+    return i, j
+
+
+def answer_chars(example):
+    """[start, end) of the first gold answer in the context, white space trimmed; None when the file's
+    answer_start does not point at the answer's text (or there is no answer)."""
+    if not example["golds"]:
+        return None
+    text, start = example["golds"][0], example["starts"][0]
+    if example["context"][start:start + len(text)] != text or not text.strip():
+        return None
+    start += len(text) - len(text.lstrip())
+    return start, start + len(text.strip())
+
+
+def encode_squad(tok, examples, max_len, stride):
+    """Training windows: make_windows' windows, each with its start and end token (or [CLS] for none).
+
+    A question whose answer_start does not match its context is left out of training and counted."""
+    chars = [None if ex["impossible"] else answer_chars(ex) for ex in examples]
+    kept = [k for k, (ex, c) in enumerate(zip(examples, chars)) if c is not None or ex["impossible"]]
+    kept_examples = [examples[k] for k in kept]
+    windows = make_windows(tok, kept_examples, max_len, stride)
+    starts, ends = [], []
+    for w in windows:
+        c = chars[kept[w["example"]]]
+        i, j = span_targets(w["offsets"], w["passage"], *c) if c else (0, 0)
+        starts.append(i)
+        ends.append(j)
+    per_question = np.asarray(windows_per_question(windows, len(kept)))
+    segments = {"token_type_ids": [w["token_type_ids"] for w in windows]} if windows and "token_type_ids" in windows[0] else {}
+    return {"input_ids": [w["input_ids"] for w in windows], **segments,
+            "start_positions": starts, "end_positions": ends, "full_lengths": [len(w["input_ids"]) for w in windows],
+            "targets": ("start_positions", "end_positions"), "questions": len(kept),
+            "skipped": len(examples) - len(kept), "uncovered": len(uncovered_questions(tok, kept_examples, windows)),
+            "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
+
+
+# The article's best_span above is the reference (the tests check best_spans against it); below, the same
+# search batched. Worked example, the article's 4-token toy (bert_part4_math.py's TOY_START and TOY_END):
+#   S.T_i = [0.5, 1.0, 3.0, 0.2], E.T_j = [2.8, 0.1, 1.0, 1.5]; every cell is S.T_i + E.T_j:
+#            j=0   j=1   j=2   j=3
+#     i=0    3.3   0.6   1.5   2.0
+#     i=1    3.8   1.1   2.0   2.5
+#     i=2    5.8   3.1   4.0   4.5
+#     i=3    3.0   0.3   1.2   1.7
+#   The largest cell, 5.8 at (i=2, j=0), ends before it starts (j < i): rejected. The best with j >= i is
+#   4.5 at (2, 3). With n_best = 2, only the starts i = 2, 1 and the ends j = 0, 3 are paired: (2, 0) and
+#   (1, 0) are rejected, (2, 3) scores 4.5 and (1, 3) 2.5, so the search still finds (2, 3).
+
+def best_spans(start, end, passage, n_best, max_answer, top=1):
+    """For each window of a batch: the `top` best spans, searched as run_squad.py does.
+
+    The n_best highest start scores and the n_best highest end scores of the window are paired; a pair
+    counts if both tokens are in the passage and i <= j < i + max_answer. start, end: (B, L) scores
+    S.T_i and E.T_j, -inf on padding (never among the best); passage: (B, L) bool. Returns scores, i, j,
+    each (B, top); a window with no valid span scores -inf.
+    """
+    neg = torch.tensor(float("-inf"), device=start.device)
+    start, end = start.float(), end.float()
+    k = min(n_best, start.shape[1])
+    s_val, s_idx = start.topk(k, -1)                              # (B, k) the best starts
+    e_val, e_idx = end.topk(k, -1)                                # (B, k) the best ends
+    s_val = torch.where(passage.gather(1, s_idx), s_val, neg)     # inside the passage only
+    e_val = torch.where(passage.gather(1, e_idx), e_val, neg)
+    score = s_val[:, :, None] + e_val[:, None, :]                 # (B, k, k): S.T_i + E.T_j
+    length = e_idx[:, None, :] - s_idx[:, :, None] + 1            # j - i + 1
+    score = torch.where((length >= 1) & (length <= max_answer), score, neg)
+    val, flat = score.flatten(1).topk(min(top, k * k), -1)        # (B, top)
+    return val, s_idx.gather(1, flat // k), e_idx.gather(1, flat % k)
+
+
+def null_score(start, end):
+    """s_null = S.C + E.C: the 'span' that starts and ends at [CLS], token 0."""
+    return start[:, 0].float() + end[:, 0].float()
+
+
+# --- Running the model over all windows: sorted by length, padded per batch ---
+
+@dataclass(frozen=True)
+class SpanSearch:
+    """How the dev set is cut and searched (run_squad.py's settings by default)."""
+    max_len: int = MAX_LEN       # window length in tokens
+    stride: int = STRIDE         # tokens shared by consecutive windows
+    batch_size: int = SPAN_BATCH_SIZE  # windows per forward pass
+    n_best: int = N_BEST         # best starts and best ends tried per window
+    max_answer: int = MAX_ANSWER  # longest answer in tokens
+    dtype: torch.dtype | None = None  # autocast dtype of the forward passes (None: fp32)
+
+
+def score_windows(model, windows, search, device, processes=ALONE):
+    """Per window: the best span score, its (i, j), and s_null. Also the seconds spent in the model.
+    Under torchrun each process scores every N-th batch, and all the scores are gathered on every process."""
+    n = len(windows)
+    best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
+    model_seconds = 0.0
+    batches = batches_by_length([len(w["input_ids"]) for w in windows], search.batch_size)[processes.rank::processes.world]
+    columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
+               if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
+    columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
+    with torch.inference_mode():
+        bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
+                   disable=not processes.main)
+        for idx in batches:
+            inputs = collate(columns, idx, device)
+            passage = inputs.pop("passage")                     # (B, L): the passage's tokens
+            t0 = time.perf_counter()
+            with autocast(device, search.dtype):
+                out = model(**inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            model_seconds += time.perf_counter() - t0
+            pad = ~inputs["attention_mask"].bool()             # (B, L): never among the n_best
+            start, end = out.start_logits.masked_fill(pad, float("-inf")), out.end_logits.masked_fill(pad, float("-inf"))
+            val, i, j = best_spans(start, end, passage, n_best=search.n_best, max_answer=search.max_answer)
+            best[idx], i_best[idx], j_best[idx] = val[:, 0].cpu().numpy(), i[:, 0].cpu().numpy(), j[:, 0].cpu().numpy()
+            s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
+            bar.update(len(idx))
+        bar.close()
+    if processes.world > 1:                                  # every process's windows, into the same arrays
+        mine = [i for idx in batches for i in idx]
+        for rows, parts in gather(processes, (mine, [best[mine], i_best[mine], j_best[mine], s_null[mine]])):
+            best[rows], i_best[rows], j_best[rows], s_null[rows] = parts
+    return {"best": best, "i": i_best, "j": j_best, "s_null": s_null, "model_seconds": model_seconds}
+
+
+def best_per_question(examples, windows, scored):
+    """The best span over all windows of a question, its text, and s_null = the minimum over its windows (as
+    run_squad.py: the smallest null score of the question's features; its max-context check is not applied)."""
+    out = [{"score": float("-inf"), "text": "", "s_null": float("inf")} for _ in examples]
+    for w, win in enumerate(windows):
+        q = out[win["example"]]
+        q["s_null"] = min(q["s_null"], scored["s_null"][w])
+        if scored["best"][w] > q["score"]:
+            a, b = win["offsets"][scored["i"][w]][0], win["offsets"][scored["j"][w]][1]
+            q.update(score=float(scored["best"][w]), text=examples[win["example"]]["context"][a:b])
+    return out
+
+
+def windows_per_question(windows, n_questions):
+    """How many windows each question has."""
+    return np.bincount([w["example"] for w in windows], minlength=n_questions).tolist()
+
+
+def predict(model, tok, examples, search, *, device, processes=ALONE):
+    """Windows -> model -> span search -> the best answer of every question, with timings. search: a SpanSearch."""
+    t0 = time.perf_counter()
+    windows = make_windows(tok, examples, search.max_len, search.stride)
+    tokenize_seconds = time.perf_counter() - t0
+    uncovered = len(uncovered_questions(tok, examples, windows))
+    scored = score_windows(model, windows, search, device, processes=processes)
+    answers = best_per_question(examples, windows, scored)
+    per_question = windows_per_question(windows, len(examples))
+    return answers, {"windows": len(windows), "uncovered": uncovered, "tokenize_seconds": tokenize_seconds,
+                     "per_question": per_question,
+                     "model_seconds": scored["model_seconds"], "seconds": time.perf_counter() - t0}
+
+
+# --- Scoring a dev set: official EM and F1 (v1.1) ---
+
+def score_v1(examples, answers):
+    em, f1 = zip(*(question_scores(a["text"], ex["golds"], "1.1") for ex, a in zip(examples, answers)))
+    return 100 * np.mean(em), 100 * np.mean(f1), np.array(f1)
+
+
+# --- SQuAD v2.0: answer iff s_hat > s_null + tau, over the tau sweep ---
+
+def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null, taus):
+    """EM, F1 and % answered at each tau. s_hat, s_null: per question, the best span's score and the
+    no-answer score; *_ans are the scores of the best span's text, em_f1_null the EM and F1 of the empty
+    answer (the same: 1 where the question has no answer, else 0)."""
+    rows = []
+    for tau in taus:
+        answered = s_hat > s_null + tau
+        rows.append({"tau": float(tau), "f1": 100 * float(np.where(answered, f1_ans, em_f1_null).mean()),
+                     "em": 100 * float(np.where(answered, em_ans, em_f1_null).mean()),
+                     "answered": 100 * float(answered.mean())})
+    return rows
+
+
+def exact_best_threshold(diff, score_ans, has_ans, nonempty):
+    """The best score over every distinct threshold, searched as evaluate-v2.0.py's find_best_thresh does on
+    squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json: start by answering nothing, then answer
+    questions in order of decreasing s_hat - s_null. A question with an answer gains its score; one without loses
+    1 if the prediction is not empty. Returns the official threshold on s_null - s_hat and tau = -threshold. The
+    official rule answers iff s_null - s_hat <= threshold, that is s_hat - s_null >= tau: the question at the
+    threshold itself is answered, where the sweep's strict s_hat > s_null + tau would not answer it."""
+    order = np.argsort(-diff, kind="stable")
+    gains = np.where(has_ans, score_ans, np.where(nonempty, -1.0, 0.0))[order]
+    totals = (~has_ans).sum() + np.concatenate([[0.0], np.cumsum(gains)])   # after answering the first k
+    k = int(np.argmax(totals))                                              # the first of any ties
+    threshold = float(-diff[order[k - 1]]) if k > 0 else 0.0
+    return {"f1": 100 * totals[k] / len(diff), "answered": 100 * k / len(diff), "threshold": threshold,
+            "tau": -threshold if threshold else 0.0}
+
+
+def tau_grid(tau_min, tau_max, tau_step):
+    """The thresholds of the sweep: tau_min, tau_min + tau_step, ..., up to tau_max (never past it)."""
+    n_steps = math.floor((tau_max - tau_min) / tau_step + 1e-9)
+    return tau_min + tau_step * np.arange(n_steps + 1)
+
+
+def score_v2(examples, answers, taus):
+    """Everything the v2.0 dev set is scored by: tau = 0, the sweep and its best tau, the exact best
+    threshold of evaluate-v2.0.py, and the HasAns / NoAns split at the best tau. Also, per question,
+    s_hat - s_null and whether it is answered at the best tau (for the prediction files)."""
+    s_hat, s_null = np.array([a["score"] for a in answers]), np.array([a["s_null"] for a in answers])
+    diff = s_hat - s_null
+    em_ans, f1_ans = map(np.array, zip(*(question_scores(a["text"], ex["golds"], "2.0")
+                                         for ex, a in zip(examples, answers))))
+    has = np.array([bool(ex["golds"]) for ex in examples])                  # as evaluate-v2.0.py: any gold text
+    em_f1_null = (~has).astype(float)                                      # "no answer" is right iff none
+    sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=taus)
+    at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=[0.0])[0]
+    best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
+    exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
+    tau = best["tau"]
+    chosen = s_hat > s_null + tau                                           # at the best tau
+    split = {name: {"n": int(mask.sum()),
+                    "em": 100 * float(np.where(chosen, em_ans, em_f1_null)[mask].mean()) if mask.any() else None,
+                    "f1": 100 * float(np.where(chosen, f1_ans, em_f1_null)[mask].mean()) if mask.any() else None}
+             for name, mask in (("has_ans", has), ("no_ans", ~has))}
+    return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
+            "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
+
