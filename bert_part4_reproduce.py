@@ -164,11 +164,11 @@ def duration(seconds):
 # --- The estimates: each experiment's size times the units measured on this device ---
 
 def estimated(chosen, inputs, log, steps=(), off_hub=None):
-    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}) for the experiments
-    chosen and the stand-ins to build (steps). An experiment reading a model that cannot be had (a folder missing, or of
-    another kind than it reads; a Hub id out of reach and not cached) has none, and nothing of it is measured; units
-    not in the cache are measured first (part4/reproduction/calibration.py, which loads torch: only when something is not measured
-    yet)."""
+    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}, {name: its estimate's
+    parts, experiments.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
+    model that cannot be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not
+    cached) has none, and nothing of it is measured; units not in the cache are measured first
+    (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet)."""
     cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
     saved = read_json(cache_path) or {}
     device = experiments.device_key(inputs.device)
@@ -182,18 +182,20 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
         cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable())
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
-    costs, why = {}, {}
+    costs, why, parts = {}, {}, {}
     for e in chosen:
-        costs[e.name] = None if blocked[e.name] else experiments.estimate(e, inputs, cache)
+        parts[e.name] = None if blocked[e.name] else experiments.parts(experiments.size(e, inputs), cache)
+        costs[e.name] = None if parts[e.name] is None else sum(parts[e.name].values())
         if blocked[e.name]:
             why[e.name] = "; ".join(blocked[e.name])
         elif costs[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
     for step in steps:
-        costs[step.name] = 0.0 if step.built else experiments.seconds(experiments.build_size(step.build, inputs), cache)
+        parts[step.name] = {} if step.built else experiments.parts(experiments.build_size(step.build, inputs), cache)
+        costs[step.name] = None if parts[step.name] is None else sum(parts[step.name].values())
         if costs[step.name] is None:
             why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
-    return costs, why
+    return costs, why, parts
 
 
 def hub_problems(chosen, inputs):
@@ -255,9 +257,10 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(items, costs, *, why, done, inputs, log):
+def show_plan(items, costs, *, why, done, inputs, log, parts=None):
     """One line per experiment of items: the numbers it gives (count and sections), its estimate (or why there is none,
-    or the results file that has it done), its command; then the total, with the stand-ins of items to build (said
+    or the results file that has it done), its command, the parts of its estimate (start, steps, evals, checkpoints);
+    then the total, with the stand-ins of items to build (said
     before: show_stand_ins), and what the --models and --data folders lack."""
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
@@ -270,6 +273,8 @@ def show_plan(items, costs, *, why, done, inputs, log):
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
         log.say(f"    {shlex.join(['python', *experiments.command(e, inputs)])}")
+        if not done[e.name] and (parts or {}).get(e.name):
+            log.say(f"    parts: {parts_text(parts[e.name])}")
     to_do = [e for e in order if not done[e.name]]
     to_build = [s for s in steps if not s.built]
     total = sum(costs[x.name] or 0 for x in to_build + to_do)
@@ -282,6 +287,11 @@ def show_plan(items, costs, *, why, done, inputs, log):
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
+
+
+def parts_text(parts):
+    """{part: seconds} -> 'start 3.1 s, steps 40 s, evals 5.0 s, checkpoints 0.0 s'."""
+    return ", ".join(f"{name} {duration(seconds)}" for name, seconds in parts.items())
 
 
 def show_stand_ins(mirror, steps, *, costs, why, log):
@@ -501,10 +511,10 @@ def main(argv=None):
     done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     off_hub = hub_problems(chosen, inputs)
-    costs, why = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
+    costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
     order = in_order(experiments.EXPERIMENTS, costs)
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
-    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log)
+    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log, parts=parts)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
     to_run, left = within_budget([*steps, *order], costs, done, budget)

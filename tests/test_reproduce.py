@@ -295,7 +295,7 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     args = reproduce.build_parser().parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 limit=args.limit, device=args.device, results_dir=args.results_dir)
-    costs, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
+    costs, _, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
     order = reproduce.in_order(experiments.EXPERIMENTS, costs)
     budget = costs[order[0].name] + costs[order[1].name] / 2
     done = run([*argv, "--budget", f"{budget:.6f}s"])
@@ -491,3 +491,34 @@ def test_a_stand_in_base_is_read_for_what_it_holds_before_any_work(files, proble
                         "--results-dir", str(tmp_path / "out")])
     assert str(e.value) == f"--stand-in {base}: {problem}"
     assert not (tmp_path / "mirror").exists() and not (tmp_path / "out").exists()
+
+
+# --- An estimate's parts ---
+
+@pytest.mark.parametrize("step, checkpoints", [(1.0, 0), (20.0, 3), (200.0, 9)])
+def test_an_estimate_is_the_sum_of_its_parts_and_checkpoints_come_by_the_clock(step, checkpoints):
+    """A fine-tune of 100 steps and 10 evaluations of 40 rows: its start (the script and the model loaded), its steps,
+    its evaluations, and a checkpoint for every 10 minutes its steps and evaluations take (--checkpoint-every's
+    default), at most one at each of the 9 evaluations between the first and the last."""
+    W, clock = experiments.Work, experiments.ByTheClock
+    works = [(1, W("start", "s.py")), (1, W("load", "m")), (100, W("train", "m", batch=32, length=50)),
+             (400, W("forward", "m", batch=128, length=60)), (clock(9), W("checkpoint", "m"))]
+    cache = {"start s.py": 3.0, "load m classifier": 1.5, "train m classifier 32x50": step,
+             "forward m classifier 128x60, a row": 0.01, "checkpoint m classifier": 2.0}
+    found = experiments.parts(works, cache)
+    trained = 100 * step + 400 * 0.01
+    assert checkpoints == min(9, int(trained // 600))
+    assert found == pytest.approx({"start": 4.5, "steps": 100 * step, "evals": 4.0, "checkpoints": 2.0 * checkpoints})
+    assert experiments.seconds(works, cache) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
+    assert experiments.parts(works, {k: v for k, v in cache.items() if k != "checkpoint m classifier"}) is None
+
+
+def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
+    """MRPC cut to 320 training examples (10 batches of 32, 3 epochs: 30 steps), 20 dev rows: an evaluation every
+    10 steps and one before training (4), each of the 20 rows; checkpoints at most at the 2 evaluations between the
+    first and the last (steps 10 and 20)."""
+    works = experiments.fine_tune_size("mrpc", experiments.Inputs(max_train_examples=320, limit=20), "m")
+    kinds = {w.kind: (count, w) for count, w in works}
+    assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 30
+    assert kinds["forward"][0] == 20 * 4 and kinds["checkpoint"][0] == 2
+    assert isinstance(kinds["checkpoint"][0], experiments.ByTheClock)
