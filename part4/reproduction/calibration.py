@@ -168,6 +168,24 @@ def forward_seconds(net, batch, length, device):
     return timed(step, device) / rows
 
 
+CUDA_CONTEXT = 1 << 30   # bytes a process's CUDA context and libraries take on the GPU besides its tensors, at most
+
+
+def room(net, device):
+    """How many fine-tunes of this model fit side by side on the device: on CUDA its memory free (with what this
+    process holds, given back when it ends), 90% of it, over one run's peak (a training step at GLUE's widest batch,
+    32 x 128 tokens: the weights, AdamW's moments, the activations) and a process's CUDA context; 1 elsewhere (on the
+    CPU one run already uses every core: docs/benchmarks.md measures what two at a time cost there)."""
+    if device.type != "cuda":
+        return 1
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device)
+    peak = torch.cuda.max_memory_allocated(device)
+    free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+    return max(1, int(0.9 * free // (peak + CUDA_CONTEXT)))
+
+
 def one_line(error):
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
@@ -203,6 +221,8 @@ def calibrate(works, device, cache, say):
                 cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device)
             elif work.kind == "checkpoint":
                 cache[work_key(work, cache)] = checkpoint_seconds(net)
+            elif work.kind == "room":
+                cache[work_key(work, cache)] = room(net, device)
     return problems
 
 

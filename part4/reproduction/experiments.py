@@ -239,7 +239,8 @@ class Work:
     starting: python and the script's imports; model: the script), "load" (a model and its tokenizer read), "train"
     (one optimiser step on `batch` rows of `length` tokens, warm: timed at a few widths around it, each after an
     untimed step), "forward" (one row's share of a forward pass of `batch` rows of `length` tokens) or "checkpoint"
-    (a fine-tune's resume checkpoint written: the model and AdamW's two moments). head: the model's head
+    (a fine-tune's resume checkpoint written: the model and AdamW's two moments); or "room", not a time: how many
+    fine-tunes of the model fit on the device side by side (bert_part4_reproduce.py --side-by-side auto). head: the model's head
     ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`: padded, a
     batch's longest row (an evaluation); else a row's own (a padding-free training step, the default)."""
     kind: str
@@ -396,7 +397,7 @@ def work_key(work, cache):
     """The name of a unit in the cache, or None while the length of its rows is not measured yet."""
     if work.kind == "start":
         return f"start {work.model}"
-    if work.kind in ("load", "checkpoint"):
+    if work.kind in ("load", "checkpoint", "room"):
         return f"{work.kind} {model_key(work.model)} {work.head}"
     length = cache.get(length_key(work)) if work.texts else work.length
     if length is None:
