@@ -6,6 +6,7 @@ Random weights are enough: every hand-vs-library check holds on any weights. Not
 import os
 import re
 import string
+import subprocess
 import sys
 
 import pytest
@@ -69,6 +70,32 @@ def save_tiny(folder, model_class=BertModel, seed=0, **config_kw):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+class ProcessRefused(subprocess.Popen):
+    """subprocess.Popen inside a test that is not marked slow: refused, naming the test."""
+
+    test = "this test"
+
+    def __init__(self, args, *rest, **kwargs):
+        self._child_created = False                    # what Popen's __del__ reads; no process was started
+        raise AssertionError(f"{self.test} starts a process ({args!r:.80}): a test that starts one is marked "
+                             f"@pytest.mark.slow, so that the quick subset (-m 'not slow') leaves it out")
+
+
+@pytest.fixture(autouse=True)
+def a_quick_test_starts_no_process(request):
+    """The quick subset (`pytest -m "not slow"`) leaves out the tests marked slow (pyproject.toml says which): every
+    test that starts a process of its own (a script, torchrun, a bench) and every test measured at 2 s or more in
+    one process. A test not so marked that starts a process fails here, naming itself, so the subset stays quick
+    as tests are added."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    refused = type("ProcessRefused", (ProcessRefused,), {"test": request.node.nodeid})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", refused)
+        yield
 
 
 @pytest.fixture(autouse=True)

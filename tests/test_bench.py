@@ -86,6 +86,7 @@ def test_finetune_bench_on_squad_windows_times_grouped_batches_too(tiny_bert_dir
     assert out[-1].startswith("padding-free on random batches vs padded grouped by length: ")
 
 
+@pytest.mark.slow
 def test_processes_bench_runs_one_and_two_processes(tiny_bert_dir, tmp_path):
     import subprocess
     glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)

@@ -528,6 +528,7 @@ def every_script(folders, case, tmp_path, others):
                    *common_flags], "--squad2-model", qa)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_folder_is_refused_in_one_line_before_any_work(broken_folders, case, tiny_sst2_dir, tiny_qa_dir,
                                                                  tmp_path, capsys):
@@ -724,6 +725,7 @@ def test_a_head_that_cannot_be_kept_is_refused_with_what_it_is(tiny_bert_dir, tm
             "file, (2, 32) for the task))\n") in log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["squad", "swag"])
 def test_squad_and_swag_start_from_new_layers_too(task, tiny_bert_dir, tmp_path):
     """A SQuAD or SWAG checkpoint fine-tuned again gives exactly the run of its encoder with new layers: S, E and w."""

@@ -32,6 +32,7 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "    print('exit', e.code, 'torch' in sys.modules, 'transformers' in sys.modules)\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, code, err", [
     (["--help"], 0, ""),
     (["mrpc", "--stride", "3"], 2, "error: --stride: mrpc does not take it (--data-dir does)"),
@@ -94,6 +95,7 @@ def test_how_the_steps_are_computed_is_the_devices_unless_given():
     assert computed_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
 
+@pytest.mark.slow
 def test_the_command_line_room_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", "import sys; from part4.command_line import fine_tune_parser; "
                           "fine_tune_parser.parse(['glue']); "

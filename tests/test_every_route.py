@@ -239,6 +239,7 @@ def test_every_log_the_readme_names_is_committed():
         assert glob.glob(os.path.join(ROOT, path)), path
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     """10,784 windows from the 10,570 v1.1 dev questions: 183 need more than one window, 31 of them three

@@ -481,6 +481,7 @@ def test_the_shared_glue_folder_runs_six_tasks():
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 
 
+@pytest.mark.slow
 def test_glue_under_torchrun_gives_one_process_numbers(tiny_bert_dir, glue_data, tmp_path):
     """Two processes (gloo): the grid's runs spread over them, each run once, the same table as one process."""
     from test_processes import alone, torchrun

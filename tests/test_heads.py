@@ -164,6 +164,7 @@ def test_bad_device_and_missing_folder_are_one_line_errors(tmp_path, capsys):
         assert "no CUDA device" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_unreachable_hub_is_one_line_and_exit_2(tmp_path):
     """The default model with no network: one line that names the model, exit 2, no traceback."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "empty_cache"))

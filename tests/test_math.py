@@ -188,6 +188,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     assert experiments.done_before(experiments.BY_NAME["math"], inputs) is None
 
 
+@pytest.mark.slow
 def test_offline_every_missing_input_is_reported_at_once(tmp_path):
     """Plain bert_part4_math.py without the Hub: the toys are written; one line names all three models and the
     dataset, and the sections each stops; exit 2."""

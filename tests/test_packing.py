@@ -99,6 +99,7 @@ def recipe_step(model, batch, *, opt, sched, loss_fn):
     return loss.item()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, labels", FAMILIES)
 def test_five_training_steps_with_dropout_are_the_padded_steps(kind, labels):
     batch, model_class, kwargs, loss_fn = family_batch(kind, labels)

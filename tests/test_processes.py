@@ -83,6 +83,7 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
 
 # --- one run, data parallel: the same as one process ---
 
+@pytest.mark.slow
 @pytest.mark.parametrize("padding_free", ["off", "on"])
 def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_free):
     """Two processes, padded or padding-free, train as one padded process does (one: the padded run; padding-free
@@ -115,6 +116,7 @@ def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_fr
     assert torch.equal(la.argmax(-1), lb.argmax(-1)) and torch.allclose(la, lb, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_grid_on_two_processes_runs_each_run_once(tiny_bert_dir, glue, tmp_path):
     common = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--grid", "glue", "--evals", "1", "--epochs", "1",
               "--max-train-examples", "40", "--device", "cpu"]
@@ -131,6 +133,7 @@ def test_grid_on_two_processes_runs_each_run_once(tiny_bert_dir, glue, tmp_path)
     assert again.returncode == 0 and again.stdout.count("results already exist for the same settings") == 4
 
 
+@pytest.mark.slow
 def test_squad_on_two_processes_writes_the_same_files(tiny_qa_dir, tmp_path):
     v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
     common = ["--v1-model", tiny_qa_dir, "--v2-model", tiny_qa_dir, "--v1-data", v1, "--v2-data", v2, "--only", "v1",
@@ -145,6 +148,7 @@ def test_squad_on_two_processes_writes_the_same_files(tiny_qa_dir, tmp_path):
     assert json.loads((tmp_path / "two" / "part4_squad.json").read_text())["v1_dev"]["windows"] > 6
 
 
+@pytest.mark.slow
 def test_a_bad_input_on_one_process_ends_every_process(tiny_bert_dir, glue, tmp_path):
     """Rank 1 cannot read the training file (as if its node lacked it): both processes stop, one line each."""
     hook = tmp_path / "hook"
@@ -175,6 +179,7 @@ def test_a_bad_input_on_one_process_ends_every_process(tiny_bert_dir, glue, tmp_
     (["--backend", "nccl"], "--backend nccl needs CUDA devices, but this run uses --device cpu"),
     (["--parallel", "runs"], "--parallel runs spreads whole runs over the processes: it needs --grid or --seeds"),
 ])
+@pytest.mark.slow
 def test_bad_inputs_under_torchrun_are_one_line(tiny_bert_dir, glue, tmp_path, argv, message):
     p = torchrun("finetune", ["sst2", "--model", tiny_bert_dir, "--data-dir", glue, "--results-dir", str(tmp_path),
                               "--device", "cpu", *argv], timeout=600)
@@ -224,6 +229,7 @@ def start_and_stop(argv, sig, after_evals):
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_stopped_run_resumes_to_the_same_numbers(tiny_bert_dir, big_glue, uninterrupted, tmp_path, sig):
     """SIGTERM: a checkpoint where the run stands, though none is due (the default --checkpoint-every, 10m); SIGKILL:

@@ -141,6 +141,7 @@ def tiny_words(folder):
             f"vocab {c['vocab_size']:,}")
 
 
+@pytest.mark.slow
 def test_the_heads_run_gives_every_heads_row(made, tiny_bert_dir, capsys):
     rows = check_files(made, ["heads"], capsys)["heads/part4_heads.json"]
     H = json.loads(open(os.path.join(tiny_bert_dir, "config.json")).read())["hidden_size"]
@@ -309,6 +310,7 @@ def test_a_folder_or_a_broken_link_named_like_a_results_file_is_named(tmp_path):
 
 # --- --help at once: no script loads torch to answer it, and the report never loads it ---
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["heads", "math", "squad", "finetune", "report", "reproduce"])
 def test_help_is_answered_before_torch_loads(name):
     code = ("import runpy, sys\n"
@@ -323,6 +325,7 @@ def test_help_is_answered_before_torch_loads(name):
     assert "usage: bert_part4_" in done.stdout and done.stdout.splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_output_into_a_closed_pipe_ends_without_a_traceback():
     """`python bert_part4_report.py FILE | head`: the reader goes away before the report has printed its lines."""
     read, write = os.pipe()
@@ -335,6 +338,7 @@ def test_output_into_a_closed_pipe_ends_without_a_traceback():
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.slow
 def test_the_report_reads_a_folder_without_torch(made, tmp_path):
     folder = tmp_path / "copy"
     shutil.copytree(made, folder)

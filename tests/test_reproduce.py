@@ -118,6 +118,7 @@ def closed_endpoint():
     return f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hub", ["closed", "offline"])
 def test_without_the_hub_the_plan_answers_in_seconds_and_points_to_the_stand_in(hub, tmp_path):
     """The Hub out of reach (an endpoint where nothing listens, HF_HUB_OFFLINE unset; or HF_HUB_OFFLINE=1), with an
@@ -146,6 +147,7 @@ def test_without_the_hub_the_plan_answers_in_seconds_and_points_to_the_stand_in(
     assert not (out / experiments.CACHE).exists()                     # nothing was measured
 
 
+@pytest.mark.slow
 def test_the_plan_names_a_mirror_folder_of_another_kind_of_model(mirror, tmp_path):
     """A mirror whose SQuAD v1.1 folder holds a classifier and whose SST-2 folder holds an encoder without a head: the
     plan names both folders and what they hold, the experiments that read them have no estimate (and nothing of them
@@ -191,6 +193,7 @@ def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, t
 
 # --- The whole plan on tiny models ---
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pass):
     out, plan, done = quick_pass
@@ -208,6 +211,7 @@ def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pa
     assert "8 run, 0 done before, 0 failed, 0 left" in done
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_articles_model(quick_pass, mirror):
     """The tiny models (H = 32; 2 layers, 12 for the attention flow) under the four Hub ids: every number that needs a
@@ -226,6 +230,7 @@ def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_article
         hashlib.sha256(open(os.path.join(mirror, article.BERT, "model.safetensors"), "rb").read()).hexdigest()
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_second_invocation_runs_nothing(quick_pass, mirror, tmp_path):
     out = copied(quick_pass[0], tmp_path)
@@ -238,6 +243,7 @@ def test_a_second_invocation_runs_nothing(quick_pass, mirror, tmp_path):
     assert "report: Of the article's" in again.stdout
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_pass_killed_in_a_fine_tune_resumes_to_the_same_numbers(quick_pass, mirror, tmp_path):
     """The whole process group killed (a machine's kill) in the SST-2 run's third evaluation, before its first
@@ -265,6 +271,7 @@ def test_a_pass_killed_in_a_fine_tune_resumes_to_the_same_numbers(quick_pass, mi
     assert unchanged(resumed) == unchanged(json.loads((quick_pass[0] / SST2_RESULTS).read_text()))
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_missing_model_fails_its_experiments_and_the_rest_run(quick_pass, mirror, tmp_path):
     """The SQuAD v2.0 model's folder missing: the SQuAD and math experiments (which read it) fail, each in one line
@@ -286,6 +293,7 @@ def test_a_missing_model_fails_its_experiments_and_the_rest_run(quick_pass, mirr
     assert "2 run, 4 done before, 2 failed, 0 left" in done.stdout
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_path):
     """With the calibration cached, the estimates are the same numbers in every invocation: a budget that fits the
@@ -338,6 +346,7 @@ def stand_in_pass(tmp_path_factory):
     return root / "tiny-bert", root / "mirror", root / "out", argv, plan.stdout, done.stdout
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_stand_in_mirror_holds_each_model_with_what_it_is(stand_in_pass):
     """Four folders under the Hub ids, each with its record: the base copied as it is (the same sha256 as the base's
@@ -370,6 +379,7 @@ def test_the_stand_in_mirror_holds_each_model_with_what_it_is(stand_in_pass):
     assert "12 run, 0 done before, 0 failed, 0 left" in done
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_pass):
     """The SQuAD run and the math's attention flow on the stand-ins read the held-out part of each dev set: every
@@ -397,6 +407,7 @@ def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_p
     assert scored and all(r["note"].startswith("--limit 8" + "; " + split) for r in scored), scored
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_every_number_the_stand_in_pass_gives_on_a_model_says_stand_in(stand_in_pass):
     """The report of the pass on the built mirror: no number counted on the article's models, and every row whose
@@ -413,6 +424,7 @@ def test_every_number_the_stand_in_pass_gives_on_a_model_says_stand_in(stand_in_
     assert " 0 on the article's models" in summary and "differs: no known reason" not in summary
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_a_second_stand_in_pass_builds_nothing_and_runs_nothing(stand_in_pass, tmp_path):
     """The same command again: every stand-in recognised as built by its record and weights, every experiment done;
@@ -431,6 +443,7 @@ def test_a_second_stand_in_pass_builds_nothing_and_runs_nothing(stand_in_pass, t
     assert "built in" not in again.stdout and files() == before
 
 
+@pytest.mark.slow
 @needs_shared_data
 @pytest.mark.parametrize("change, refusal", [
     ("no record", f"{article.SQUAD_V1}: not a stand-in made here for {article.SQUAD_V1} (no part4_stand_in.json that "

@@ -142,6 +142,7 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys):
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, (argv, err)
 
 
+@pytest.mark.slow
 def test_the_metric_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", "import sys; from part4.tasks import squad_metric; print(sorted(m for m in "
                           "('torch', 'transformers', 'tokenizers', 'numpy', 'part4.models.devices', 'part4.run.records') if m in "
@@ -175,6 +176,7 @@ def check_the_command_line_gives_the_runs_scores(r, v1, v2, out):
     assert best["best_f1_thresh"] == d["exact_best"]["threshold"]
 
 
+@pytest.mark.slow
 def test_the_command_line_scores_the_squad_scripts_prediction_files(tiny_qa_dir, tmp_path):
     """On dev files the test writes, cut by --limit 4: v1.1's 3 questions whole, v2.0's first 4 of 5."""
     v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
@@ -185,6 +187,7 @@ def test_the_command_line_scores_the_squad_scripts_prediction_files(tiny_qa_dir,
                                                  first_questions(v2, 4, tmp_path / "v2_4.json"), out)
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_command_line_scores_the_squad_scripts_predictions_on_the_real_dev_sets(tiny_qa_dir, tmp_path):
     dev = {v: os.path.join(SHARED_DATA, "squad", f"dev-v{v}.json") for v in ("1.1", "2.0")}

@@ -42,6 +42,7 @@ def glue_argv(model, data, out, extra=()):
             "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "1", *extra]
 
 
+@pytest.mark.slow
 def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir, two_tasks, tmp_path, capsys):
     out, sub = tmp_path / "r", tmp_path / "sub"
     assert ft.main(glue_argv(tiny_bert_dir, two_tasks, out, ["--max-train-examples", "10", "--glue-submission",
@@ -228,6 +229,7 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
                                             "bert_part4_finetune.py"), ("paper.recipe", "bert_part4_finetune.py"),
                                             ("run.plan", "bert_part4_finetune.py"), ("output.lines",
                                             "bert_part4_finetune.py"), ("command_line.errors", "bert_part4_")])
+@pytest.mark.slow
 def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
@@ -235,6 +237,7 @@ def test_a_module_run_as_a_script_names_the_script_to_run(module, script):
     assert p.stderr.count("\n") == 1 and f"part4/{module.replace('.', '/')}.py is a module" in p.stderr and script in p.stderr
 
 
+@pytest.mark.slow
 def test_runs_found_done_are_reported_in_their_turn(tiny_bert_dir, two_tasks, tmp_path, capsys):
     """A grid run again after one of its runs was lost: the runs found done are said in the grid's order, around
     the one that trains again, not after it."""
