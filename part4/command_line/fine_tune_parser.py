@@ -6,7 +6,7 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 
 import sys
 
-from part4.command_line.declarations import ArgumentParser, add_settings, check_given, given_or_default
+from part4.command_line.declarations import check_given, given_or_default, parser_for
 from part4.command_line.errors import Fatal, say_error
 from part4.command_line.fine_tune_settings import Settings
 from part4.command_line.shared_settings import check_windows
@@ -20,14 +20,13 @@ DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
 def build_parser():
     """The article's command line, made from the declarations of Settings: every default named with where it comes
     from (part4/paper/recipe.py)."""
-    p = ArgumentParser(
-        description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
-                    "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with "
-                    "the paper's choice of learning rate, in a table beside its Table 1. Defaults are the paper's.",
+    return parser_for(
+        Settings,
+        "Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 (§4.2), SQuAD v2.0 "
+        "(§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with the paper's choice of learning "
+        "rate, in a table beside its Table 1. Defaults are the paper's.",
         epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
                "table results/part4_glue_table.{log,json,md}.")
-    add_settings(p, Settings)
-    return p
 
 
 # --- The checks: every flag that this command would not use, or that cannot be, refused in one line ---
