@@ -94,6 +94,15 @@ def test_a_flag_several_scripts_take_is_the_same_flag_in_each():
     assert differences(PARSERS) == []
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_help_states_every_default(name):
+    """Every flag with a default says it in its help (its declaration's default, or the recipe's)."""
+    for flag, action in arguments(PARSERS[name]).items():
+        f = action.declaration
+        if f.metadata["recipe"] or f.default not in (None, False, ()):
+            assert "default" in action.help.lower(), f"{name} {flag}: {action.help}"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class One:
     seed: int = shared("seed")

@@ -174,7 +174,7 @@ class ReproduceSettings:
                                  "part4_stand_in.json; models built before are kept. Needs --models and --data")
     side_by_side: object = setting("auto", type=auto_or_whole, check=auto_or_positive, metavar="auto|N",
                                    help="runs of one grid side by side on one device: auto (as many as the device has "
-                                        "room for) or N")
+                                        "room for) or N (default: auto)")
     device: str = shared("device")
     results_dir: str = shared("results_dir")
 
