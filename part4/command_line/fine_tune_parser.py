@@ -6,15 +6,11 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 
 import sys
 
-from part4.command_line.declarations import ArgumentParser, add_settings, check_given, given_or_default
+from part4.command_line.declarations import check_given, given_or_default, parser_for
 from part4.command_line.errors import Fatal, say_error
 from part4.command_line.fine_tune_settings import Settings
-from part4.paper.recipe import (
-    GLUE_TASKS,
-    RECIPES,
-    check_windows,
-    lr_tag,
-)
+from part4.command_line.shared_settings import check_windows
+from part4.paper.recipe import GLUE_TASKS, RECIPES, lr_tag
 
 ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
 SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE and SWAG read --data-dir
@@ -24,14 +20,13 @@ DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
 def build_parser():
     """The article's command line, made from the declarations of Settings: every default named with where it comes
     from (part4/paper/recipe.py)."""
-    p = ArgumentParser(
-        description="Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 "
-                    "(§4.2), SQuAD v2.0 (§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with "
-                    "the paper's choice of learning rate, in a table beside its Table 1. Defaults are the paper's.",
+    return parser_for(
+        Settings,
+        "Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 (§4.2), SQuAD v2.0 "
+        "(§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with the paper's choice of learning "
+        "rate, in a table beside its Table 1. Defaults are the paper's.",
         epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
                "table results/part4_glue_table.{log,json,md}.")
-    add_settings(p, Settings)
-    return p
 
 
 # --- The checks: every flag that this command would not use, or that cannot be, refused in one line ---
@@ -78,6 +73,8 @@ def refuse_conflicts(a, task):
     if a.head == "checkpoint" and a.init == "random":
         raise Fatal("--head checkpoint keeps the checkpoint's output layer, but --init random starts from random weights: "
                     "drop one of them")
+    if a.dtype == "fp16":
+        raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
     if a.seeds and a.seed is not None:
         raise Fatal(f"--seeds {a.seeds} runs the seeds 0..{a.seeds - 1}: drop --seed {a.seed}")
     for flag, value in (("--tasks", a.tasks), ("--glue-submission", a.glue_submission)):
@@ -87,7 +84,7 @@ def refuse_conflicts(a, task):
 
 def check_flags(a, task):
     """Every flag given, before any default: those the task does not read, those that contradict each other, then
-    each against its declaration (a range, the dtypes that train)."""
+    each against its declaration (its range)."""
     refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
     refuse_conflicts(a, task)
     check_given(vars(a), Settings)

@@ -8,7 +8,6 @@ import sys
 from dataclasses import asdict, dataclass, fields
 
 from part4.command_line.declarations import (
-    COMMON_FLAGS,
     POSITIVE,
     RUN,
     TABLE,
@@ -19,20 +18,13 @@ from part4.command_line.declarations import (
     setting,
 )
 from part4.command_line.errors import not_a_script
-from part4.paper.article import ARTICLE_MODEL, PAPER_OPTIMISER
-from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, STRIDE, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
+from part4.command_line.shared_settings import paper_defaults, shared
+from part4.paper.article import PAPER_OPTIMISER
+from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
 CUDA_PAD_MULTIPLE = 8     # --pad-to-multiple-of on CUDA by default: the widths tensor cores tile by (bf16)
 
-FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
-
-
 ON_OFF = {"on": True, "off": False}
-
-
-def paper_defaults(field, text=str):
-    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
-    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
 
 
 def learning_rate(text):
@@ -53,20 +45,14 @@ def learning_rate_range(lr):
             f"(the paper's grid: {grid_lrs('glue')})")
 
 
-def training_dtype(dtype):
-    """--dtype: None when it can train, else what it must be."""
-    if dtype == "fp16":
-        return "training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32"
-    return None if dtype in ("auto", "fp32", "bf16") else "choose auto, fp32 or bf16"
-
-
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """What one command line asks, each setting declared once here: its flag, default (the recipe's, part4/paper/recipe.py,
-    where the paper sets it), help, range or choices and where it is recorded (part4/command_line/errors.py's setting). The
-    parser, the checks, --help and the recorded settings are made from these declarations; parse makes the Settings
-    once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which holds
-    these), never the flags. Adding a setting: one declaration here, and the line that reads it."""
+    """What one command line asks, each setting declared once here: its flag, default (the recipe's,
+    part4/paper/recipe.py, where the paper sets it), help, range or choices and where it is recorded
+    (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/shared_settings.py's).
+    The parser, the checks, --help and the recorded settings are made from these declarations; parse makes the
+    Settings once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which
+    holds these), never the flags. Adding a setting: one declaration here, and the line that reads it."""
 
     # --- the article's command: the task and the learning rate ---
     task: str = setting(flag="positional", record=(RUN,),
@@ -78,8 +64,7 @@ class Settings:
                              f"grid {grid_lrs('glue')}, the best on dev; given, that one only)")
 
     # --- the model and the data ---
-    model: str = setting(ARTICLE_MODEL, record=(RUN, TABLE), path=True,
-                         help=f"pre-trained BERT: Hub id or local folder (default and article: {ARTICLE_MODEL})")
+    model: str = shared("model", record=(RUN, TABLE), path=True)
     init: str = setting("pretrained", choices=("pretrained", "random"), record=(RUN, TABLE), unless_default=(RUN,),
                         help="pretrained (the paper; default) or random: the same architecture from random weights, "
                              "fine-tuned with the same recipe, to measure what pre-training buys")
@@ -99,15 +84,12 @@ class Settings:
                                    "to DIR as the GLUE server takes it (CoLA.tsv ... AX.tsv, submission.zip)")
 
     # --- the recipe (paper §4.1-4.4, A.3) ---
-    batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
+    batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE), means="the training batch",
                               help=f"default: the paper's ({paper_defaults('batch_size')})")
     epochs: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
                           help=f"default: the paper's ({paper_defaults('epochs')})")
-    max_len: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
-                           help=f"longest input in tokens (default: {paper_defaults('max_len')}: run_classifier.py's "
-                                "inputs, run_squad.py's windows)")
-    stride: int = setting(STRIDE, record=(RUN,),
-                          help=f"SQuAD: tokens two windows share (default {STRIDE}, as bert_part4_squad.py)")
+    max_len: int = shared("max_len", record=(RUN, TABLE))
+    stride: int = shared("stride", record=(RUN,))
     warmup: float = setting(WARMUP, check=Range(0, 1), record=(RUN, TABLE),
                             help=f"share of steps with a rising lr (default {WARMUP}, run_classifier.py)")
     weight_decay: float = setting(WEIGHT_DECAY, check=Range(0), record=(RUN, TABLE),
@@ -115,7 +97,7 @@ class Settings:
                                        f"A.2); AdamW is torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
     clip: float = setting(CLIP, check=POSITIVE, record=(RUN, TABLE),
                           help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
-    seed: int = setting(0, record=(RUN, TABLE), help="the one fixed seed (default 0; restarts: --seeds)")
+    seed: int = shared("seed", record=(RUN, TABLE))
     seeds: int = setting(check=POSITIVE, record=(TABLE,),
                          help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); with --grid or "
                               "glue, each setting is chosen by its mean over the seeds (paper, BERT-large: the best "
@@ -132,8 +114,7 @@ class Settings:
                             help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on "
                                  "for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: "
                                  "random batches)")
-    max_train_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
-                                      help="only the first N training examples (SQuAD: questions)")
+    max_train_examples: int = shared("max_train_examples", record=(RUN, TABLE))
     max_dev_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
                                     help="only the first N examples of each dev set (SQuAD: questions)")
 
@@ -172,12 +153,11 @@ class Settings:
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
                                    help="dev batch size (default: the head family's, part4/tasks/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
-    dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/models/devices.py
-                         help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
+    dtype: str = shared("dtype", record=(RUN, TABLE))     # fp16 refused: it does not train (fine_tune_parser.py)
     save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
                                    "several runs: one subfolder each)")
-    device: str = setting(COMMON_FLAGS["device"][0], help=COMMON_FLAGS["device"][1])
-    results_dir: str = setting(COMMON_FLAGS["results_dir"][0], help=COMMON_FLAGS["results_dir"][1])
+    device: str = shared("device")
+    results_dir: str = shared("results_dir")
     run_tag: str = setting(record=(TABLE,), help="appended to the results file names, e.g. the model's name")
     parallel: str = setting(choices=("data", "runs"),      # None: the default for the command
                             help="under torchrun: data = every batch split over the processes (default for one run); "
@@ -230,7 +210,7 @@ EARLIER_NAMES = {"evals": "dev_evaluations"}               # a recorded setting'
 
 
 def as_recorded_now(settings, place=RUN):
-    """Settings recorded in place (a run's, RUN, or a table's, part4/command_line/errors.py's TABLE) in this version's
+    """Settings recorded in place (a run's, RUN, or a table's, part4/command_line/declarations.py's TABLE) in this version's
     terms, to be compared: an earlier name of a setting (evals: the count of dev evaluations, now dev_evaluations), an
     earlier spelling of its value (dtype "None" is "fp32"), and a setting not recorded (declared after the file was
     written, or at its default where it is recorded unless default: init "pretrained") at its declared default.

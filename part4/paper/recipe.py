@@ -7,8 +7,6 @@ recipe itself (bert_part4_finetune.py) and every room import them from here."""
 import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import Fatal
-
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
@@ -73,12 +71,6 @@ def grid_size(name, batch_size, epochs):
 def grid_lrs(name):
     """'5e-5, 4e-5, 3e-5, 2e-5': a grid's learning rates as the paper writes them."""
     return ", ".join(lr_tag(lr) for lr in GRIDS[name]["lr"])
-
-
-def check_windows(max_len, stride):
-    """SQuAD's windows: the stride (the tokens two windows share) must be at least 0 and below the window length."""
-    if not 0 <= stride < max_len:
-        raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len} (and at least 0)")
 
 
 if __name__ == "__main__":
