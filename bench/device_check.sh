@@ -3,18 +3,18 @@
 # the repository root with ../shared/data beside it; everything goes under $OUT (default /tmp/device_check), each
 # figure as lines of $OUT/figures.txt (and on stdout), each step's whole output in its own file beside it:
 #   0. a BERT-base-shape mirror with random weights under the article's four Hub ids (the real vocab)
-#   1. bench/finetune_speed.py --random-base on SST-2: every way warmed, two rounds (CUDA's default), host and device
-#      time a step of padded, padding-free and the Trainer
-#   2. bench/step_profile.py: warm steps under torch.profiler (host vs device time, kernel launches, top operators)
-#   3. bench/side_by_side_speed.py: the MRPC grid's four runs side by side against one after another (cut)
-#   4. bert_part4_reproduce.py on the mirror and the real data: the whole article, the cheapest first while the
-#      estimates fit in the time left (--budget), --side-by-side auto; each experiment's estimate beside its time
+#   1. bert_part4_reproduce.py on the mirror and the real data: the whole article, the cheapest first while the
+#      estimates fit in the time left after the benchmarks' (--budget), --side-by-side auto; each experiment's
+#      estimate beside its time, and the parts of each estimate
+#   2. bench/finetune_speed.py on SST-2: every way warmed, two rounds (CUDA's default), host and device time a step
+#      of padded, padding-free and the Trainer
+#   3. bench/step_profile.py: warm steps under torch.profiler (host vs device time, kernel launches, top operators)
+#   4. bench/side_by_side_speed.py: the MRPC grid's four runs side by side against one after another (cut)
 # DEVICE_CHECK_TINY=1: the same on the CPU with a tiny model (H = 32) and tiny cuts, to prove the script end to end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device_check}
 TINY=${DEVICE_CHECK_TINY:-0}
-TOTAL=${DEVICE_CHECK_SECONDS:-540}          # the whole check's time, at most (9 minutes)
 mkdir -p "$OUT"
 SHARED=../shared/data
 FIG="$OUT/figures.txt"
@@ -26,9 +26,11 @@ left() { echo $(( TOTAL - ($(date +%s) - START) )); }
 if [ "$TINY" = 1 ]; then
     DEVICE=cpu; SPEED=(--steps 3 --batch-size 8); PROFILE=(--steps 3 --warm-steps 2 --batch-size 8)
     SIDE=(--max-train-examples 32 --limit 8 --side-by-side 2); CUTS=(--max-train-examples 64 --limit 8)
+    LIMITS=(600 300 900); TOTAL=${DEVICE_CHECK_SECONDS:-2400}   # a shared 2-core CPU: each benchmark's limit, the whole
 else
-    DEVICE=cuda; SPEED=(--steps 40); PROFILE=(--steps 10 --warm-steps 10)
-    SIDE=(--max-train-examples 960 --limit 408 --side-by-side 4); CUTS=()
+    DEVICE=cuda; SPEED=(--steps 30); PROFILE=(--steps 10 --warm-steps 10)
+    SIDE=(--max-train-examples 640 --limit 408 --side-by-side 4); CUTS=()
+    LIMITS=(60 30 75); TOTAL=${DEVICE_CHECK_SECONDS:-540}       # each benchmark's limit, and the whole: 9 minutes
 fi
 say "device check $(date -u '+%Y-%m-%d %H:%M UTC'), $([ "$TINY" = 1 ] && echo 'DEVICE_CHECK_TINY=1: a tiny model on the CPU' || echo 'BERT-base shape, random weights'); $(python -c 'import torch, transformers; name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu (no CUDA device)"; print(f"device {name}; torch {torch.__version__}; transformers {transformers.__version__}; {torch.get_num_threads()} threads")')"
 
@@ -49,37 +51,38 @@ for k, (hub_id, (cls, kw)) in enumerate(heads.items()):
 EOF
 say "0. mirror (rc $?): $(du -sh "$OUT/mirror" | cut -f1) in $(( $(date +%s) - T )) s"
 BASE="$OUT/mirror/bert-base-uncased"
+BENCHES=$(( LIMITS[0] + LIMITS[1] + LIMITS[2] ))     # the benchmarks' time, kept after the article's
 
-# 1. Fine-tuning steps, SST-2: padded vs padding-free vs the Trainer, every way warmed, two rounds on CUDA
+# 1. The whole article on the mirror: the cheapest first while the estimates fit in the time left (the benchmarks'
+#    time kept, and a minute for the calibration and the report), stopped cleanly by SIGTERM whatever the estimates said
 T=$(date +%s)
-timeout 120 python bench/finetune_speed.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
-    "${SPEED[@]}" > "$OUT/finetune_speed.txt" 2>&1
-say "1. finetune_speed (rc $?, $(( $(date +%s) - T )) s):"
-grep -E "steps/s|vs|not run" "$OUT/finetune_speed.txt" | sed 's/^ */   /' | tee -a "$FIG"
-
-# 2. A short profile of warm padding-free steps
-T=$(date +%s)
-timeout 60 python bench/step_profile.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
-    "${PROFILE[@]}" > "$OUT/step_profile.txt" 2>&1
-say "2. step_profile (rc $?, $(( $(date +%s) - T )) s):"
-grep -E "^per step|^top operators" "$OUT/step_profile.txt" | sed 's/^/   /' | tee -a "$FIG"
-
-# 3. The MRPC grid's four runs side by side against one after another
-T=$(date +%s)
-timeout 150 python bench/side_by_side_speed.py --model "$BASE" --data "$SHARED" --device $DEVICE "${SIDE[@]}" \
-    > "$OUT/side_by_side.txt" 2>&1
-say "3. side_by_side_speed (rc $?, $(( $(date +%s) - T )) s):"
-grep -E "^MRPC grid|in all|side by side:" "$OUT/side_by_side.txt" | sed 's/^ */   /' | tee -a "$FIG"
-
-# 4. The whole article on the mirror: the cheapest first while the estimates fit in the time left (a minute kept for
-#    the calibration and the report), stopped cleanly by SIGTERM at the end of the time whatever the estimates said
-T=$(date +%s)
-BUDGET=$(( $(left) - 60 ))
+BUDGET=$(( $(left) - BENCHES - 60 ))
 if [ "$BUDGET" -lt 30 ]; then BUDGET=30; fi
-timeout -s TERM -k 20 $(( $(left) - 5 )) python bert_part4_reproduce.py --models "$OUT/mirror" --data "$SHARED" \
+timeout -s TERM -k 20 $(( $(left) - BENCHES )) python bert_part4_reproduce.py --models "$OUT/mirror" --data "$SHARED" \
     --device $DEVICE --budget "${BUDGET}s" --side-by-side auto --results-dir "$OUT/article" "${CUTS[@]}" \
     > "$OUT/reproduce.txt" 2>&1
-say "4. bert_part4_reproduce.py --budget ${BUDGET}s (rc $?, $(( $(date +%s) - T )) s):"
+say "1. bert_part4_reproduce.py --budget ${BUDGET}s (rc $?, $(( $(date +%s) - T )) s):"
 grep -E "^ ?[0-9]+\. |^    parts: |^Total|^Side by side|^One after another|calibrating|: (ran|failed|stopped) in |^Estimates|^left by the budget|^FAILED|run, .* done before" \
     "$OUT/reproduce.txt" | sed 's/^/   /' | tee -a "$FIG"
+# 2. Fine-tuning steps, SST-2: padded vs padding-free vs the Trainer, every way warmed, two rounds on CUDA
+T=$(date +%s)
+timeout ${LIMITS[0]} python bench/finetune_speed.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
+    "${SPEED[@]}" > "$OUT/finetune_speed.txt" 2>&1
+say "2. finetune_speed (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "steps/s|vs|not run" "$OUT/finetune_speed.txt" | sed 's/^ */   /' | tee -a "$FIG"
+
+# 3. A short profile of warm padding-free steps
+T=$(date +%s)
+timeout ${LIMITS[1]} python bench/step_profile.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
+    "${PROFILE[@]}" > "$OUT/step_profile.txt" 2>&1
+say "3. step_profile (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "^per step|^top operators" "$OUT/step_profile.txt" | sed 's/^/   /' | tee -a "$FIG"
+
+# 4. The MRPC grid's four runs side by side against one after another
+T=$(date +%s)
+timeout ${LIMITS[2]} python bench/side_by_side_speed.py --model "$BASE" --data "$SHARED" --device $DEVICE "${SIDE[@]}" \
+    > "$OUT/side_by_side.txt" 2>&1
+say "4. side_by_side_speed (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "^MRPC grid|in all|side by side:" "$OUT/side_by_side.txt" | sed 's/^ */   /' | tee -a "$FIG"
+
 say "device check: $(( $(date +%s) - START )) s in all; figures in $FIG"
