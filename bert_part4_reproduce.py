@@ -25,8 +25,9 @@ An experiment whose results file records the same command (the same models, by t
 done, and skipped; a fine-tune stopped part-way resumes from its checkpoint when run again (the fine-tuning script's
 own resume). Ctrl-C or SIGTERM stops with one line, and the same command goes on. A failed experiment is named with
 its script's one-line error, and the others run; the end lists every failure with the command that re-runs it, and
-the exit status is 1. The experiments run one after another in this one process: a fine-tune under torchrun is run by
-hand (docs/processes-and-resume.md), and is then done here.
+the exit status is 1. The experiments run one after another, but the runs of a grid (MRPC's four learning rates),
+which --side-by-side runs as several processes at a time where the device has room; a fine-tune under torchrun is
+run by hand (docs/processes-and-resume.md), and is then done here.
 """
 
 import json
@@ -43,7 +44,6 @@ from part4.command_line import script_settings
 from part4.command_line.errors import Fatal, Stopped, run_main
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_writable_dir, read_json, write_atomic
-from part4.paper import article
 from part4.reproduction import experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
@@ -134,7 +134,7 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
     blocked = {e.name: cannot_run(e, inputs, off_hub) for e in chosen}
     works = [work for e in chosen if not blocked[e.name] for _, work in experiments.size(e, inputs)]
     works += [work for step in steps if not step.built for _, work in experiments.build_size(step.build, inputs)]
-    works += [room_work(grid, inputs) for grid in grids([e for e in chosen if not blocked[e.name]]).values()]
+    works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
     problems = {}
     if any(experiments.work_key(w, cache) not in cache for w in works):
         cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable())
@@ -158,15 +158,6 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
 
 # --- Side by side: a grid's runs as several processes at a time on the one device ---
 
-def grids(order):
-    """{task: its fine-tunes} of every task the experiments fine-tune at more than one learning rate (MRPC's four)."""
-    out = {}
-    for e in order:
-        if e.script == article.FINETUNE:
-            out.setdefault(e.args[0], []).append(e)
-    return {task: runs for task, runs in out.items() if len(runs) > 1}
-
-
 def room_work(grid, inputs):
     """The calibration's unit that says how many of a grid's runs fit on the device side by side."""
     return experiments.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
@@ -178,7 +169,7 @@ def side_by_side(order, asked, inputs, done):
     cache = (read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
         experiments.device_key(inputs.device)) or {}
     out = []
-    for grid in grids(order).values():
+    for grid in experiments.grids(order).values():
         runs = [e for e in grid if not done[e.name]]
         if len(runs) < 2:
             continue

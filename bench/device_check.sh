@@ -1,52 +1,88 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one script for the day one is lent (one H200, at most 8 minutes in all).
-# Run from the repository root with ../shared/data beside it; everything it writes goes under $OUT (default
-# /tmp/device_check). Each figure ends up as one line in $OUT/figures.txt (and on stdout):
-#   1. bench/squad_speed.py --random-base on the full SQuAD v1.1 dev set (10,570 questions)
-#   2. bench/finetune_speed.py --random-base on SST-2: padded vs padding-free vs the Trainer, bf16 autocast
-#   3. a BERT-base-shape SST-2 fine-tune (random weights, 400 steps) stopped by SIGTERM, then resumed on CUDA
-#   4. torchrun --nproc-per-node 1 with nccl
+# The checks that need a GPU, prepared as one script for the day one is lent: within 9 minutes on one H200. Run from
+# the repository root with ../shared/data beside it; everything goes under $OUT (default /tmp/device_check), each
+# figure as lines of $OUT/figures.txt (and on stdout), each step's whole output in its own file beside it:
+#   0. a BERT-base-shape mirror with random weights under the article's four Hub ids (the real vocab)
+#   1. bert_part4_reproduce.py on the mirror and the real data: the whole article, the cheapest first while the
+#      estimates fit in the time left after the benchmarks' (--budget), --side-by-side auto; each experiment's
+#      estimate beside its time, and the parts of each estimate
+#   2. bench/finetune_speed.py on SST-2: every way warmed, two rounds (CUDA's default), host and device time a step
+#      of padded, padding-free and the Trainer
+#   3. bench/step_profile.py: warm steps under torch.profiler (host vs device time, kernel launches, top operators)
+#   4. bench/side_by_side_speed.py: the MRPC grid's four runs side by side against one after another (cut)
+# DEVICE_CHECK_TINY=1: the same on the CPU with a tiny model (H = 32) and tiny cuts, to prove the script end to end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device_check}
+TINY=${DEVICE_CHECK_TINY:-0}
 mkdir -p "$OUT"
 SHARED=../shared/data
 FIG="$OUT/figures.txt"
 : > "$FIG"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+START=$(date +%s)
 say() { echo "$*" | tee -a "$FIG"; }
-say "device: $(python -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device")'); torch $(python -c 'import torch; print(torch.__version__)')"
+left() { echo $(( TOTAL - ($(date +%s) - START) )); }
+if [ "$TINY" = 1 ]; then
+    DEVICE=cpu; SPEED=(--steps 3 --batch-size 8); PROFILE=(--steps 3 --warm-steps 2 --batch-size 8)
+    SIDE=(--max-train-examples 32 --limit 8 --side-by-side 2); CUTS=(--max-train-examples 64 --limit 8)
+    LIMITS=(600 300 900); TOTAL=${DEVICE_CHECK_SECONDS:-2400}   # a shared 2-core CPU: each benchmark's limit, the whole
+else
+    DEVICE=cuda; SPEED=(--steps 30); PROFILE=(--steps 10 --warm-steps 10)
+    SIDE=(--max-train-examples 640 --limit 408 --side-by-side 4); CUTS=()
+    LIMITS=(60 30 75); TOTAL=${DEVICE_CHECK_SECONDS:-540}       # each benchmark's limit, and the whole: 9 minutes
+fi
+say "device check $(date -u '+%Y-%m-%d %H:%M UTC'), $([ "$TINY" = 1 ] && echo 'DEVICE_CHECK_TINY=1: a tiny model on the CPU' || echo 'BERT-base shape, random weights'); $(python -c 'import torch, transformers; name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu (no CUDA device)"; print(f"device {name}; torch {torch.__version__}; transformers {transformers.__version__}; {torch.get_num_threads()} threads")')"
 
-# 1. SQuAD evaluation, full v1.1 dev set, random BERT-base (speed does not depend on the weights)
-timeout 150 python bench/squad_speed.py --random-base --limit 10570 --data "$SHARED/squad/dev-v1.1.json" > "$OUT/squad_speed.txt" 2>&1
-say "squad_speed (rc $?): $(grep -E 'windows/s|speed-up' "$OUT/squad_speed.txt" | tr '\n' ' ' | tr -s ' ')"
-
-# 2. Fine-tuning steps, SST-2, random BERT-base, bf16 autocast (the default on CUDA)
-timeout 150 python bench/finetune_speed.py --random-base --task sst2 --steps 40 > "$OUT/finetune_speed.txt" 2>&1
-say "finetune_speed (rc $?): $(grep -E 'steps/s|vs' "$OUT/finetune_speed.txt" | tr '\n' ' ' | tr -s ' ')"
-
-# 3. A BERT-base-shape model folder with random weights, fine-tuned on SST-2, stopped by SIGTERM, resumed
-python - "$OUT/base" "$SHARED/bert-base-uncased/vocab.txt" <<'EOF'
-import sys, torch
-from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-torch.manual_seed(0)
-BertForSequenceClassification(BertConfig()).save_pretrained(sys.argv[1])
-BertTokenizer(vocab=sys.argv[2]).save_pretrained(sys.argv[1])
+# 0. The mirror: one folder per Hub id the article names, each the kind the scripts read there, random weights
+T=$(date +%s)
+python - "$OUT/mirror" "$SHARED/bert-base-uncased/vocab.txt" "$TINY" <<'EOF'
+import os, sys, torch
+from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification, BertModel, BertTokenizer
+folder, vocab, tiny = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+shape = dict(hidden_size=32, num_hidden_layers=12, num_attention_heads=2, intermediate_size=37) if tiny else {}
+heads = {"bert-base-uncased": (BertModel, {}), "textattack/bert-base-uncased-SST-2": (BertForSequenceClassification, {"num_labels": 2}),
+         "csarron/bert-base-uncased-squad-v1": (BertForQuestionAnswering, {}),
+         "deepset/bert-base-uncased-squad2": (BertForQuestionAnswering, {})}
+for k, (hub_id, (cls, kw)) in enumerate(heads.items()):
+    torch.manual_seed(k)
+    cls(BertConfig(**shape, **kw)).save_pretrained(os.path.join(folder, hub_id))
+    BertTokenizer(vocab=vocab).save_pretrained(os.path.join(folder, hub_id))
 EOF
-RUN=(bert_part4_finetune.py sst2 --model "$OUT/base" --data-dir "$SHARED/glue_data" --max-train-examples 12800 --epochs 1
-     --evals 4 --max-dev-examples 256 --results-dir "$OUT/resume" --device cuda)
-python "${RUN[@]}" > "$OUT/resume_1.txt" 2>&1 &
-PID=$!
-sleep 45
-kill -TERM "$PID"
-wait "$PID"
-RC1=$?
-timeout 120 python "${RUN[@]}" > "$OUT/resume_2.txt" 2>&1
-RC2=$?
-say "sigterm+resume: first rc $RC1 ($(grep -o 'stopped by SIGTERM at step [0-9/]*' "$OUT/resume_1.txt")), rerun rc $RC2: $(grep -o 'resumed from .* at step [0-9/]*' "$OUT/resume_2.txt" | head -1); $(grep '^FINAL' "$OUT/resume_2.txt")"
+say "0. mirror (rc $?): $(du -sh "$OUT/mirror" | cut -f1) in $(( $(date +%s) - T )) s"
+BASE="$OUT/mirror/bert-base-uncased"
+BENCHES=$(( LIMITS[0] + LIMITS[1] + LIMITS[2] ))     # the benchmarks' time, kept after the article's
 
-# 4. torchrun with nccl, one process
-timeout 90 python -m torch.distributed.run --standalone --nproc-per-node 1 bert_part4_finetune.py sst2 --model "$OUT/base" \
-    --data-dir "$SHARED/glue_data" --max-train-examples 640 --max-dev-examples 128 --epochs 1 --evals 1 --backend nccl \
-    --results-dir "$OUT/nccl" > "$OUT/nccl.txt" 2>&1
-say "torchrun nccl x1 (rc $?): $(grep -E '^FINAL|work split' "$OUT/nccl.txt" | tr '\n' ' ')"
+# 1. The whole article on the mirror: the cheapest first while the estimates fit in the time left (the benchmarks'
+#    time kept, and a minute for the calibration and the report), stopped cleanly by SIGTERM whatever the estimates said
+T=$(date +%s)
+BUDGET=$(( $(left) - BENCHES - 60 ))
+if [ "$BUDGET" -lt 30 ]; then BUDGET=30; fi
+timeout -s TERM -k 20 $(( $(left) - BENCHES )) python bert_part4_reproduce.py --models "$OUT/mirror" --data "$SHARED" \
+    --device $DEVICE --budget "${BUDGET}s" --side-by-side auto --results-dir "$OUT/article" "${CUTS[@]}" \
+    > "$OUT/reproduce.txt" 2>&1
+say "1. bert_part4_reproduce.py --budget ${BUDGET}s (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "^ ?[0-9]+\. |^    parts: |^Total|^Side by side|^One after another|calibrating|: (ran|failed|stopped) in |^Estimates|^left by the budget|^FAILED|run, .* done before" \
+    "$OUT/reproduce.txt" | sed 's/^/   /' | tee -a "$FIG"
+# 2. Fine-tuning steps, SST-2: padded vs padding-free vs the Trainer, every way warmed, two rounds on CUDA
+T=$(date +%s)
+timeout ${LIMITS[0]} python bench/finetune_speed.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
+    "${SPEED[@]}" > "$OUT/finetune_speed.txt" 2>&1
+say "2. finetune_speed (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "steps/s|vs|not run" "$OUT/finetune_speed.txt" | sed 's/^ */   /' | tee -a "$FIG"
+
+# 3. A short profile of warm padding-free steps
+T=$(date +%s)
+timeout ${LIMITS[1]} python bench/step_profile.py --model "$BASE" --task sst2 --data-dir "$SHARED/glue_data" --device $DEVICE \
+    "${PROFILE[@]}" > "$OUT/step_profile.txt" 2>&1
+say "3. step_profile (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "^per step|^top operators" "$OUT/step_profile.txt" | sed 's/^/   /' | tee -a "$FIG"
+
+# 4. The MRPC grid's four runs side by side against one after another
+T=$(date +%s)
+timeout ${LIMITS[2]} python bench/side_by_side_speed.py --model "$BASE" --data "$SHARED" --device $DEVICE "${SIDE[@]}" \
+    > "$OUT/side_by_side.txt" 2>&1
+say "4. side_by_side_speed (rc $?, $(( $(date +%s) - T )) s):"
+grep -E "^MRPC grid|in all|side by side:" "$OUT/side_by_side.txt" | sed 's/^ */   /' | tee -a "$FIG"
+
+say "device check: $(( $(date +%s) - START )) s in all; figures in $FIG"

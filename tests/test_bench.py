@@ -97,3 +97,36 @@ def test_processes_bench_runs_one_and_two_processes(tiny_bert_dir, tmp_path):
     lines = p.stdout.splitlines()
     assert "backend none" in lines[1] and "torchrun, 2 processes" in lines[2] and "backend gloo" in lines[2]
     assert lines[-1].startswith("ratio (2 processes / one): ")
+
+
+def test_step_profile_splits_a_warm_step_into_host_and_device_time(tiny_bert_dir, tmp_path, capsys):
+    import step_profile
+    glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)
+    step_profile.main(["--model", tiny_bert_dir, "--data-dir", glue, "--steps", "3", "--warm-steps", "2",
+                       "--batch-size", "8", "--device", "cpu", "--top", "3"])
+    out = capsys.readouterr().out.splitlines()
+    assert "2 warm steps, then 5 profiled" in out[0] and "padding-free on" in out[0]
+    wall, host, device = (float(out[1].split(f"{what} ", 1)[1].split()[0]) for what in ("wall", "time)", "device"))
+    assert device == host and 0 < host                                    # on the CPU the device is the host
+    assert float(out[1].split("device busy ")[1].split("%")[0]) == pytest.approx(100 * device / wall, abs=1)
+    top = out[2].split(": ", 1)[1].split("; ")
+    assert len(top) == 3 and all(x.split()[0].startswith(("aten::", "autograd::", "Optimizer.")) for x in top), top
+    mss = [float(x.split(" ms x")[0].split()[-1]) for x in top]
+    assert mss == sorted(mss, reverse=True) and sum(mss) <= host + 0.1    # the top ones, a part of the host's time
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "..", "shared", "data", "glue_data", "MRPC")),
+                    reason="needs ../shared/data (MRPC)")
+def test_side_by_side_bench_times_the_mrpc_grid_both_ways(tiny_bert_dir, capsys, monkeypatch):
+    import side_by_side_speed
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    side_by_side_speed.main(["--model", tiny_bert_dir, "--max-train-examples", "32", "--limit", "8",
+                             "--side-by-side", "2", "--device", "cpu"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4].startswith("MRPC grid (4 runs)") and "warm-up run" in out[-4]
+    together, alone = (float(line.split(": ", 1)[1].split()[0]) for line in out[-3:-1])
+    assert "side by side (2 at a time)" in out[-3] and out[-3].count(" s,") == 3      # each of the four runs' time
+    assert "one after another" in out[-2]
+    assert out[-1] == f"one after another / side by side: {alone / together:.2f}x"
+    runs = [float(x.split()[-2]) for x in out[-2].split("(", 1)[1].rstrip(")").split(", ")]
+    assert sum(runs) <= alone + 0.25               # one after another: their times add up (each printed to 0.1 s)

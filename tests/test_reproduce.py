@@ -547,7 +547,7 @@ def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_pa
     auto, the room the calibration measured for the model on this device (1 when it is not measured)."""
     inputs = experiments.Inputs(results_dir=str(tmp_path))
     mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
-    assert list(reproduce.grids(experiments.EXPERIMENTS).values()) == [mrpc] and len(mrpc) == 4
+    assert list(experiments.grids(experiments.EXPERIMENTS).values()) == [mrpc] and len(mrpc) == 4
     done = {e.name: None for e in experiments.EXPERIMENTS}
     assert [(runs, n) for runs, n, _ in reproduce.side_by_side(experiments.EXPERIMENTS, 8, inputs, done)] == [(mrpc, 4)]
     done[mrpc[0].name] = "part4_mrpc_lr5e-5.json"

@@ -61,6 +61,16 @@ EXPERIMENTS = (
 BY_NAME = {e.name: e for e in EXPERIMENTS}
 
 
+def grids(order):
+    """{task: its fine-tunes} of every task the experiments fine-tune at more than one learning rate (MRPC's four):
+    the runs bert_part4_reproduce.py --side-by-side may run at once."""
+    out = {}
+    for e in order:
+        if e.script == article.FINETUNE:
+            out.setdefault(e.args[0], []).append(e)
+    return {task: runs for task, runs in out.items() if len(runs) > 1}
+
+
 # --- Which experiment gives an article number, and the command that runs it ---
 
 def experiment_of(entry):
