@@ -117,6 +117,7 @@ def test_step_profile_splits_a_warm_step_into_host_and_device_time(tiny_bert_dir
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "..", "shared", "data", "glue_data", "MRPC")),
                     reason="needs ../shared/data (MRPC)")
+@pytest.mark.slow
 def test_side_by_side_bench_times_the_mrpc_grid_both_ways(tiny_bert_dir, capsys, monkeypatch):
     import side_by_side_speed
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
