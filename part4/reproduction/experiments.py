@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
-from part4.paper.recipe import CUT_EVAL_EVERY, GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
+from part4.paper.recipe import GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
 from part4.reproduction import stand_in
 
 
@@ -277,9 +277,7 @@ def squad_questions(path):
 def evaluations(steps, cut, evals=GLUE_RECIPE.evals):
     """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
     --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
-    every = max(1, steps // evals)
-    every = max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
-    return steps // every + 1
+    return steps // eval_every(evals, steps, cut) + 1
 
 
 def fine_tune_size(task, inputs, model):
