@@ -77,6 +77,7 @@ class TrainingRun:
         trains through: itself alone, DistributedDataParallel under torchrun."""
         c, data = self.config.command, self.data
         self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
+        self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
         self.every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
@@ -131,7 +132,7 @@ class TrainingRun:
         train, job = self.data.train, self.job
         lengths = train["full_lengths"] if self.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
-        multiple, packed = self.computed["pad_to_multiple_of"], is_padding_free(self.model)
+        multiple, packed = self.computed["pad_to_multiple_of"], self.packed
         every_batch = []
         for epoch, in_epoch in enumerate(epochs, start=1):
             for idx in in_epoch:
@@ -242,7 +243,7 @@ class TrainingRun:
         multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
         or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
         (padding_free_steps ran; the flag --padding-free is the command's padding_free)."""
-        return {"padding_free_steps": is_padding_free(self.model),
+        return {"padding_free_steps": self.packed,
                 "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.computed}
 
     def save_results(self, seconds, final):
