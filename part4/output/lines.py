@@ -58,10 +58,11 @@ def score_parts(scores, metrics, counts=False):
 
 # --- A fine-tuning run's lines: the preamble, each evaluation, the best dev score seen ---
 
-def preamble(config, run, job, steps, warm, every):
+def preamble(config, run, *, steps, warm, every, how):
     """The derived quantities a run (part4/run/training_run.py TrainingRun) prints before it trains: data, inputs cut,
-    steps, warmup, how it is computed, and what a cut run leaves out (every: the steps between two dev evaluations)."""
-    c, data, processes, device = config.command, run.data, run.processes, run.device
+    steps, warmup, how it is computed (how: its computation, as its results record it), and what a cut run leaves
+    out (every: the steps between two dev evaluations)."""
+    c, data, processes, device, job = config.command, run.data, run.processes, run.device, run.job
     lines = [f"task {config.task}: {data.n_train} training examples, "
              + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs)
              + f", device {device.type}"
@@ -71,7 +72,7 @@ def preamble(config, run, job, steps, warm, every):
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {c.weight_decay}")
     cut = cut_lines(config, data, steps=steps, every=every, job=job)
-    return lines + computed(config, run, job) + cut + weights_lines(config, run)
+    return lines + computed(config, run, job, how) + cut + weights_lines(config, run)
 
 
 def weights_lines(config, run):
@@ -86,11 +87,10 @@ def weights_lines(config, run):
     return lines + list(checkpoint.notes)
 
 
-def computed(config, run, job):
+def computed(config, run, job, how):
     """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
     do not compute trains padded, and the first line says why."""
-    c, how, model = config.command, run.computation(), run.model.config
-    packed = how["padding_free_steps"]
+    c, model, packed = config.command, run.model.config, how["padding_free_steps"]
     padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
     fused = " fused" if how["fused_adamw"] else ""
     why = [f"padded steps, not padding-free: {padding_free_problem(run.model)}"] if c.padding_free and not packed else []

@@ -92,8 +92,9 @@ class TrainingRun:
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
         config, family, head = self.config, self.family, self.data.head
-        for line in lines.preamble(config, self, self.job, steps=self.steps, warm=self.warm, every=self.every) + \
-                self.checkpoint.started_over(self.steps):
+        preamble = lines.preamble(config, self, steps=self.steps, warm=self.warm, every=self.every,
+                                  how=self.computation())
+        for line in preamble + self.checkpoint.started_over(self.steps):
             self.report.say(line)
         before = self.dev_scores()
         init = config.command.init
