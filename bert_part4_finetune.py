@@ -43,7 +43,7 @@ from part4.models.devices import autocast, run_cli, seed_everything
 from part4.models.loading import load_model, load_pretrained, task_labels
 from part4.paper.recipe import evaluations, grid_settings
 from part4.run.command import Command
-from part4.run.packing import padding_free
+from part4.run.packing import make_padding_free
 from part4.run.records import Job
 from part4.run.training_run import TrainingRun
 
@@ -90,9 +90,9 @@ def fine_tune(job, plan):
     seed_everything(job.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, c.model, c.init, c.head).to(device)
-    model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
+    model = make_padding_free(model) if c.padding_free else model   # real tokens only: on the CPU the same run
     model.train()
-    train = plan.data["train"]["input_ids"]
+    train = plan.data.train["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm
                             fused=run.fused_adamw)                              # the fused kernel, where torch has one
     steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
@@ -134,8 +134,8 @@ def main(argv=None):
     for task in command.tasks():                # and, with glue, the table beside Table 1 (§4.1)
         plan = command.plan(task, planned_runs(task.config))
         results = {}
-        for k in plan.to_train(results):        # this process's share; a run whose result exists is skipped (said so)
-            results[k] = fine_tune(plan.jobs[k], plan)
+        for k in plan.mine():                   # this process's share; a run whose result exists is skipped (said so)
+            results[k] = plan.done_before(k) or fine_tune(plan.jobs[k], plan)
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 

@@ -50,8 +50,8 @@ from part4.data import readers  # noqa: E402
 from part4.data.batches import collate, epoch_batches  # noqa: E402
 from part4.models.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
 from part4.models.loading import load_pretrained  # noqa: E402
-from part4.run.checkpoint_files import Run  # noqa: E402
-from part4.run.packing import padding_free  # noqa: E402
+from part4.run.packing import make_padding_free  # noqa: E402
+from part4.run.training_run import shard, wrapped  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
@@ -78,18 +78,18 @@ def tokenizer_and_models(args):
 
 def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=None, lr=2e-5, processes=ALONE):
     """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), the mean batch width and the real tokens
-    of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and step, and the Run
-    that shares each batch under torchrun, as bert_part4_finetune.py uses them. Nothing in the loop waits for the
-    device (the real tokens are counted on the host): only the clock's two ends do."""
+    of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and step, and each process's
+    share of a batch and the DDP-wrapped model under torchrun (part4/run/training_run.py), as bert_part4_finetune.py
+    uses them. Nothing in the loop waits for the device (the real tokens are counted on the host): only the clock's
+    two ends do."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
-    run = Run(processes, device, None, None)
-    trainer, widths, tokens = run.wrap(model), [], 0
+    trainer, widths, tokens = wrapped(model, processes, device), [], 0
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock
             synchronize(device)
             t0 = time.perf_counter()
-        rows, weight = run.share(idx)
+        rows, weight = shard(idx, processes)
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
         tokens += sum(len(enc["input_ids"][i]) for i in rows) if k >= 2 else 0
@@ -200,7 +200,7 @@ def measure(args, device, dtype, fused, tok, data, *, make):
     def ours(batches, free):
         torch.manual_seed(0)
         model = make(model_class, **kwargs).to(device).train()
-        return time_steps(padding_free(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
+        return time_steps(make_padding_free(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
 
     def theirs():
         torch.manual_seed(0)

@@ -24,7 +24,7 @@ from finetune_speed import add_model_flags, synchronize, time_steps, tokenizer_a
 from part4.data import readers  # noqa: E402
 from part4.data.batches import epoch_batches  # noqa: E402
 from part4.models.devices import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.run.packing import padding_free  # noqa: E402
+from part4.run.packing import make_padding_free  # noqa: E402
 from part4.tasks import families  # noqa: E402
 
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -65,7 +65,7 @@ def main(argv=None):
     torch.manual_seed(0)
     from transformers import BertForSequenceClassification
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
-    model = padding_free(model) if args.padding_free == "on" else model
+    model = make_padding_free(model) if args.padding_free == "on" else model
     warm, profiled = batches[:args.warm_steps + 2], batches[args.warm_steps + 2:args.warm_steps + args.steps + 4]
     time_steps(model, enc, warm, device, dtype, fused, loss_fn=families.Classification.loss)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

@@ -103,9 +103,9 @@ def signals_stay_with_pytest():
     """A SIGTERM or Ctrl-C sent to the test session is meant for pytest, not for a run a test started in-process:
     left to StopSignals, it would stop that run at its next step and fail whichever test was training then, while
     the session went on. The scripts' own handling of SIGTERM is tested on real subprocesses (test_processes.py)."""
-    from part4.run import checkpoint_files
+    from part4.run import training_run
     with pytest.MonkeyPatch.context() as patch:        # its own patch: a test's monkeypatch.undo() keeps it
-        patch.setattr(checkpoint_files.StopSignals, "__enter__", lambda self: self)
+        patch.setattr(training_run.StopSignals, "__enter__", lambda self: self)
         yield
 
 

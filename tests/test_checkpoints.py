@@ -157,7 +157,7 @@ def test_fine_tuning_runs_as_itself_and_says_which_type(checkpoints, model_type,
     base = {"electra": "ElectraModel", "distilbert": "DistilBertModel", "roberta": "RobertaModel"}[model_type]
     assert (f"padded steps, not padding-free: model type {model_type} ({base}), and padding-free steps re-implement "
             f"BertModel's forward") in log
-    assert r["computation"]["padding_free"] is False and r["final"]["dev"]["n"] == 16
+    assert r["computation"]["padding_free_steps"] is False and r["final"]["dev"]["n"] == 16
 
 
 def test_no_decay_on_biases_and_norms_of_any_name(checkpoints, tiny_bert_dir):
@@ -316,7 +316,7 @@ def test_an_eager_bert_trains_padding_free_as_the_padded_one():
     """A BERT with eager attention: softmax(Q K^T * scaling + mask) V with its dropout at (B, h, M, M), as SDPA's."""
     torch.manual_seed(1)
     padded = BertForSequenceClassification(tiny_config(100, num_labels=2, attn_implementation="eager")).train()
-    free = packing.padding_free(copy.deepcopy(padded)).train()
+    free = packing.make_padding_free(copy.deepcopy(padded)).train()
     assert padded.config._attn_implementation == "eager" and packing.is_padding_free(free)
     batch = batch_of([1, 13, 4, 9, 2, 13])
     losses = []
@@ -339,7 +339,7 @@ def test_an_eager_bert_folder_trains_padding_free_as_the_same_run(tmp_path):
         assert ft.main(sst2_argv(folder, glue, out, ["1e-3", "--batch-size", "8", "--epochs", "1", "--evals", "3",
                                  "--padding-free", way, "--fused-adamw", "off"])) == 0
         got[way] = json.loads((out / "part4_sst2_lr1e-3_bs8_ep1.json").read_text())
-    assert got["on"]["computation"]["padding_free"] is True and got["off"]["computation"]["padding_free"] is False
+    assert got["on"]["computation"]["padding_free_steps"] is True and got["off"]["computation"]["padding_free_steps"] is False
     for x, y in zip(got["off"]["curve"], got["on"]["curve"], strict=True):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4) and y["dev"] == x["dev"]
 
@@ -354,14 +354,14 @@ def test_a_bert_configured_otherwise_keeps_padded_steps(change, reason):
     for key, value in change.items():
         setattr(model.config, "_attn_implementation" if key == "attn_implementation" else key, value)
     assert packing.padding_free_problem(model) == f"its configuration is not the one padding-free steps re-implement {reason}"
-    assert not packing.is_padding_free(packing.padding_free(model))
+    assert not packing.is_padding_free(packing.make_padding_free(model))
 
 
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_other_types_keep_their_own_forward(checkpoints, model_type):
     model = AutoModelForQuestionAnswering.from_pretrained(checkpoints[model_type][1])
     forward = model.base_model.forward
-    assert packing.padding_free(model) is model and model.base_model.forward == forward
+    assert packing.make_padding_free(model) is model and model.base_model.forward == forward
     assert packing.padding_free_problem(model).startswith(f"model type {model_type} (")
 
 
@@ -372,7 +372,7 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
     torch.manual_seed(1)
     padded = BertForQuestionAnswering(tiny_config(100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                                   attn_implementation="eager")).train()
-    free = packing.padding_free(copy.deepcopy(padded)).train()
+    free = packing.make_padding_free(copy.deepcopy(padded)).train()
     batch = batch_of([3, 7, 5])
     batch.pop("labels")
     if inputs.get("position_ids") == "reversed":

@@ -148,9 +148,9 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
 def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(steps, evals):
     """Brute force: the steps at which a run evaluates, full (steps // evaluations apart) and cut (never closer than
     CUT_EVAL_EVERY steps, unless the run is shorter: then once, at its end)."""
-    full = records.eval_every(evals, steps, cut=False)
+    full = recipe.eval_every(evals, steps, cut=False)
     assert full == max(1, steps // evals)
-    cut = records.eval_every(evals, steps, cut=True)
+    cut = recipe.eval_every(evals, steps, cut=True)
     points = [s for s in range(1, steps + 1) if s % cut == 0 or s == steps]
     assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
     assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full

@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.models.devices import ALONE, has_fused_adamw
-from part4.run import checkpoint_files, packing, training_run
+from part4.run import packing, training_run
 from part4.tasks import families
 
 CPU = torch.device("cpu")
@@ -61,7 +61,7 @@ FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2)
 def pair(model_class, kwargs, dropout):
     torch.manual_seed(1)
     padded = model_class(tiny_config(100, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs))
-    return padded.train(), packing.padding_free(copy.deepcopy(padded)).train()
+    return padded.train(), packing.make_padding_free(copy.deepcopy(padded)).train()
 
 
 def outputs(out):
@@ -229,7 +229,6 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     model = pair(model_class, kwargs, 0.1)[1].to(META)
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=1e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 2, 10))
-    run = checkpoint_files.Run(ALONE, META, None, None)
     sent = to_device(packing.with_real_tokens(batch), META)
     assert torch.equal(packing.with_real_tokens(batch)["real_tokens"],
                        packing.Packing.of(batch["attention_mask"].view(-1, 13)).index)   # the index the step used to find
@@ -239,14 +238,14 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     opt.step()
     sched.step()
     opt.zero_grad()
-    run.add_loss(loss.detach())
-    assert run.decide(evaluated=True) == (False, False) and loss.device == META
+    kept = loss.detach() / ALONE.world                                 # TrainingRun.after_step keeps it so
+    assert training_run.stop_or_save(False, False, ALONE, META) == (False, False) and kept.device == META
     with pytest.raises(NotImplementedError, match="nonzero"):
         loss_fn(model, to_device(batch, META))
 
 
 def test_the_attention_of_a_cuda_step_leaves_cudnn_out_and_the_cpu_as_it_is():
-    """Run.wrap on CUDA with --cudnn-attention off: each call of the model runs with cuDNN's SDPA kernels disabled and
+    """training_run.wrapped on CUDA with --cudnn-attention off: each call of the model runs with cuDNN's SDPA kernels disabled and
     the flash, memory-efficient and math ones enabled, then as before (evaluation calls the model itself). A device
     object stands for CUDA: nothing runs on it. On the CPU, and with cuDNN allowed, the model is called as it is."""
     names = ("cudnn", "flash", "mem_efficient", "math")
@@ -259,11 +258,11 @@ def test_the_attention_of_a_cuda_step_leaves_cudnn_out_and_the_cpu_as_it_is():
         seen.append(enabled())
         return batch["x"] + 1
     cuda = torch.device("cuda")
-    net = checkpoint_files.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=False)
+    net = training_run.wrapped(model, ALONE, cuda, cudnn_attention=False)
     assert net(x=1) == 2 and seen == [{"cudnn": False, "flash": True, "mem_efficient": True, "math": True}]
     assert enabled() == before
-    assert checkpoint_files.Run(ALONE, cuda, None, None).wrap(model, cudnn_attention=True) is model
-    assert checkpoint_files.Run(ALONE, CPU, None, None).wrap(model, cudnn_attention=False) is model
+    assert training_run.wrapped(model, ALONE, cuda, cudnn_attention=True) is model
+    assert training_run.wrapped(model, ALONE, CPU, cudnn_attention=False) is model
 
 
 def test_a_run_with_rounded_widths_is_the_run_without_dropout(tmp_path):
@@ -351,7 +350,7 @@ def test_a_padding_free_run_is_the_padded_run(tiny_bert_dir, tmp_path):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4)
         assert y["dev"]["dev"]["accuracy"] == pytest.approx(x["dev"]["dev"]["accuracy"], rel=1e-4)
     cpu = {"pad_to_multiple_of": 1, "cudnn_attention": False}          # the CPU's: each batch its own width, no cuDNN
-    assert a["computation"] == {"padding_free": False, "fused_adamw": False, **cpu}
-    assert b["computation"] == {"padding_free": True, "fused_adamw": has_fused_adamw(CPU), **cpu}
+    assert a["computation"] == {"padding_free_steps": False, "fused_adamw": False, **cpu}
+    assert b["computation"] == {"padding_free_steps": True, "fused_adamw": has_fused_adamw(CPU), **cpu}
     assert "(also: AdamW, clip 1.0" in out["padded log"] and ", dynamic padding" in out["padded log"]
     assert "padding-free steps (every layer but attention on the real tokens only)" in out["free log"]

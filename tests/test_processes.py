@@ -18,7 +18,7 @@ import bert_part4_finetune as ft
 from part4.data import readers
 from part4.data.batches import collate
 from part4.models.devices import Processes, run_cli
-from part4.run import checkpoint_files
+from part4.run import checkpoint_files, training_run
 from part4.run.training_run import TrainingRun
 from part4.tasks import families
 
@@ -73,7 +73,7 @@ def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, gl
     model.zero_grad()
     rows_seen = []
     for rank in range(world):
-        rows, weight = checkpoint_files.shard(idx, Processes(rank=rank, world=world))
+        rows, weight = training_run.shard(idx, Processes(rank=rank, world=world))
         rows_seen += rows if weight else []
         (families.Classification.loss(model, collate(enc, rows, torch.device("cpu"))) * weight / world).backward()  # DDP: mean
     assert sorted(rows_seen) == idx
@@ -100,7 +100,7 @@ def test_two_processes_train_as_one(no_dropout_model, glue, tmp_path, padding_fr
     assert a["steps"] == b["steps"] == 2 * 6 and a["warmup_steps"] == b["warmup_steps"]
     for x, y in zip(a["curve"], b["curve"]):
         assert x["step"] == y["step"] and y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-5)
-    assert a["final"] == b["final"] and b["computation"]["padding_free"] == (padding_free == "on")
+    assert a["final"] == b["final"] and b["computation"]["padding_free_steps"] == (padding_free == "on")
     log = (tmp_path / "two" / "part4_sst2_lr3e-4_bs16_ep2.log").read_text()
     assert "device cpu x 2 processes (each takes 1/2 of every batch)" in log
     assert two.stdout.count("FINAL sst2") == 1                                  # only rank 0 prints
@@ -266,8 +266,8 @@ def clocked(monkeypatch, kill_at=None):
     with kill_at, the run dies during that step (after its update, before anything after it). Returns the steps at
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
-    monkeypatch.setattr(checkpoint_files, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, checkpoint_files.Run.save
+    monkeypatch.setattr(training_run, "monotonic", lambda: now[0])
+    real_step, real_save = TrainingRun.after_step, checkpoint_files.Checkpoint.save
 
     def after_step(run, epoch, loss):
         now[0] += 1.0
@@ -275,11 +275,11 @@ def clocked(monkeypatch, kill_at=None):
             raise Killed
         return real_step(run, epoch, loss)
 
-    def save(run, model, opt, sched, state):
+    def save(checkpoint, model, opt, sched, state, *, losses):
         saved.append(state["step"])
-        return real_save(run, model, opt, sched, state)
+        return real_save(checkpoint, model, opt, sched, state, losses=losses)
     monkeypatch.setattr(TrainingRun, "after_step", after_step)
-    monkeypatch.setattr(checkpoint_files.Run, "save", save)
+    monkeypatch.setattr(checkpoint_files.Checkpoint, "save", save)
     return saved
 
 
@@ -366,7 +366,7 @@ def test_the_step_reached_by_a_run_of_other_settings_is_not_this_runs(tiny_bert_
 
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(checkpoint_files.Run, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
+    monkeypatch.setattr(TrainingRun, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
     ft_steps = []
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
     assert "stopped by a signal to another process at step 30/" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import bert_part4_finetune as ft
 from part4.models.devices import ALONE, run_cli
 from part4.output import lines
 from part4.output.log import Report
-from part4.run import checkpoint_files, records
+from part4.run import checkpoint_files, training_run
 from part4.run.records import Job
 from part4.tasks import glue_tasks, task_families
 
@@ -179,18 +179,18 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     path = str(tmp_path / "x.checkpoint")
-    saving = checkpoint_files.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
-    saving.add_loss(torch.tensor(0.5))
-    saving.add_loss(torch.tensor(0.25))
-    saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
+    saving = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, torch.device("cpu"))
+    saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]},
+                losses=[torch.tensor(0.5), torch.tensor(0.25)])
     meta = torch.device("meta")
-    run = checkpoint_files.Run(ALONE, meta, path, {"task": "t"})
-    state = run.resume(model, opt, sched)
-    assert state["step"] == 2 and [x.device for x in run.losses] == [meta, meta]
-    run.add_loss(torch.tensor(0.125, device=meta))
-    assert torch.stack(run.losses).shape == (3,)                    # raised before: cpu beside meta
+    checkpoint = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, meta)
+    state, losses = checkpoint.resume(model, opt, sched)
+    assert state["step"] == 2 and [x.device for x in losses] == [meta, meta]
+    assert torch.load(path, weights_only=True)["processes"][0]["losses"] == [0.5, 0.25]   # this process's, unsummed
+    losses.append(torch.tensor(0.125, device=meta))
+    assert torch.stack(losses).shape == (3,)                        # raised before: cpu beside meta
     report = Report("x", str(tmp_path), quiet=True)
-    assert run.resumed(model, opt, sched, report=report, steps=10)["step"] == 2
+    assert checkpoint.resumed(model, opt, sched, report=report, steps=10)[0]["step"] == 2
     assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
 
 
@@ -216,10 +216,10 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert records.best_seen(curve, task_families.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert training_run.best_seen(curve, task_families.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert records.best_seen(stsb, task_families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert training_run.best_seen(stsb, task_families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
 @pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_families",

@@ -12,9 +12,9 @@ from part4.models.loading import model_type_note
 from part4.output.results_files import portable
 from part4.paper.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
 from part4.paper.article_labels import ARTICLE_FINAL, article_final
-from part4.paper.recipe import grid_size
-from part4.run.packing import is_padding_free, padding_free_problem
-from part4.run.records import by_setting, computation, job_of, mean_and_std, save_summary
+from part4.paper.recipe import eval_every, grid_size
+from part4.run.packing import padding_free_problem
+from part4.run.records import by_setting, job_of, mean_and_std, save_summary
 from part4.tasks.glue_tasks import TASKS
 from part4.tasks.metrics import METRIC_NAMES
 
@@ -58,27 +58,28 @@ def score_parts(scores, metrics, counts=False):
 
 # --- A fine-tuning run's lines: the preamble, each evaluation, the best dev score seen ---
 
-def preamble(config, fit, job, steps, warm, every):
-    """The derived quantities a run prints before it trains: data, inputs cut, steps, warmup, how it is computed,
-    and what a cut run leaves out (every: the steps between two dev evaluations)."""
-    c, data, processes, device = config.command, fit.data, fit.run.processes, fit.device
-    lines = [f"task {config.task}: {data['n_train']} training examples, "
-             + ", ".join(f"{data['n_dev'][k]} {k.replace('_', ' ')} examples" for k in data["devs"])
+def preamble(config, run, *, steps, warm, every, how):
+    """The derived quantities a run (part4/run/training_run.py TrainingRun) prints before it trains: data, inputs cut,
+    steps, warmup, how it is computed (how: its computation, as its results record it), and what a cut run leaves
+    out (every: the steps between two dev evaluations)."""
+    c, data, processes, device, job = config.command, run.data, run.processes, run.device, run.job
+    lines = [f"task {config.task}: {data.n_train} training examples, "
+             + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs)
              + f", device {device.type}"
              + (f" x {processes.world} processes (each takes 1/{processes.world} of every batch)"
                 if processes.world > 1 else "")]
-    lines += fit.family.describe(data["train"])
+    lines += run.family.describe(data.train)
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {c.weight_decay}")
     cut = cut_lines(config, data, steps=steps, every=every, job=job)
-    return lines + computed(config, fit, job) + cut + weights_lines(config, fit)
+    return lines + computed(config, run, job, how) + cut + weights_lines(config, run)
 
 
-def weights_lines(config, fit):
+def weights_lines(config, run):
     """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
     loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
     gave when it was read (read_checkpoint, part4/models/folders.py)."""
-    checkpoint, head, family = fit.data["checkpoint"], fit.data["head"], fit.family
+    checkpoint, head, family = run.data.checkpoint, run.data.head, run.family
     lines = []
     if config.command.init == "pretrained":
         said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
@@ -86,18 +87,18 @@ def weights_lines(config, fit):
     return lines + list(checkpoint.notes)
 
 
-def computed(config, fit, job):
+def computed(config, run, job, how):
     """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
     do not compute trains padded, and the first line says why."""
-    c, packed, model, how = config.command, is_padding_free(fit.model), fit.model.config, computation(fit)
+    c, model, packed = config.command, run.model.config, how["padding_free_steps"]
     padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
     fused = " fused" if how["fused_adamw"] else ""
-    why = [f"padded steps, not padding-free: {padding_free_problem(fit.model)}"] if c.padding_free and not packed else []
+    why = [f"padded steps, not padding-free: {padding_free_problem(run.model)}"] if c.padding_free and not packed else []
     return why + [f"  (also: AdamW{fused}, clip {c.clip}, "
                   f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
-                  f"autocast {fit.dtype or 'off (fp32)'}, {padding}{kernels(c, how, fit.device)}"
+                  f"autocast {run.dtype or 'off (fp32)'}, {padding}{kernels(c, how, run.device)}"
                   + (", batches grouped by length (paper: random batches)" if config.grouped else "")
-                  + f"; model {portable(c.model)}{model_type_note(fit.model)}"
+                  + f"; model {portable(c.model)}{model_type_note(run.model)}"
                   + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
                   f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
 
@@ -119,11 +120,11 @@ def cut_lines(config, data, *, steps, every, job):
     """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
     not the recipe's."""
     c = config.command
-    cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data["n_train"], data["n_train_all"], "training")]
-           + [(data["n_dev"][k], data["n_dev_all"][k], k.replace("_", " ")) for k in data["devs"]] if n < whole]
+    cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
+           + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
     flags = [flag for flag, n in c.cuts.items() if n]
     lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
-    if every != max(1, steps // job.evals):
+    if every != eval_every(job.evals, steps, cut=False):
         lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
                      f"{job.evals}, which are for full runs; --evals sets them)")
     return lines

@@ -46,6 +46,15 @@ def evaluations(given, recipe, epochs):
     return recipe.evals if recipe.evals is not None else epochs
 
 
+def eval_every(evals, steps, cut):
+    """The steps between two dev evaluations of a run, its one home (the run, its preamble and the reproduction's plan
+    of work read it here): steps // evals (evals: the run's count, evaluations above); a run cut by
+    --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
+    full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
+    every = max(1, steps // evals)
+    return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
+
+
 def lr_tag(lr):
     """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
     mantissa, exponent = f"{lr:e}".split("e")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
-from part4.paper.recipe import CUT_EVAL_EVERY, GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
+from part4.paper.recipe import GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
 from part4.reproduction import stand_in
 
 
@@ -270,7 +270,7 @@ CHECKPOINT_EVERY = 600.0                 # bert_part4_finetune.py --checkpoint-e
 class ByTheClock(int):
     """The count of a fine-tune's checkpoints: at most one at each evaluation between its first (before training) and
     its last (this many), and only once --checkpoint-every's default has passed since the run started or its last
-    checkpoint (part4/run/checkpoint_files.py Run.decide): its steps' and evaluations' seconds decide how many."""
+    checkpoint (part4/run/training_run.py TrainingRun.decide): its steps' and evaluations' seconds decide how many."""
 
 
 # What the scripts do besides their data, counted from their code (a handful of rows each).
@@ -300,9 +300,7 @@ def squad_questions(path):
 def evaluations(steps, cut, evals=GLUE_RECIPE.evals):
     """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
     --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
-    every = max(1, steps // evals)
-    every = max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
-    return steps // every + 1
+    return steps // eval_every(evals, steps, cut) + 1
 
 
 def fine_tune_size(task, inputs, model):

@@ -20,6 +20,27 @@ from part4.run.records import Config, Where, model_folders, results_path, run_na
 
 
 @dataclass(frozen=True)
+class TaskData:
+    """A task's data, read, cut and tokenised once for every run of the command (prepare)."""
+    train: dict                        # the training set encoded: {"input_ids": [...], ...} (its family's encode)
+    devs: dict                         # {dev set name: its encoded examples}
+    tok: object                        # the checkpoint's tokenizer
+    checkpoint: object                 # the model folder read (part4/models/folders.py read_checkpoint)
+    head: object                       # the task head every run gets (--head); None with --init random
+    n_train: int                       # training examples used (after --max-train-examples)
+    n_train_all: int                   # training examples in the data
+    n_dev: dict                        # {dev set name: examples used} (after --max-dev-examples)
+    n_dev_all: dict                    # {dev set name: examples in the data}
+    majority: object                   # the majority class of the whole training set
+    tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
+
+    @property
+    def cut(self):
+        """Is the training set cut (--max-train-examples below its size)?"""
+        return self.n_train < self.n_train_all
+
+
+@dataclass(frozen=True)
 class Plan:
     """The runs of one task, as planned: its Config and family, the jobs, the data read and tokenised once for all of
     them, how the processes share the work ("data": every run by all of them, each taking part of every batch; "runs":
@@ -27,7 +48,7 @@ class Plan:
     config: Config
     family: object
     jobs: list
-    data: dict
+    data: TaskData
     mode: str
     where: Where
     report: Report
@@ -38,18 +59,15 @@ class Plan:
         p = self.where.processes
         return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
 
-    def to_train(self, results):
-        """The runs of this process's share to train, by their place in jobs, in turn; a run done before for the same
-        settings is not: its earlier results go into results (marked skipped, and said so on the first process, in its
-        turn)."""
-        for k in self.mine():
-            earlier = self.earlier.get(k)
-            if earlier is None:
-                yield k
-                continue
-            if self.where.processes.main:
-                self.report.say(skipped_line(earlier))
-            results[k] = {**earlier, "skipped": True}
+    def done_before(self, k):
+        """Run k's earlier results when it was done before for the same settings (marked skipped, and said so on the
+        first process), else None: it is to be trained."""
+        earlier = self.earlier.get(k)
+        if earlier is None:
+            return None
+        if self.where.processes.main:
+            self.report.say(skipped_line(earlier))
+        return {**earlier, "skipped": True}
 
     def sharing(self):
         """The processes that train one run together: all of them in data mode, each alone in runs mode."""
@@ -71,7 +89,7 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
         report.say(line)
     plan = Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
-    train_rows = len(data["train"]["input_ids"])
+    train_rows = len(data.train["input_ids"])
     earlier = {}
     for k in plan.mine():
         result = done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
@@ -151,10 +169,10 @@ def prepare(config, family, sources, jobs, dtype):
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
     check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
-    return {"train": enc_train, "devs": enc_devs, "tok": tok, "checkpoint": checkpoint, "head": head,
-            "n_train": len(train), "n_train_all": len(train_all),
-            "n_dev": {name: len(d) for name, d in devs.items()}, "n_dev_all": {k: len(d) for k, d in devs_all.items()},
-            "majority": family.majority(train_all), "tests": family.encode_tests(tok, tests) if tests else {}}
+    return TaskData(train=enc_train, devs=enc_devs, tok=tok, checkpoint=checkpoint, head=head,
+                    n_train=len(train), n_train_all=len(train_all),
+                    n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
+                    majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
 
 
 def checked_head(config, family):

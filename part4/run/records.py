@@ -1,6 +1,6 @@
-"""A fine-tuning run's records: its settings objects (Job, a task's Config made from the command's Settings, Where,
-Fit), how often it evaluates, its file names and the settings recorded with it, its results saved (the JSON and log,
-the model kept when asked, the learning curve), and the summaries' means over seeds. The paper's settings and grids are
+"""A fine-tuning run's records: its settings objects (Job, a task's Config made from the command's Settings, Where), its
+file names and the settings recorded with it, the command line as a results file records it, and the summaries'
+means over seeds. The run itself, its results saved, is part4/run/training_run.py's; the paper's settings and grids are
 in part4/paper/recipe.py."""
 
 import os
@@ -14,13 +14,9 @@ from part4.command_line.declarations import RUN, recorded
 from part4.command_line.errors import not_a_script
 from part4.command_line.fine_tune_settings import as_recorded_now, flags_record
 from part4.models.devices import DTYPE_NAMES
-from part4.models.folders import loaded_record
-from part4.output.log import Report, command_line
-from part4.output.plots import line_plot
-from part4.output.results_files import portable, replace_folder_atomically
-from part4.paper.recipe import CUT_EVAL_EVERY, RECIPES, lr_tag
-from part4.run.checkpoint_files import Run
-from part4.run.packing import is_padding_free
+from part4.output.log import command_line
+from part4.output.results_files import portable
+from part4.paper.recipe import RECIPES, lr_tag
 
 # --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
 
@@ -67,37 +63,12 @@ def runs_folder(submission):
     return os.path.join(submission, "runs") if submission else None
 
 
-def eval_every(evals, steps, cut):
-    """Steps between two dev evaluations: steps // evals (evals: the run's count, Job.evals); a run cut by
-    --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
-    full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
-    every = max(1, steps // evals)
-    return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
-
-
 @dataclass(frozen=True)
 class Where:
     """Where a command runs: its device, the autocast dtype there (None: fp32), and the processes torchrun started."""
     device: torch.device
     dtype: object
     processes: object
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One run in progress: the model, its optimiser and schedule, the task's family and data, where it runs
-    (device, autocast dtype, the Run around the loop), its log, and how its steps are computed on the device where
-    the settings leave that to the device (part4/command_line/fine_tune_settings.py computed_on)."""
-    model: torch.nn.Module
-    opt: torch.optim.Optimizer
-    sched: object
-    family: object
-    data: dict
-    device: torch.device
-    dtype: object
-    run: Run
-    report: Report
-    computed: dict                     # {"pad_to_multiple_of": N, "cudnn_attention": bool}
 
 
 # --- a run's name, files and recorded settings ---
@@ -185,61 +156,12 @@ def model_folders(config, jobs):
     return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.command.reuse else [folder]
 
 
-# --- a run's results: its JSON and log, the model kept when asked, its curve; the summaries of seeds and grids ---
-
-def computation(fit):
-    """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
-    padded ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the
-    multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
-    or left out (on CUDA; none elsewhere)."""
-    return {"padding_free": is_padding_free(fit.model), "fused_adamw": bool(fit.opt.param_groups[0].get("fused")),
-            **fit.computed}
-
-
-def best_seen(curve, family):
-    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
-    the first of any ties: reported beside the result, never taken for it."""
-    return max(curve, key=lambda c: family.selection(c["dev"]))
-
-
-def save_results(fit, config, job, n):
-    """The results JSON and log of a run (n: its steps, warmup steps, scores before and after, curve and seconds;
-    where it ran, its settings and computation), the model kept when asked, the task's own outputs (its family's
-    extra_outputs: GLUE's test-set predictions with --glue-submission), the checkpoint removed and the learning curve
-    drawn. Returns the results."""
-    c, report, best = config.command, fit.report, best_seen(n["curve"], fit.family)
-    result = {"name": report.name, "task": config.task, "model": portable(c.model), "lr": job.lr,
-              "batch_size": job.batch_size, "epochs": job.epochs, "steps": n["steps"], "warmup_steps": n["warmup_steps"],
-              "seed": job.seed, "device": str(fit.device), "before": n["before"], "final": n["final"], "curve": n["curve"],
-              "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": n["seconds"],
-              "train_examples": fit.data["n_train"], "train_rows": len(fit.data["train"]["input_ids"]),
-              **fit.family.summary(fit.data["train"]), "settings": fit.run.settings,
-              "weights": loaded_record(fit.data["checkpoint"], fit.data["head"]) if c.init == "pretrained" else None,
-              "computation": computation(fit)}
-    if c.save_model:
-        result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
-        report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
-    result |= fit.family.extra_outputs(fit, config.test_dir)
-    report.save(result, cli=recorded_command(c, task=config.task), device=fit.device)
-    fit.run.remove_checkpoint()
-    line_plot(os.path.join(c.results_dir, report.name + "_curve.png"), [p["step"] for p in n["curve"]],
-              {"train loss": [p["train_loss"] for p in n["curve"]]}, "step",
-              right=("dev score", [fit.family.selection(p["dev"]) for p in n["curve"]]))
-    return result
-
+# --- the command line a results file records; the summaries of seeds and grids ---
 
 def recorded_command(settings, **ran):
     """The command line as a results file records it: its argv, and its settings as given (ran: a task's own, its
     task)."""
     return command_line(settings.argv, flags_record(settings, **ran))
-
-
-def save_model(model, tok, path):
-    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
-    def write(tmp):
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    return replace_folder_atomically(path, write)
 
 
 def by_setting(results, score):

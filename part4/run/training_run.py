@@ -1,25 +1,39 @@
-"""What one fine-tuning run needs around the paper's loop that the paper does not say: its log and progress bar, this
-process's share of each batch (made on the host, then on the device), the training loss kept, the dev scores every
-few steps, the checkpoint on a clock and the resume, the FINAL line and the results. bert_part4_finetune.py's
-fine_tune holds the recipe and calls these by name."""
+"""One fine-tuning run around the paper's loop: everything it does that the paper does not say, in one room. Its log and
+progress bar; this process's share of each batch (made on the host, then on the device) and the model DDP-wrapped
+under torchrun; the training loss summed over the processes (a non-finite one stops the run); the dev scores at the
+run's cadence (part4/paper/recipe.py eval_every); a clean stop on SIGTERM or Ctrl-C, and when to write a checkpoint
+(the files themselves: part4/run/checkpoint_files.py); the FINAL line and the results saved (the JSON and log, the
+model kept when asked, the learning curve). bert_part4_finetune.py's fine_tune holds the recipe and calls these by
+name."""
 
+import math
+import os
+import signal
 import sys
+import threading
 import time
+from time import monotonic
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
+from part4.command_line.declarations import shown_duration
+from part4.command_line.errors import Fatal, Stopped, not_a_script
 from part4.command_line.fine_tune_settings import computed_on
 from part4.data.batches import collate, epoch_batches, to_device
-from part4.models.devices import has_fused_adamw
+from part4.models.devices import WithoutCudnnAttention, has_fused_adamw, summed
+from part4.models.folders import loaded_record
 from part4.output import lines
 from part4.output.lines import RANDOM_HEAD, article
 from part4.output.log import Report
+from part4.output.plots import line_plot
+from part4.output.results_files import portable, replace_folder_atomically
 from part4.paper.article_labels import ARTICLE_BEFORE
-from part4.run import records
-from part4.run.checkpoint_files import Run
+from part4.paper.recipe import eval_every
+from part4.run.checkpoint_files import Checkpoint
 from part4.run.packing import is_padding_free, with_real_tokens
-from part4.run.records import Fit, checkpoint_path, eval_every, run_name, run_settings
+from part4.run.records import checkpoint_path, model_folders, recorded_command, run_name, run_settings
 
 HOST = torch.device("cpu")
 
@@ -34,146 +48,304 @@ class TrainingRun:
                 ...                                              # the recipe's step
                 run.after_step(epoch, loss)
         results = run.finish()
-    """
+
+    What it holds: the task's config, family and data (plan.data, part4/run/plan.py TaskData), where it runs (device,
+    autocast dtype, the processes that share it), its log (report), its recorded settings and checkpoint, and once
+    begun the model, optimiser and schedule."""
 
     def __init__(self, job, plan):
-        self.job, self.plan, self.processes = job, plan, plan.sharing()
-        self.name = run_name(plan.config, job)
+        self.job, self.config, self.family, self.data = job, plan.config, plan.family, plan.data
+        self.device, self.dtype, self.processes = plan.where.device, plan.where.dtype, plan.sharing()
+        self.name = run_name(self.config, job)
+        path = checkpoint_path(self.config, self.name)
+        self.settings = run_settings(self.config, job, family=self.family, train_rows=len(self.data.train["input_ids"]),
+                                     dtype=self.dtype, processes=self.processes)
         main = plan.where.processes.main and self.processes.main
-        self.report = Report(self.name, plan.config.command.results_dir, quiet=not main)
+        self.report = Report(self.name, self.config.command.results_dir, quiet=not main)
+        self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device)
+        self.computed = computed_on(self.config.command, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
+        self.losses, self.stop = [], StopSignals()
 
     @property
     def fused_adamw(self):
         """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
-        return self.plan.config.command.fused_adamw and has_fused_adamw(self.plan.where.device)
+        return self.config.command.fused_adamw and has_fused_adamw(self.device)
 
     def begin_or_resume(self, model, opt, sched, *, steps, warm):
         """The run from its checkpoint when one was saved (the model, optimiser and schedule loaded; its log lines said
         again), else from step 0: the preamble, then the dev score of the untrained head. Returns the model each step
         trains through: itself alone, DistributedDataParallel under torchrun."""
-        plan, job, data = self.plan, self.job, self.plan.data
-        settings = run_settings(plan.config, job, family=plan.family, train_rows=len(data["train"]["input_ids"]),
-                                dtype=plan.where.dtype, processes=self.processes)
-        c, device = plan.config.command, plan.where.device
-        self.run = Run(self.processes, device, checkpoint_path(plan.config, self.name), settings,
-                       every=c.checkpoint_every)
-        self.fit = Fit(model=model, opt=opt, sched=sched, family=plan.family, data=data, device=device,
-                       dtype=plan.where.dtype, run=self.run, report=self.report, computed=computed_on(c, device.type))
-        self.steps, self.warm = steps, warm
-        cut = plan.config.command.evals is None and data["n_train"] < data["n_train_all"]
-        self.every = eval_every(job.evals, steps, cut)
-        state = self.run.resumed(model, opt, sched, report=self.report, steps=steps)
-        if state is None:
+        c, data = self.config.command, self.data
+        self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
+        self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
+        self.every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
+        self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
+        loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
+        if loaded is None:
             state = self.begin()
+        else:
+            state, self.losses = loaded
         self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
         self.t0 = time.time() - state["elapsed"]
-        return self.run.wrap(model, cudnn_attention=self.fit.computed["cudnn_attention"])
+        return wrapped(model, self.processes, self.device, cudnn_attention=self.computed["cudnn_attention"])
 
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
-        fit, config, job = self.fit, self.plan.config, self.job
-        for line in lines.preamble(config, fit, job, steps=self.steps, warm=self.warm, every=self.every) + \
-                self.run.started_over(self.steps):
+        config, family, head = self.config, self.family, self.data.head
+        preamble = lines.preamble(config, self, steps=self.steps, warm=self.warm, every=self.every,
+                                  how=self.computation())
+        for line in preamble + self.checkpoint.started_over(self.steps):
             self.report.say(line)
         before = self.dev_scores()
-        init, head = config.command.init, fit.data["head"]
+        init = config.command.init
         if init == "random":
             fresh = "every weight random, --init random"
         elif head.kept:
-            fresh = fit.family.kept_head
+            fresh = family.kept_head
         else:
-            fresh = fit.family.fresh
-        scores = fit.family.format(before) if self.run.processes.main else ""
+            fresh = family.fresh
+        scores = family.format(before) if self.processes.main else ""
         theirs = ""
         if config.task in ARTICLE_BEFORE and init == "pretrained" and not head.kept:
             theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
         self.report.say(f"before fine-tuning ({fresh}): {scores}"
-                        + fit.family.baseline(fit.data["majority"], fit.data["devs"]) + theirs)
+                        + family.baseline(self.data.majority, self.data.devs) + theirs)
         return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
 
     def __enter__(self):
-        self.run.__enter__()
+        self.stop.__enter__()
         self.bar = tqdm(total=self.steps, initial=self.step, desc=self.name, unit="step", file=sys.stderr, leave=False,
                         disable=self.report.quiet)
         return self
 
     def __exit__(self, *exc):
         self.bar.close()
-        return self.run.__exit__(*exc)
+        return self.stop.__exit__(*exc)
+
+    # --- this process's share of each batch ---
 
     def batches(self):
         """The paper's random batches of every epoch (grouped by length where the run says so), from the step the run
         stands at: (epoch, this process's rows of the batch on the device, the weight of its loss: 1 alone; see
-        part4/run/checkpoint_files.py shard). Each batch is made on the host, padded to its longest row (rounded up to a
-        multiple of --pad-to-multiple-of: on CUDA by default), with where its real tokens lie for a padding-free model,
-        then sent to the device (part4/data/batches.py to_device): no step waits for the device to learn its shape."""
-        train, job, fit = self.plan.data["train"], self.job, self.fit
-        lengths = train["full_lengths"] if self.plan.config.grouped else None
+        shard). Each batch is made on the host, padded to its longest row (rounded up to a multiple of
+        --pad-to-multiple-of: on CUDA by default), with where its real tokens lie for a padding-free model, then sent
+        to the device (part4/data/batches.py to_device): no step waits for the device to learn its shape."""
+        train, job = self.data.train, self.job
+        lengths = train["full_lengths"] if self.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
-        multiple, packed = fit.computed["pad_to_multiple_of"], is_padding_free(fit.model)
+        multiple, packed = self.computed["pad_to_multiple_of"], self.packed
         every_batch = []
         for epoch, in_epoch in enumerate(epochs, start=1):
             for idx in in_epoch:
                 every_batch.append((epoch, idx))
         for epoch, idx in every_batch[self.step:]:
-            rows, weight = self.run.share(idx)
-            batch = collate(train, rows, HOST, multiple=multiple, max_width=fit.family.max_len)
-            yield epoch, to_device(with_real_tokens(batch) if packed else batch, fit.device), weight
+            rows, weight = shard(idx, self.processes)
+            batch = collate(train, rows, HOST, multiple=multiple, max_width=self.family.max_len)
+            yield epoch, to_device(with_real_tokens(batch) if packed else batch, self.device), weight
+
+    # --- after each step: the loss kept, the dev scores at the run's cadence, a checkpoint, a clean stop ---
 
     def after_step(self, epoch, loss):
-        """After each step: its loss kept (on the device until the next evaluation reads it); the dev scores every
-        few steps and at the end (a log line each, and the step reached kept beside the checkpoint); a checkpoint at
-        an evaluation before the last once --checkpoint-every has passed since the last one, and on SIGTERM or Ctrl-C
-        a checkpoint, then a clean stop (decided alike on every process: part4/run/checkpoint_files.py Run.decide)."""
-        self.run.add_loss(loss)
+        """After each step: its loss kept (this process's share of the batch's mean loss, on the device until the next
+        evaluation reads it); the dev scores every few steps and at the end (a log line each, and the step reached
+        kept beside the checkpoint); a checkpoint at an evaluation before the last once --checkpoint-every has passed
+        since the last one, and on SIGTERM or Ctrl-C a checkpoint, then a clean stop (decided alike on every
+        process: decide)."""
+        self.losses.append(loss / self.processes.world)
         self.step += 1
         self.bar.update()
         if self.step % self.every == 0 or self.step == self.steps:
             self.curve.append(self.evaluation(epoch))
-            self.run.reached(self.step)
-        stopping, saving = self.run.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
+            self.checkpoint.reached(self.step)
+        stopping, saving = self.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
         if saving:
             self.save(stopping)
         if stopping:
-            self.run.stopped(self.step, self.steps)
+            self.stopped()
+
+    def decide(self, evaluated):
+        """After a step, decided alike on every process (a checkpoint gathers from all of them): (stop, save). stop: has
+        any process received SIGTERM or Ctrl-C? save: a checkpoint now, when stopping, or after a dev evaluation
+        before the last (evaluated) once --checkpoint-every has passed since the last checkpoint (or the run's start)
+        on the first process's clock."""
+        due = evaluated and self.processes.main and monotonic() - self.saved_at >= self.checkpoint_every
+        return stop_or_save(self.stop.received is not None, due, self.processes, self.device)
 
     def save(self, stopping):
-        """The checkpoint of the run as it stands (its log lines with the one that says so), then that line."""
-        said = self.run.saved_line(self.step, self.steps, stopping)
-        state = {"curve": self.curve, "before": self.before, "lines": [*self.report.lines, said],
-                 "elapsed": time.time() - self.t0}
-        self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings, "step": self.step,
-                                                                      **state})
+        """The checkpoint of the run as it stands (its log lines with the one that says so), then that line. The clock
+        to the next checkpoint starts when it is written."""
+        said = self.saved_line(stopping)
+        state = {"settings": self.settings, "step": self.step, "curve": self.curve, "before": self.before,
+                 "lines": [*self.report.lines, said], "elapsed": time.time() - self.t0}
+        self.checkpoint.save(self.model, self.opt, self.sched, state, losses=self.losses)
+        self.saved_at = monotonic()
         self.report.say(said)
+
+    def saved_line(self, stopping=False):
+        """The log line of a checkpoint written (its path as the results folder was given, as the 'written:' line)."""
+        where = f"(checkpoint at step {self.step}/{self.steps}: {self.checkpoint.path}"
+        if stopping:
+            return where + "; the run stops)"
+        every = self.checkpoint_every
+        return where + ("" if math.isinf(every) else f"; the next after {shown_duration(every)} at the earliest") + ")"
+
+    def stopped(self):
+        """Stop the run after a signal (its checkpoint saved): one line saying how to resume."""
+        signal_name, code = StopSignals.NAMES.get(self.stop.received, ("a signal to another process", 143))
+        raise Stopped(f"stopped by {signal_name} at step {self.step}/{self.steps}: checkpoint saved to "
+                      f"{portable(self.checkpoint.path)}; run the same command again to resume (no results were "
+                      f"written)", code)
+
+    def mean_loss(self):
+        """The mean training loss since the last call, summed over the processes (one sync per evaluation, not per
+        step); a non-finite loss stops the run, naming its step."""
+        window = summed(self.processes, torch.stack(self.losses).float())
+        if not torch.isfinite(window).all():
+            k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
+            raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
+                        f"(lr {self.job.lr}): stopped, no results written", code=1)
+        self.losses = []
+        return window.mean().item()
 
     def dev_scores(self):
         """The dev scores of the model as it stands (on the first process only; None on the others)."""
-        fit = self.fit
-        if not self.run.processes.main:
+        if not self.processes.main:
             return None
-        return fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], device=fit.device, dtype=fit.dtype)
+        return self.family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device, dtype=self.dtype)
 
     def evaluation(self, epoch):
         """The mean training loss since the last evaluation and the dev scores, as one log line and a curve point."""
-        mean = self.run.mean_loss(self.step, self.job.lr)
+        mean = self.mean_loss()
         scores = self.dev_scores()
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
-        shown = self.fit.family.format(scores) if self.run.processes.main else ""
+        shown = self.family.format(scores) if self.processes.main else ""
         self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
         return point
+
+    # --- the end: the FINAL line and the results saved ---
 
     def finish(self):
         """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved;
         the results on the first of the processes that share the run, None on the others."""
         if not self.processes.main:
             return None
-        fit, config, job = self.fit, self.plan.config, self.job
+        config, family, job = self.config, self.family, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
-        self.report.say(lines.final_line(config.task, fit.family, job, final=final, seconds=seconds,
+        self.report.say(lines.final_line(config.task, family, job, final=final, seconds=seconds,
                                          init=config.command.init))
-        for line in lines.best_seen_line(records.best_seen(self.curve, fit.family), final, fit.family):
+        for line in lines.best_seen_line(best_seen(self.curve, family), final, family):
             self.report.say(line)
-        numbers = {"steps": self.steps, "warmup_steps": self.warm, "before": self.before, "curve": self.curve,
-                   "seconds": seconds, "final": final}
-        return records.save_results(fit, config, job, numbers)
+        return self.save_results(seconds, final)
+
+    def computation(self):
+        """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
+        padded ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the
+        multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
+        or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
+        (padding_free_steps ran; the flag --padding-free is the command's padding_free)."""
+        return {"padding_free_steps": self.packed,
+                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.computed}
+
+    def save_results(self, seconds, final):
+        """The results JSON and log of the run (its steps, warmup steps, scores before and after, curve and seconds;
+        where it ran, its settings and computation), the model kept when asked, the task's own outputs (its family's
+        extra_outputs: GLUE's test-set predictions with --glue-submission), the checkpoint removed and the learning
+        curve drawn. Returns the results."""
+        config, job, data, family, report = self.config, self.job, self.data, self.family, self.report
+        c, curve, best = config.command, self.curve, best_seen(self.curve, family)
+        result = {"name": report.name, "task": config.task, "model": portable(c.model), "lr": job.lr,
+                  "batch_size": job.batch_size, "epochs": job.epochs, "steps": self.steps, "warmup_steps": self.warm,
+                  "seed": job.seed, "device": str(self.device), "before": self.before, "final": final, "curve": curve,
+                  "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
+                  "train_examples": data.n_train, "train_rows": len(data.train["input_ids"]),
+                  **family.summary(data.train), "settings": self.settings,
+                  "weights": loaded_record(data.checkpoint, data.head) if c.init == "pretrained" else None,
+                  "computation": self.computation()}
+        if c.save_model:
+            result["saved_model"] = portable(save_model(self.model, data.tok, model_folders(config, [job])[0]))
+            report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
+        result |= family.extra_outputs(self, config.test_dir)
+        report.save(result, cli=recorded_command(c, task=config.task), device=self.device)
+        self.checkpoint.remove()
+        line_plot(os.path.join(c.results_dir, report.name + "_curve.png"), [p["step"] for p in curve],
+                  {"train loss": [p["train_loss"] for p in curve]}, "step",
+                  right=("dev score", [family.selection(p["dev"]) for p in curve]))
+        return result
+
+
+def best_seen(curve, family):
+    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
+    the first of any ties: reported beside the result, never taken for it."""
+    return max(curve, key=lambda c: family.selection(c["dev"]))
+
+
+def save_model(model, tok, path):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return replace_folder_atomically(path, write)
+
+
+# --- the processes that share a run: each its rows of every batch, the model DDP-wrapped, one decision to stop ---
+
+def shard(idx, processes):
+    """This process's rows of a global batch, and the weight that makes the processes' mean gradients add up to
+    the gradient of the whole batch's mean loss (DDP averages over processes). A process left without a row (a
+    last batch shorter than the number of processes) takes one with weight 0."""
+    rows = np.array_split(np.asarray(idx), processes.world)[processes.rank].tolist()
+    if not rows:
+        return idx[:1], 0.0
+    return rows, len(rows) * processes.world / len(idx)
+
+
+def wrapped(model, processes, device, cudnn_attention=True):
+    """The model each step trains through: itself alone, DistributedDataParallel across several processes; on
+    CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/models/devices.py
+    WithoutCudnnAttention). Elsewhere there is no cuDNN attention: the model as it is."""
+    net = model
+    if processes.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    if device.type == "cuda" and not cudnn_attention:
+        net = WithoutCudnnAttention(net)
+    return net
+
+
+def stop_or_save(stop, due, processes, device):
+    """(stop, save), alike on every process: stop when any process received a signal, save when stopping or when a
+    checkpoint is due (on the first process's clock). Alone, no collective and nothing read from the device; under
+    torchrun one all_reduce of these two flags, the one the stop check makes at every step."""
+    if processes.world > 1:
+        flags = summed(processes, torch.tensor([float(stop), float(due)], device=device))
+        stop, due = (bool(x) for x in (flags > 0).tolist())
+    return stop, stop or due
+
+
+class StopSignals:
+    """While active, SIGTERM (a cluster's notice before preemption) and Ctrl-C only raise a flag: the loop
+    finishes its step, saves a checkpoint and stops. Outside the main thread it does nothing."""
+
+    NAMES = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}
+
+    def __init__(self):
+        self.received, self.saved = None, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.NAMES:
+                self.saved[sig] = signal.signal(sig, self._catch)
+        return self
+
+    def _catch(self, signum, frame):
+        self.received = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/run/training_run.py", "python bert_part4_finetune.py (--help lists its flags)"))

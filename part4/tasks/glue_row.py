@@ -186,12 +186,12 @@ def choose(results, family, config, data=None):
     mean, std = ({key: mean_and_std(v)[k] for key, v in values.items()} for k in (0, 1))
     (batch, lr, epochs), runs = max(settings.items(), key=lambda kv: mean[kv[0]])
     dev = np.mean([scores(family, r["final"]) for r in runs], axis=0).tolist()
-    sizes = {"train_examples": (data["n_train"], data["n_train_all"]),
-             "dev_examples": {k: (n, data["n_dev_all"][k]) for k, n in data["n_dev"].items()}} if data else {}
-    baseline = family.majority_scores(data["majority"], data["devs"]) if data else None
+    sizes = {"train_examples": (data.n_train, data.n_train_all),
+             "dev_examples": {k: (n, data.n_dev_all[k]) for k, n in data.n_dev.items()}} if data else {}
+    baseline = family.majority_scores(data.majority, data.devs) if data else None
     return {"lr": lr, "batch_size": batch, "epochs": epochs, "metric": family.selection_metric, "dev": dev,
             "tie": sum(m == mean[(batch, lr, epochs)] for m in mean.values()) > 1,       # chosen by the grid's order
-            "majority": baseline and {"class": label_name(family.name, data["majority"]), "dev": baseline},
+            "majority": baseline and {"class": label_name(family.name, data.majority), "dev": baseline},
             "runs": [r["name"] for r in runs], "submitted": max(runs, key=lambda r: family.selection(r["final"])),
             "settings": [{"lr": lr_, "batch_size": b, "epochs": e, "dev": 100 * mean[(b, lr_, e)],
                           "std": 100 * std[(b, lr_, e)],

@@ -23,9 +23,9 @@ def predict_tests(fit, test_dir):
     test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
     as the paper's submission. Returns the files, relative to test_dir."""
     task, family = TASKS[fit.family.name], fit.family
-    majority = fit.data["majority"] if family.name in MAJORITY_CLASS else None     # of the whole training set
+    majority = fit.data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
-    for server_file, enc in fit.data["tests"].items():
+    for server_file, enc in fit.data.tests.items():
         out = predict_logits(fit.model, enc, fit.device, dtype=fit.dtype, batch_size=family.eval_batch_size)
         labels = prediction_strings(out, task, majority)
         path = os.path.join(test_dir, fit.report.name, server_file)
