@@ -83,6 +83,6 @@ T=$(date +%s)
 timeout ${LIMITS[2]} python bench/side_by_side_speed.py --model "$BASE" --data "$SHARED" --device $DEVICE "${SIDE[@]}" \
     > "$OUT/side_by_side.txt" 2>&1
 say "4. side_by_side_speed (rc $?, $(( $(date +%s) - T )) s):"
-grep -E "^MRPC grid|in all|side by side:" "$OUT/side_by_side.txt" | sed 's/^ */   /' | tee -a "$FIG"
+grep -E "^MRPC grid| s in all|^one after another / side by side:" "$OUT/side_by_side.txt" | sed 's/^ */   /' | tee -a "$FIG"
 
 say "device check: $(( $(date +%s) - START )) s in all; figures in $FIG"
