@@ -243,11 +243,12 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(items, costs, *, why, done, inputs, log, parts=None):
-    """One line per experiment of items: the numbers it gives (count and sections), its estimate (or why there is none,
-    or the results file that has it done), its command, the parts of its estimate (start, steps, evals, checkpoints);
-    then the total, with the stand-ins of items to build (said
-    before: show_stand_ins), and what the --models and --data folders lack."""
+def show_plan(items, parts, *, why, done, inputs, log):
+    """One line per experiment of items: the numbers it gives (count and sections), its estimate, the sum of its parts
+    (or why there is none, or the results file that has it done), its command, the parts of its estimate (start,
+    steps, evals, checkpoints); then the total, with the stand-ins of items to build (said before: show_stand_ins),
+    and what the --models and --data folders lack."""
+    costs = {name: None if p is None else sum(p.values()) for name, p in parts.items()}
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
@@ -259,7 +260,7 @@ def show_plan(items, costs, *, why, done, inputs, log, parts=None):
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
         log.say(f"    {shlex.join(['python', *experiments.command(e, inputs)])}")
-        if not done[e.name] and (parts or {}).get(e.name):
+        if not done[e.name] and parts[e.name]:
             log.say(f"    parts: {parts_text(parts[e.name])}")
     to_do = [e for e in order if not done[e.name]]
     to_build = [s for s in steps if not s.built]
@@ -456,22 +457,34 @@ def rebuild_report(results_dir, log):
     log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
-def run_in_order(order, costs, *, done, inputs, log, mirror=None, groups=()):
-    """Each stand-in unless built and each experiment unless done, a progress line with its estimate, a line with its
-    time beside the estimate, and after an experiment the report rebuilt; the runs of a grid that groups puts side
-    by side (side_by_side) all at once when the first of them is reached, so many processes at a time; a Ctrl-C or
-    SIGTERM stops after the scripts running have stopped cleanly."""
-    outcomes, ran = [], set()
+def in_turns(order, groups):
+    """[(runs, how many at a time)]: each item of order in a turn of its own, but the runs of a grid that groups puts
+    side by side (side_by_side) in one turn, where the first of them stands."""
+    names = {e.name for e in order}
+    together = {e.name: ([x for x in runs if x.name in names], n) for runs, n, _ in groups if n > 1 for e in runs}
+    turns, taken = [], set()
+    for e in order:
+        if e.name not in taken:
+            runs, n = together.get(e.name, ([e], 1))
+            turns.append((runs, n))
+            taken |= {x.name for x in runs}
+    return turns
+
+
+def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
+    """Each stand-in unless built and each experiment unless done, turn by turn (in_turns), a progress line with its
+    estimate, a line with its time beside the estimate, and after an experiment the report rebuilt; the runs of a
+    turn all at once, so many processes at a time; a Ctrl-C or SIGTERM stops after the scripts running have stopped
+    cleanly."""
+    outcomes = []
+    order = [x for runs, _ in turns for x in runs]
     at = {e.name: k for k, e in enumerate(order, 1)}
-    together = {e.name: ([x for x in runs if x.name in at], n) for runs, n, _ in groups if n > 1 for e in runs}
-    for k, e in enumerate(order, 1):
+    for runs, n in turns:
+        e = runs[0]
         if done[e.name]:
-            log.say(f"[{k}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
+            log.say(f"[{at[e.name]}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(Outcome(e, "done before"))
             continue
-        if e.name in ran:
-            continue
-        runs, n = together.get(e.name, ([e], 1))
         for x in runs:
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {duration(costs[x.name])}: "
                     f"{command_text(x, inputs, mirror)}")
@@ -483,7 +496,6 @@ def run_in_order(order, costs, *, done, inputs, log, mirror=None, groups=()):
             finished = [build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])]
         for outcome in finished:
             x = outcome.experiment
-            ran.add(x.name)
             outcomes.append(outcome)
             said = "built" if building and outcome.status == "ran" else outcome.status
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {duration(outcome.seconds)} (estimate "
@@ -571,7 +583,7 @@ def main(argv=None):
     costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
     order = in_order(experiments.EXPERIMENTS, costs)
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
-    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log, parts=parts)
+    show_plan([*steps, *order], parts, why=why, done=done, inputs=inputs, log=log)
     groups = side_by_side(order, args.side_by_side, inputs, done)
     show_side_by_side(groups, log)
     if args.plan:
@@ -579,7 +591,7 @@ def main(argv=None):
     to_run, left = within_budget([*steps, *order], costs, done, args.budget)
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror, groups=groups)
+        outcomes = run_in_order(in_turns(to_run, groups), costs, done=done, inputs=inputs, log=log, mirror=mirror)
     except (KeyboardInterrupt, Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
     return closing(outcomes, left, inputs, log, mirror=mirror,
