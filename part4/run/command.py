@@ -65,7 +65,7 @@ class Command:
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
         if self.processes.main and self.in_table:
-            glue_row.finish(self.settings, self.rows, absent=self.absent, report=self.table,
+            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.table,
                         cli=records.recorded_command(self.settings), device=self.where.device)
         return 0
 

@@ -115,7 +115,7 @@ def start(table, run, absent, processes):
     return report
 
 
-def finish(table, rows, absent, report, cli, device):
+def table_written(table, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
     payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table_settings(table)}}
     if table.submission:
