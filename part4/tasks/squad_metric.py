@@ -209,7 +209,7 @@ def build_parser():
     return p
 
 
-def scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
+def official_scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
     """The official numbers for the files the command line names."""
     questions, version = read_dev(dev_file)
     predictions = read_answers(predictions_file, "predictions", is_text)
@@ -230,7 +230,7 @@ def main(argv=None):
     indented); returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        out = scores(args.dev_file, args.predictions, args.na_prob_file, args.na_prob_thresh)
+        out = official_scores(args.dev_file, args.predictions, args.na_prob_file, args.na_prob_thresh)
     except Refused as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
