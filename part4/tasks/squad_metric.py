@@ -187,7 +187,7 @@ def read_answers(path, what, wanted):
     return values
 
 
-def missing(questions, values, path, what):
+def refuse_missing(questions, values, path, what):
     """evaluate-v2.0.py stops with a KeyError at a question without a prediction (or odds): one line here."""
     absent = [qid for qid in questions if qid not in values]
     if absent:
@@ -217,11 +217,11 @@ def official_scores(dev_file, predictions_file, na_prob_file=None, na_prob_thres
         if na_prob_file:
             raise Refused(f"--na-prob-file: {dev_file} is a SQuAD v1.1 dev file, where every question has an answer")
         return evaluate_v1(questions, predictions)
-    missing(questions, predictions, predictions_file, "prediction")
+    refuse_missing(questions, predictions, predictions_file, "prediction")
     na_probs = None
     if na_prob_file:
         na_probs = read_answers(na_prob_file, "no-answer odds", is_number)
-        missing(questions, na_probs, na_prob_file, "no-answer odds")
+        refuse_missing(questions, na_probs, na_prob_file, "no-answer odds")
     return evaluate_v2(questions, predictions, na_probs, na_prob_thresh)
 
 
