@@ -139,7 +139,7 @@ class Refused(Exception):
     """A file that cannot be scored: one line on stderr, exit code 2."""
 
 
-def read_json(path, what):
+def json_or_refused(path, what):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -152,7 +152,7 @@ def read_json(path, what):
 def read_dev(path):
     """The questions of an official dev file ({id: golds}) and its SQuAD version: 2.0 when its questions carry
     is_impossible, else 1.1."""
-    data = read_json(path, "dev file")
+    data = json_or_refused(path, "dev file")
     try:
         questions = dev_questions(data["data"])
         v2 = any("is_impossible" in qa for article in data["data"] for p in article["paragraphs"] for qa in p["qas"])
@@ -177,7 +177,7 @@ def is_number(value):
 
 def read_answers(path, what, wanted):
     """{id: value} of a predictions file (wanted: is_text) or a no-answer odds file (wanted: is_number)."""
-    values = read_json(path, what)
+    values = json_or_refused(path, what)
     if not isinstance(values, dict):
         raise Refused(f"{path}: the {what} must be a JSON object {{question id: value}}")
     wrong = [qid for qid, v in values.items() if not wanted(v)]
