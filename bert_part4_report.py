@@ -587,14 +587,6 @@ def spread_of(entry):
     return article.SPREAD.get((match.get("task"), match.get("lr")))
 
 
-# --- Not run yet: the command that gives ours, and what it needs ---
-
-def command(entry, results_dir="results"):
-    """(the command that gives ours in the article's setting, what it needs); it writes into results_dir. The commands
-    are part4/reproduction/experiments.py's, which bert_part4_reproduce.py runs."""
-    return experiments.report_command(entry, results_dir)
-
-
 # --- The rows, the summary, the report ---
 
 NOT_THE_ARTICLES = ("another model", "another split", "another setting", "cut run")
@@ -607,7 +599,7 @@ def rows(runs, results_dir="results", requirements=""):
     for entry in article.ENTRIES:
         if entry.kind == "paper":
             continue
-        run, needs = command(entry, results_dir)
+        run, needs = experiments.report_command(entry, results_dir)   # what gives ours, and what it needs
         files = [name for name, data in runs.items() if holds(entry, data)]
         for name in files:
             status, note = judge(entry, runs[name], requirements)
