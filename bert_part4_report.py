@@ -605,16 +605,16 @@ def rows(runs, results_dir="results", requirements=""):
             status, note = judge(entry, runs[name], requirements)
             value = ours(entry, runs[name])
             mine = "" if isinstance(value, Unusable) else compare(entry, value)[0]
-            out.append(row(entry, mine, status, note, name=name) | {"model": model_check(entry, runs[name])[0]}
+            out.append(report_row(entry, mine, status, note, name=name) | {"model": model_check(entry, runs[name])[0]}
                        | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
         if not files:
             why = part_not_run(entry, runs)
-            out.append(row(entry, "", "not run yet", f"`{run}` (needs {needs})", name=why[0])
+            out.append(report_row(entry, "", "not run yet", f"`{run}` (needs {needs})", name=why[0])
                        | {"command": run, "why": why[1]})
     return out
 
 
-def row(entry, mine, status, note, name):
+def report_row(entry, mine, status, note, name):
     return {"key": entry.key, "section": entry.where, "what": entry.what, "article": entry.value, "ours": mine,
             "difference": difference(entry, mine), "status": status, "note": note, "file": name}
 
