@@ -619,7 +619,7 @@ def report_row(entry, mine, status, note, name):
             "difference": difference(entry, mine), "status": status, "note": note, "file": name}
 
 
-def parts_not_run(data):
+def recorded_not_run(data):
     """{block: why} of the parts a command could not run (the math script's run.not_run: a model refused), {} else."""
     not_run = data.get("not_run")
     return not_run if isinstance(not_run, dict) else {}
@@ -629,7 +629,7 @@ def part_not_run(entry, runs):
     """(results file, why) of a file of the entry's script that says the part giving it could not run, or ('', '')."""
     blocks = {path.split(".")[0] for path in field_paths(entry.field)} if entry.script else set()
     for name, data in runs.items():
-        said = parts_not_run(data) if script_of(data) == entry.script else {}
+        said = recorded_not_run(data) if script_of(data) == entry.script else {}
         for block in sorted(blocks & set(said)):
             return name, f"not run in {name}: {said[block]}"
     return "", ""
