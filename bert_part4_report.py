@@ -684,7 +684,7 @@ def counted(table):
 UNVERIFIED_COUNT = "on its checkpoints by name and architecture, weights not verified"
 
 
-def summary(table, subject=None):
+def status_summary(table, subject=None):
     """The counts of the entries' statuses (reproduced also split by whether the number needs a model), and the
     summary line; `subject` opens it (default: 'Of the article's N numbers')."""
     status = counted(table)
@@ -830,7 +830,7 @@ def one_run(path, requirements):
         print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {shown_status(r)}"
               + (f" ({r['note']})" if r["note"] else ""))
     if table:
-        print(summary(table, f"This run, {len(counted(table))} of the article's numbers")[2])
+        print(status_summary(table, f"This run, {len(counted(table))} of the article's numbers")[2])
     return 0
 
 
@@ -857,7 +857,7 @@ def main(argv=None):
     runs = checked_runs(args.results_dir)
     table = rows(runs, args.results_dir, read_requirements())
     warn_unusable(table, args.results_dir)
-    counts, split, line = summary(table)
+    counts, split, line = status_summary(table)
     notes = checkpoints_note() + models_note(runs) + ([] if runs else [NO_RESULTS[0].upper() + NO_RESULTS[1:] + "."])
     md = report_markdown(table, line, plots_by_section(args.results_dir), notes)
     write_atomic(os.path.join(args.results_dir, REPORT_MD), md)
