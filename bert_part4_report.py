@@ -337,11 +337,11 @@ def flag_of(name):
 
 def architecture_words(found):
     """'bert, 12 layers, H 768, 12 heads, vocab 30,522': an architecture as the results record it."""
-    def number(key):
+    def shown(key):
         value = found.get(key)
         return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
-    return (f"{found.get('model_type') or '?'}, {number('layers')} layers, H {number('hidden')}, {number('heads')} "
-            f"heads, vocab {number('vocab')}")
+    return (f"{found.get('model_type') or '?'}, {shown('layers')} layers, H {shown('hidden')}, {shown('heads')} "
+            f"heads, vocab {shown('vocab')}")
 
 
 UNVERIFIED = "by name and architecture; weights not verified"
