@@ -182,7 +182,7 @@ def flow_shares(attentions, q, p, special):
     return layers
 
 
-def segments(enc):
+def segment_positions(enc):
     """Positions of the question, the passage and the special tokens, from the sequence ids."""
     ids = enc.sequence_ids(0)
     return ([i for i, s in enumerate(ids) if s == 0], [i for i, s in enumerate(ids) if s == 1],
@@ -192,7 +192,7 @@ def segments(enc):
 @torch.no_grad()
 def attention_flow(model, tok, name, device, report):
     enc = tok(FLOW_QUESTION, FLOW_PASSAGE, return_tensors="pt")
-    q, p, special = segments(enc)
+    q, p, special = segment_positions(enc)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
@@ -220,7 +220,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
                   max_length=MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
-        per_question.append(flow_shares(att, *segments(enc)))
+        per_question.append(flow_shares(att, *segment_positions(enc)))
     report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
     rows = []
     for k in range(len(per_question[0])):
