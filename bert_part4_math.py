@@ -474,7 +474,7 @@ def load_models(checkpoints, problems, device):
     first line is printed, in the sections' order: the SST-2 classifier and its head, and the SQuAD v1.1 (eager
     attention: section 2 reads its attention probabilities) and v2.0 models with their tokenizers. A model refused
     as it loads joins problems. Returns {flag: (model, its head or tokenizer)}."""
-    loaders = {"--sst2-model": lambda c: sst2_model(c, device),
+    loaders = {"--sst2-model": lambda c: load_sst2_model(c, device),
                "--squad-model": lambda c: squad.load_qa_model(c, device, MAX_LEN, attn_implementation="eager"),
                "--squad2-model": lambda c: squad.load_qa_model(c, device, MAX_LEN)}
     loaded = {}
@@ -488,7 +488,7 @@ def load_models(checkpoints, problems, device):
     return loaded
 
 
-def sst2_model(checkpoint, device):
+def load_sst2_model(checkpoint, device):
     model, head = load_model(BertForSequenceClassification, checkpoint.name, checkpoint.flag, head="either")
     return model.to(device).eval(), head
 
