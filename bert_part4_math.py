@@ -493,7 +493,7 @@ def load_sst2_model(checkpoint, device):
     return model.to(device).eval(), head
 
 
-def model_lines(checkpoints, loaded):
+def loaded_model_lines(checkpoints, loaded):
     """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
     fp32 they are loaded in), its head, and any warning its folder gave."""
     kept = "the checkpoint's start and end vectors S, E, kept"
@@ -537,7 +537,7 @@ def main(argv=None):
         chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
         loaded = load_models(checkpoints, problems, device)
         not_run = parts_not_run(problems)
-        for line in model_lines(checkpoints, loaded) + not_run_lines(not_run):
+        for line in loaded_model_lines(checkpoints, loaded) + not_run_lines(not_run):
             report.say(line)
     runs = {block: block not in not_run for block in PARTS} if models else dict.fromkeys(PARTS, False)
     payload = {"glue_toy": glue_toy(report)}

@@ -295,7 +295,7 @@ def check_inputs(results_dir, only, models, data, limit):
     return examples, {v: checkpoints[f"--{v}-model"] for v in used}
 
 
-def model_lines(v, checkpoint, model):
+def part_model_lines(v, checkpoint, model):
     """What the log says of a part's model: its name (and type, if not a BERT) beside the article's, its weight files
     and their dtype, its span head (the checkpoint's, kept) and any warning its folder gave."""
     return [f"SQuAD v{VERSIONS[v]} model: {portable(checkpoint.name)}{model_type_note(model)}   "
@@ -326,7 +326,7 @@ def main(argv=None):
                                  "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
                       "models": {v: loaded_record(checkpoints[v]) for v in loaded}}, {}
     for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
-        for line in model_lines(v, checkpoints[v], model):
+        for line in part_model_lines(v, checkpoints[v], model):
             report.say(line)
         if "demo" in args.only:
             payload |= demo[v](model, tok, device=device, search=search, report=report)   # v1: the span head too
