@@ -282,7 +282,7 @@ def write_json(folder, name, obj):
     write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
-def check_inputs(results_dir, only, models, data, limit):
+def check_every_input(results_dir, only, models, data, limit):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
     read_checkpoint) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
     `limit` dev questions of each part (None if not run) and {part: its model, read}."""
@@ -309,7 +309,7 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples, checkpoints = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models=models,
+    examples, checkpoints = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
                                                          data=data, limit=args.limit))
     loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
     report = Report("part4_squad", args.results_dir, quiet=not processes.main)
