@@ -191,7 +191,7 @@ def dev_v1(model, tok, examples, scoring, report):
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
-               f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
+               f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
     report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
     if timing["uncovered"]:
@@ -210,7 +210,7 @@ def dev_v1(model, tok, examples, scoring, report):
                                "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
 
 
-def duration(seconds):
+def minutes_or_seconds(seconds):
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
 
 
@@ -243,7 +243,7 @@ def dev_v2(model, tok, examples, scoring, report):
     report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
                + f"   [{label}: {ARTICLE['v2_at0']}]")
     report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
-               f"{best['answered']:.1f}% of questions  ({duration(secs)})"
+               f"{best['answered']:.1f}% of questions  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v2_best']}]")
     report.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
                f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
