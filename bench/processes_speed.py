@@ -46,7 +46,7 @@ def worker(args):
     tok, _, make = tokenizer_and_models(args)
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    enc = families.encode(tok, train, 128)
+    enc = families.encode_glue(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
     seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=families.Classification.loss,

@@ -135,7 +135,7 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     examples = [((text,), 0) for text in ("a gorgeous, witty, seductive movie.", "dull", "the plot is dull and the "
                                           "acting is worse. good bad film great")]
-    enc = families.encode(tok, examples, 128)
+    enc = families.encode_glue(tok, examples, 128)
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]

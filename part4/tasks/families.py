@@ -107,7 +107,7 @@ def segments(enc, rows):
     return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
 
 
-def encode(tok, examples, max_len):
+def encode_glue(tok, examples, max_len):
     """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
     columns = list(zip(*[texts for texts, _ in examples]))
     full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
@@ -161,7 +161,7 @@ class Classification:
         return read_glue(sources)
 
     def encode(self, tok, train, devs):
-        return encode(tok, train, self.max_len), {name: encode(tok, d, self.max_len) for name, d in devs.items()}
+        return encode_glue(tok, train, self.max_len), {name: encode_glue(tok, d, self.max_len) for name, d in devs.items()}
 
     @staticmethod
     def loss(model, batch):
@@ -231,7 +231,7 @@ class Classification:
 
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
-        return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
+        return {name: {**encode_glue(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
                 for name, rows in tests.items()}
 
 
