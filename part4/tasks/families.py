@@ -26,7 +26,7 @@ from part4.paper.recipe import MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
 from part4.tasks.glue_submission import predict_tests
 from part4.tasks.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
-from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, evaluate
+from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics
 
 
 @runtime_checkable
@@ -174,7 +174,7 @@ class Classification:
         return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
 
     def evaluate(self, model, devs, tok, device, dtype):
-        return {name: evaluate(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
+        return {name: dev_metrics(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
                 for name, enc in devs.items()}
 
     @property
