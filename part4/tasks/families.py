@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
 from part4.command_line.errors import not_a_script
-from part4.data.readers import SQUAD_VERSION, read_glue, read_squad_task, read_swag, read_tests
+from part4.data.readers import SQUAD_VERSION, read_glue, read_glue_tests, read_squad_task, read_swag
 from part4.models.hub import file_problem
 from part4.output.lines import fmt, score_parts
 from part4.paper.article_labels import PAPER_SQUAD
@@ -223,7 +223,7 @@ class Classification:
         return glue_references(self.name)
 
     def read_tests(self, sources):
-        return read_tests(sources)
+        return read_glue_tests(sources)
 
     def extra_outputs(self, fit, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
