@@ -85,7 +85,7 @@ def _file_sha256(path, size, mtime):
 STAND_IN = "part4_stand_in.json"
 
 
-def stand_in(folder):
+def stand_in_record(folder):
     """What a model folder stands in for ({"stand_in_for": Hub id, "what": its line}, as its part4_stand_in.json says),
     or None for a folder without one. A file there that does not say both, in words, stops the command in one line."""
     path = os.path.join(folder, STAND_IN)
