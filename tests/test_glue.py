@@ -167,7 +167,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Report("x", str(tmp_path), quiet=True)
         config = SimpleNamespace(task=task, command=SimpleNamespace(grid="glue", seeds=None))
-        ranked = lines.grid(config, family, results, report)["runs"]
+        ranked = lines.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 

@@ -194,14 +194,14 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
 
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
-    """grid() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
+    """grid_table() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
     family = task_families.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", command=SimpleNamespace(grid="glue", seeds=None))
-        lines.grid(config, family, [result], report, labels=lines.article_labels("sst2", [result], init))
+        lines.grid_table(config, family, [result], report, labels=lines.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
         final = lines.final_line("sst2", family, job, result["final"], 60.0, init)

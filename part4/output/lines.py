@@ -158,7 +158,7 @@ def restarts(task, lr, seeds, family, results, report):
             "summary": summary}
 
 
-def grid(config, family, results, report, labels=None):
+def grid_table(config, family, results, report, labels=None):
     """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
     CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
     {run name: the article's number for its setting} where there is one."""
@@ -217,7 +217,7 @@ def summarise(config, family, results, *, report, device):
     the article's number beside a run in its setting."""
     c = config.command
     labels = article_labels(config.task, results, c.init)
-    payload = (grid(config, family, results, report, labels=labels) if c.grid
+    payload = (grid_table(config, family, results, report, labels=labels) if c.grid
                else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
     save_summary(report, config, payload, device)
 
