@@ -142,11 +142,11 @@ class Classification:
     def __init__(self, name, max_len, stride=None, eval_batch_size=None):
         self.name, self.max_len, self.stride = name, max_len, None
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.metrics, self.selection_metric, self.model_kwargs = self.head(name)
+        self.metrics, self.selection_metric, self.model_kwargs = self.metrics_and_head(name)
         self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
 
     @staticmethod
-    def head(name):
+    def metrics_and_head(name):
         """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
         task = TASKS[name]
         return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
@@ -243,7 +243,7 @@ class MultipleChoice(Classification):
     hub = "allenai/swag"
 
     @staticmethod
-    def head(name):
+    def metrics_and_head(name):
         return ("accuracy",), "accuracy", {}
 
     def read(self, sources):
