@@ -183,7 +183,7 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
     names = ("accuracy", "f1", "mcc", "pearson", "spearman", "em")
     scores = {"dev_matched": {m: 0.1 * (k + 1) for k, m in enumerate(names)}, "dev_mismatched": dict.fromkeys(names, 9.0)}
     for task, metric in paper.items():
-        family = task_families.FAMILIES[task](task, 128, 64)
+        family = task_families.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
         assert family.selection_name == metrics.METRIC_NAMES[metric], task

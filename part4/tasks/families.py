@@ -138,9 +138,10 @@ class Classification:
     eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
+    stride = None                      # no windows: a whole input is cut at max_len (recorded as such)
 
-    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
-        self.name, self.max_len, self.stride = name, max_len, None
+    def __init__(self, name, max_len, eval_batch_size=None):
+        self.name, self.max_len = name, max_len
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.metrics, self.selection_metric, self.model_kwargs = self.metrics_and_head(name)
         self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
