@@ -312,7 +312,7 @@ def main(argv=None):
     examples, checkpoints = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
                                                          data=data, limit=args.limit))
     loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
-    report = Report("part4_squad", args.results_dir, quiet=not processes.main)
+    report = Report("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
@@ -333,7 +333,7 @@ def main(argv=None):
         if v in args.only:
             dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, report=report)
             files.update(dev_files)
-    if processes.main:
+    if processes.is_main:
         if "v2" in args.only:
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():

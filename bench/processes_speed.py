@@ -51,7 +51,7 @@ def worker(args):
     dtype = autocast_dtype(device, "auto")
     seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=families.Classification.loss,
                              processes=processes)
-    if processes.main:
+    if processes.is_main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": processes.world, "device": str(device.type),
                           "threads": torch.get_num_threads(), "backend": processes.backend or "none"}), flush=True)
 

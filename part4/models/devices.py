@@ -103,7 +103,8 @@ class Processes:
     backend: str = ""
 
     @property
-    def main(self):
+    def is_main(self):
+        """Is this the first process, the one that prints, evaluates and writes?"""
         return self.rank == 0
 
 

@@ -148,7 +148,7 @@ class Run:
         process's clock. Alone, no collective and nothing read from the device; under torchrun one all_reduce of
         these two flags, the one the stop check makes at every step."""
         stop = self.stop.received is not None
-        due = evaluated and self.processes.main and monotonic() - self.saved_at >= self.every
+        due = evaluated and self.processes.is_main and monotonic() - self.saved_at >= self.every
         if self.processes.world > 1:
             flags = summed(self.processes, torch.tensor([float(stop), float(due)], device=self.device))
             stop, due = (bool(x) for x in (flags > 0).tolist())
@@ -167,7 +167,7 @@ class Run:
         gathers): decide says when, alike on all of them. The clock to the next checkpoint starts when it is
         written."""
         everyone = gather(self.processes, {"losses": [float(x) for x in self.losses], "rng": rng_states()})
-        if self.processes.main:
+        if self.processes.is_main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.checkpoint)
         self.saved_at = monotonic()
@@ -189,7 +189,7 @@ class Run:
     def reached(self, step):
         """Keep the step the run has reached (at each dev evaluation; a few bytes, written atomically by the first
         process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
-        if self.processes.main:
+        if self.processes.is_main:
             os.makedirs(os.path.dirname(os.path.abspath(self.progress)), exist_ok=True)
             write_atomic(self.progress, json.dumps({"step": step, "settings": self.settings}) + "\n")
 

@@ -47,7 +47,7 @@ class Command:
         if self.in_table:
             report = self.table
         else:
-            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.main)
+            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
         return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
                          header=lines.grid_header(config, len(jobs), self.in_table))
 
@@ -55,7 +55,7 @@ class Command:
         """Every run's results gathered (mine: this process's, by their place in plan.jobs); on the first process the
         task's row of the GLUE table chosen, or its grid or restarts summed up."""
         results = collected(plan, mine)
-        if not self.processes.main:
+        if not self.processes.is_main:
             return
         if self.in_table:
             self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
@@ -64,7 +64,7 @@ class Command:
 
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
-        if self.processes.main and self.in_table:
+        if self.processes.is_main and self.in_table:
             glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.table,
                         cli=records.recorded_command(self.settings), device=self.where.device)
         return 0

@@ -47,7 +47,7 @@ class Plan:
             if earlier is None:
                 yield k
                 continue
-            if self.where.processes.main:
+            if self.where.processes.is_main:
                 self.report.say(skipped_line(earlier))
             results[k] = {**earlier, "skipped": True}
 
@@ -88,11 +88,11 @@ def collected(plan, mine):
     mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
     if plan.mode == "runs":
         mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
-        if processes.main:
+        if processes.is_main:
             for k in sorted(mine):
                 if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
                     plan.report.say(skipped_line(mine[k]))
-    return [mine[k] for k in range(len(plan.jobs))] if processes.main else None
+    return [mine[k] for k in range(len(plan.jobs))] if processes.is_main else None
 
 
 # --- the runs done before for the same settings, and no results file of other settings replaced ---

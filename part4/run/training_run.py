@@ -39,7 +39,7 @@ class TrainingRun:
     def __init__(self, job, plan):
         self.job, self.plan, self.processes = job, plan, plan.sharing()
         self.name = run_name(plan.config, job)
-        main = plan.where.processes.main and self.processes.main
+        main = plan.where.processes.is_main and self.processes.is_main
         self.report = Report(self.name, plan.config.command.results_dir, quiet=not main)
 
     @property
@@ -83,7 +83,7 @@ class TrainingRun:
             fresh = fit.family.kept_head
         else:
             fresh = fit.family.fresh
-        scores = fit.family.format(before) if self.run.processes.main else ""
+        scores = fit.family.format(before) if self.run.processes.is_main else ""
         theirs = ""
         if config.task in ARTICLE_BEFORE and init == "pretrained" and not head.kept:
             theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
@@ -149,7 +149,7 @@ class TrainingRun:
     def dev_scores(self):
         """The dev scores of the model as it stands (on the first process only; None on the others)."""
         fit = self.fit
-        if not self.run.processes.main:
+        if not self.run.processes.is_main:
             return None
         return fit.family.evaluate(fit.model, fit.data["devs"], fit.data["tok"], device=fit.device, dtype=fit.dtype)
 
@@ -159,14 +159,14 @@ class TrainingRun:
         scores = self.dev_scores()
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
-        shown = self.fit.family.format(scores) if self.run.processes.main else ""
+        shown = self.fit.family.format(scores) if self.run.processes.is_main else ""
         self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
         return point
 
     def finish(self):
         """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved;
         the results on the first of the processes that share the run, None on the others."""
-        if not self.processes.main:
+        if not self.processes.is_main:
             return None
         fit, config, job = self.fit, self.plan.config, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]

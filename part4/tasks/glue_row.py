@@ -106,7 +106,7 @@ def start(table, run, absent, processes):
     if table.submission:
         check_writable_dir(table.submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
-    report = Report(table_name(table), table.results_dir, quiet=not processes.main)
+    report = Report(table_name(table), table.results_dir, quiet=not processes.is_main)
     check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
                        "a table of other settings", recorded=saved_table_settings)
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"

@@ -228,7 +228,7 @@ def score_windows(model, windows, search, device, processes=ALONE):
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
-                   disable=not processes.main)
+                   disable=not processes.is_main)
         for idx in batches:
             inputs = collate(columns, idx, device)
             passage = inputs.pop("passage")                     # (B, L): the passage's tokens
