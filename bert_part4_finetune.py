@@ -27,10 +27,10 @@ paper's).
 
 import sys
 
-from part4.command_line import fine_tune_parser
+from part4.command_line import errors, fine_tune_parser
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    fine_tune_parser.answer_now(sys.argv[1:])
+    errors.answer_now(fine_tune_parser.parse, sys.argv[1:])
 
 import math
 import re

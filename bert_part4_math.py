@@ -16,10 +16,10 @@ one line each and marked in the results (not_run), and the run ends with one lin
 
 import sys
 
-from part4.command_line import script_settings
+from part4.command_line import errors, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    script_settings.answer_now(script_settings.parse_math, sys.argv[1:])
+    errors.answer_now(script_settings.parse_math, sys.argv[1:])
 
 import math
 import os

@@ -14,10 +14,10 @@ squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_sq
 
 import sys
 
-from part4.command_line import script_settings
+from part4.command_line import errors, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    script_settings.answer_now(script_settings.parse_squad, sys.argv[1:])
+    errors.answer_now(script_settings.parse_squad, sys.argv[1:])
 
 import collections
 import json

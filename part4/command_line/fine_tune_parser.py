@@ -113,16 +113,6 @@ def parse(argv):
     return Settings(**{**values, **resolved})
 
 
-def answer_now(argv):
-    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
-    with its one line); a good command line returns, to be parsed again by main once torch is there."""
-    try:
-        parse(argv)
-    except Fatal as e:
-        say_error(f"error: {e}")
-        sys.exit(e.code)
-
-
 if __name__ == "__main__":
     say_error("part4/command_line/fine_tune_parser.py is a module, not a script: run python bert_part4_finetune.py "
               "(--help lists its flags)")

@@ -12,17 +12,6 @@ from part4.command_line.errors import Fatal, say_error
 from part4.paper.article import ARTICLE_MODEL, SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE, TAU_SWEEP, check_windows
 
-
-def answer_now(parse, argv):
-    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
-    with its one line); a good command line returns, to be parsed again by the script's main once torch is there."""
-    try:
-        parse(argv)
-    except Fatal as e:
-        say_error(f"error: {e}")
-        sys.exit(e.code)
-
-
 # --- bert_part4_heads.py ---
 
 def heads_parser():
