@@ -74,7 +74,7 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     train_rows = len(data["train"]["input_ids"])
     earlier = {}
     for k in plan.mine():
-        result = done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
+        result = job_done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
         if result:
             earlier[k] = result
     return replace(plan, earlier=earlier)
@@ -97,7 +97,7 @@ def collected(plan, mine):
 
 # --- the runs done before for the same settings, and no results file of other settings replaced ---
 
-def done_before(config, job, family, train_rows, dtype):
+def job_done_before(config, job, family, train_rows, dtype):
     """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
     --glue-submission), else None."""
     earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))
