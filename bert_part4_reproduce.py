@@ -150,7 +150,7 @@ def opened_log(plan, results_dir, argv):
     return log
 
 
-def duration(seconds):
+def readable_time(seconds):
     """Seconds as a reader wants them: '40 s', '12 min', '3.4 h', '2.1 days'."""
     if seconds is None:
         return "?"
@@ -265,7 +265,7 @@ def show_plan(items, costs, *, why, done, inputs, log):
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else
-                 f"estimate {duration(costs[e.name])}" if costs[e.name] is not None else
+                 f"estimate {readable_time(costs[e.name])}" if costs[e.name] is not None else
                  f"no estimate: {why[e.name]}")
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
@@ -278,7 +278,7 @@ def show_plan(items, costs, *, why, done, inputs, log):
     if unknown and len(unknown) == len(to_build + to_do):
         log.say(f"Total: no estimate for any of the {things}; {len(order) - len(to_do)} done")
     else:
-        log.say(f"Total: {duration(total)} for {things}"
+        log.say(f"Total: {readable_time(total)} for {things}"
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
@@ -292,7 +292,7 @@ def show_stand_ins(mirror, steps, *, costs, why, log):
             f"({mirror.base}), built first (part4_stand_in.json in each folder says what it is)")
     for k, step in enumerate(steps, 1):
         state = ("built before" if step.built else "a copy" if not step.build.task else
-                 f"estimate {duration(costs[step.name])}" if costs[step.name] is not None else
+                 f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
                  f"no estimate: {why[step.name]}")
         log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
         if step.build.task and not step.built:
@@ -340,7 +340,7 @@ def within_budget(order, costs, done, budget):
     for e in order:
         cost = 0.0 if done[e.name] else costs[e.name]
         if left or cost is None or spent + cost > budget:
-            left.append((e, "no estimate" if cost is None else f"estimate {duration(cost)}"))
+            left.append((e, "no estimate" if cost is None else f"estimate {readable_time(cost)}"))
             continue
         spent += cost
         run.append(e)
@@ -440,13 +440,13 @@ def run_in_order(order, costs, *, done, inputs, log, mirror=None):
             log.say(f"[{k}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(Outcome(e, "done before"))
             continue
-        log.say(f"[{k}/{len(order)}] {e.name}: estimate {duration(costs[e.name])}: {command_text(e, inputs, mirror)}")
+        log.say(f"[{k}/{len(order)}] {e.name}: estimate {readable_time(costs[e.name])}: {command_text(e, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
         outcome = build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])
         outcomes.append(outcome)
         said = "built" if building and outcome.status == "ran" else outcome.status
-        log.say(f"[{k}/{len(order)}] {e.name}: {said} in {duration(outcome.seconds)} (estimate "
-                f"{duration(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
+        log.say(f"[{k}/{len(order)}] {e.name}: {said} in {readable_time(outcome.seconds)} (estimate "
+                f"{readable_time(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             rebuild_report(inputs.results_dir, log)
         if outcome.status == "stopped":
@@ -471,9 +471,9 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
     if timed:
         estimate, actual = sum(o.estimate for o in timed), sum(o.seconds for o in timed)
         worst = max(timed, key=lambda o: max(o.seconds / o.estimate, o.estimate / o.seconds))
-        log.say(f"Estimates: {duration(estimate)} estimated, {duration(actual)} taken ({actual / estimate:.2f}x the "
+        log.say(f"Estimates: {readable_time(estimate)} estimated, {readable_time(actual)} taken ({actual / estimate:.2f}x the "
                 f"estimate) over {len(timed)} {'steps' if mirror else 'experiments'}; furthest off: "
-                f"{worst.experiment.name}, {duration(worst.estimate)} estimated, {duration(worst.seconds)} taken")
+                f"{worst.experiment.name}, {readable_time(worst.estimate)} estimated, {readable_time(worst.seconds)} taken")
     for e, why in left:
         log.say(f"left by the budget: {e.name} ({why}): {command_text(e, inputs, mirror)}")
     failed = [o for o in outcomes if o.status == "failed"]
