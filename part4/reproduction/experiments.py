@@ -274,7 +274,7 @@ def squad_questions(path):
         return sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
 
 
-def evaluations(steps, cut, evals=GLUE_RECIPE.evals):
+def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
     """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
     --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
     every = max(1, steps // evals)
@@ -296,7 +296,7 @@ def fine_tune_size(task, inputs, model):
     length = None if local else GLUE_RECIPE.max_len          # the Hub's data: 128 tokens, the most a row takes
     return [(1, Work("start")), (1, Work("load", model)),
             (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
-            (n_dev * evaluations(steps, inputs.max_train_examples is not None),
+            (n_dev * estimated_evaluations(steps, inputs.max_train_examples is not None),
              Work("forward", model, batch=GLUE_EVAL_BATCH, length=length, texts=dev_texts))]
 
 
@@ -331,7 +331,7 @@ def build_size(build, inputs):
     n_dev = squad_questions(dev)
     n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
     steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
-    evals = evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
     return [(1, Work("start")), (1, Work("load", model, "span")),
             (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
             (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
