@@ -31,7 +31,7 @@ class Experiment:
     scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
 
 
-def fine_tune(task, lr, needs):
+def fine_tune_experiment(task, lr, needs):
     return Experiment(name=f"{task} {lr_tag(lr)}", script=article.FINETUNE, args=(task, lr_tag(lr)),
                       models=(("--model", article.BERT),), data=(("--data-dir", "glue_data"),),
                       cuts=(("--max-train-examples", "max_train_examples"), ("--max-dev-examples", "limit")),
@@ -43,8 +43,8 @@ def fine_tune(task, lr, needs):
 EXPERIMENTS = (
     Experiment(name="heads", script=article.HEADS, models=(("--model", article.BERT),),
                needs=f"the Hub ({article.BERT}); a CPU, seconds"),
-    fine_tune("sst2", 2e-5, "a GPU, about an hour"),
-    *(fine_tune("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in (5e-5, 4e-5, 3e-5, 2e-5)),
+    fine_tune_experiment("sst2", 2e-5, "a GPU, about an hour"),
+    *(fine_tune_experiment("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in (5e-5, 4e-5, 3e-5, 2e-5)),
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
