@@ -210,7 +210,7 @@ def cannot_run(experiment, inputs, off_hub):
     """Why an experiment cannot run here, each in words ([] when it can): the files it reads that are missing, its
     models out of the Hub's reach, the --models folders that hold another kind of model than it reads."""
     absent = experiments.missing(experiment, inputs)
-    heads = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for _, h in experiment.models]
+    heads = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for _, h in experiment.models]
     far = [h for _, h in experiment.models if h in off_hub]
     return ((["missing " + ", ".join(absent)] if absent else [])
             + ([f"{off_hub[far[0]]} and {', '.join(far)} {'is' if len(far) == 1 else 'are'} not in the local cache"]
@@ -310,7 +310,7 @@ def show_mirror(order, inputs, log):
     log.say(f"Local folders: {len(expected) - len(lacking)} of {len(expected)} expected found"
             + ("" if not lacking else "; missing: " + ", ".join(lacking)))
     hub_ids = dict.fromkeys(hub_id for e in order for _, hub_id in e.models)
-    unfit = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for h in hub_ids]
+    unfit = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for h in hub_ids]
     if any(unfit):
         log.say("Not the kind of model their experiments read: " + "; ".join(p for p in unfit if p))
 

@@ -183,7 +183,7 @@ def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, t
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"architectures": [kind], "model_type": "bert",
                                                     "id2label": {str(k): f"L{k}" for k in range(labels)}}))
-    found = experiments.head_problem(hub_id, experiments.Inputs(models=str(tmp_path)))
+    found = experiments.model_kind_problem(hub_id, experiments.Inputs(models=str(tmp_path)))
     assert (found is None) == (problem is None) and (problem is None or f"{folder} {problem}" in found), found
 
 

@@ -214,7 +214,7 @@ HEADS_READ = {article.SST2: ("a two-label classifier (SST-2's)", "ForSequenceCla
               article.SQUAD_V2: ("a span head (SQuAD's start and end vectors)", "ForQuestionAnswering")}
 
 
-def head_problem(hub_id, inputs):
+def model_kind_problem(hub_id, inputs):
     """Why the --models folder of a Hub id holds another kind of model than its experiments read (a span head for the
     SQuAD ids, a two-label classifier for SST-2), read from its config.json's architectures (no weight loaded), or None
     (also for a folder that is missing: missing says so)."""
