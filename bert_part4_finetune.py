@@ -110,7 +110,7 @@ def fine_tune(job, plan):
             sched.step()
             opt.zero_grad()
             run.after_step(epoch, loss.detach())                    # dev scores every few steps, checkpoints
-    return run.finish()                                             # the FINAL line, the results written
+    return run.final_results()                                             # the FINAL line, the results written
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---

@@ -33,7 +33,7 @@ class TrainingRun:
             for epoch, batch, weight in run.batches():           # the batches left, this process's rows of each
                 ...                                              # the recipe's step
                 run.after_step(epoch, loss)
-        results = run.finish()
+        results = run.final_results()
     """
 
     def __init__(self, job, plan):
@@ -163,7 +163,7 @@ class TrainingRun:
         self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
         return point
 
-    def finish(self):
+    def final_results(self):
         """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved;
         the results on the first of the processes that share the run, None on the others."""
         if not self.processes.is_main:
