@@ -181,7 +181,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     saving = checkpoint_files.Run(ALONE, torch.device("cpu"), path, {"task": "t"})
     saving.add_loss(torch.tensor(0.5))
     saving.add_loss(torch.tensor(0.25))
-    saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
+    saving.write_checkpoint(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]})
     meta = torch.device("meta")
     run = checkpoint_files.Run(ALONE, meta, path, {"task": "t"})
     state = run.resume(model, opt, sched)

@@ -161,7 +161,7 @@ class Run:
                       f"{portable(self.checkpoint)}; run the same command again to resume (no results were written)",
                       code)
 
-    def save(self, model, opt, sched, state):
+    def write_checkpoint(self, model, opt, sched, state):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses and RNG
         states: what a resumed run needs to continue exactly where this one stands. Every process calls it (it
         gathers): decide says when, alike on all of them. The clock to the next checkpoint starts when it is

@@ -142,7 +142,7 @@ class TrainingRun:
         said = self.run.saved_line(self.step, self.steps, stopping)
         state = {"curve": self.curve, "before": self.before, "lines": [*self.report.lines, said],
                  "elapsed": time.time() - self.t0}
-        self.run.save(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings, "step": self.step,
+        self.run.write_checkpoint(self.fit.model, self.fit.opt, self.fit.sched, {"settings": self.run.settings, "step": self.step,
                                                                       **state})
         self.report.say(said)
 
