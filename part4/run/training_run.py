@@ -133,11 +133,11 @@ class TrainingRun:
             self.run.reached(self.step)
         stopping, saving = self.run.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
         if saving:
-            self.save(stopping)
+            self.checkpoint_now(stopping)
         if stopping:
             self.run.stopped(self.step, self.steps)
 
-    def save(self, stopping):
+    def checkpoint_now(self, stopping):
         """The checkpoint of the run as it stands (its log lines with the one that says so), then that line."""
         said = self.run.saved_line(self.step, self.steps, stopping)
         state = {"curve": self.curve, "before": self.before, "lines": [*self.report.lines, said],
