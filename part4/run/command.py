@@ -17,7 +17,7 @@ class Command:
     """What bert_part4_finetune.py's main steps through:
 
         command = Command(settings)
-        for task in command.tasks():
+        for task in command.each_task():
             plan = command.plan(task, jobs)          # the task's runs planned, the data read once
             ...                                      # each run of this process's share, unless done
             command.collect(plan, results)
@@ -35,7 +35,7 @@ class Command:
         else:
             self.to_run, self.absent, self.table = settings.tasks, {}, None
 
-    def tasks(self):
+    def each_task(self):
         """Each task's inputs (its Config, family and data sources), in the command's order."""
         for name in self.to_run:
             yield task_families.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
