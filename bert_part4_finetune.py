@@ -132,7 +132,7 @@ def planned_runs(config):
 def main(argv=None):
     command = Command(fine_tune_parser.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
     for task in command.each_task():                # and, with glue, the table beside Table 1 (§4.1)
-        plan = command.plan(task, planned_runs(task.config))
+        plan = command.plan_task(task, planned_runs(task.config))
         results = {}
         for k in plan.to_train(results):        # this process's share; a run whose result exists is skipped (said so)
             results[k] = fine_tune(plan.jobs[k], plan)

@@ -18,7 +18,7 @@ class Command:
 
         command = Command(settings)
         for task in command.each_task():
-            plan = command.plan(task, jobs)          # the task's runs planned, the data read once
+            plan = command.plan_task(task, jobs)          # the task's runs planned, the data read once
             ...                                      # each run of this process's share, unless done
             command.collect(plan, results)
         return command.finish()
@@ -40,7 +40,7 @@ class Command:
         for name in self.to_run:
             yield task_families.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
 
-    def plan(self, task, jobs):
+    def plan_task(self, task, jobs):
         """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the
         task's own summary of its grid or restarts."""
         config = task.config
