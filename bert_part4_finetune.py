@@ -94,7 +94,7 @@ def fine_tune(job, plan):
     model.train()
     train = plan.data["train"]["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm
-                            fused=run.fused_adamw)                              # the fused kernel, where torch has one
+                            fused=run.uses_fused_adamw)                              # the fused kernel, where torch has one
     steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
     warm = int(c.warmup * steps)                                    # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):

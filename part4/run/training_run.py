@@ -43,7 +43,7 @@ class TrainingRun:
         self.report = Report(self.name, plan.config.command.results_dir, quiet=not main)
 
     @property
-    def fused_adamw(self):
+    def uses_fused_adamw(self):
         """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
         return self.plan.config.command.fused_adamw and has_fused_adamw(self.plan.where.device)
 
