@@ -155,7 +155,7 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     target = tmp_path / "saved"
-    records.save_model(model, tok, str(target))
+    records.save_model_folder(model, tok, str(target))
     again = BertForQuestionAnswering.from_pretrained(str(target)).eval()
     enc = tok("Where was Ada born?", LONG[:80], return_tensors="pt")
     with torch.no_grad():
@@ -166,11 +166,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
     with pytest.raises(OSError):
-        records.save_model(model, tok, str(tmp_path / "never"))
+        records.save_model_folder(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
     with pytest.raises(OSError):
-        records.save_model(model, tok, str(target))
+        records.save_model_folder(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
@@ -180,7 +180,7 @@ def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     old = os.umask(0o022)
     try:
-        records.save_model(model, tok, str(tmp_path / "saved"))
+        records.save_model_folder(model, tok, str(tmp_path / "saved"))
     finally:
         os.umask(old)
     assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)

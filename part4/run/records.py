@@ -217,7 +217,7 @@ def save_results(fit, config, job, n):
               "weights": loaded_record(fit.data["checkpoint"], fit.data["head"]) if c.init == "pretrained" else None,
               "computation": computation(fit)}
     if c.save_model:
-        result["saved_model"] = portable(save_model(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
+        result["saved_model"] = portable(save_model_folder(fit.model, fit.data["tok"], model_folders(config, [job])[0]))
         report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
     result |= fit.family.extra_outputs(fit, config.test_dir)
     report.save(result, cli=recorded_command(c, task=config.task), device=fit.device)
@@ -234,7 +234,7 @@ def recorded_command(settings, **ran):
     return command_line(settings.argv, flags_record(settings, **ran))
 
 
-def save_model(model, tok, path):
+def save_model_folder(model, tok, path):
     """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
     def write(tmp):
         model.save_pretrained(tmp)
