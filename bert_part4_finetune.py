@@ -43,7 +43,7 @@ from part4.models.devices import autocast, run_cli, seed_everything
 from part4.models.loading import load_model, load_pretrained, task_labels
 from part4.paper.recipe import evaluations, grid_settings
 from part4.run.command import Command
-from part4.run.packing import padding_free
+from part4.run.packing import without_padding
 from part4.run.records import Job
 from part4.run.training_run import TrainingRun
 
@@ -90,7 +90,7 @@ def fine_tune(job, plan):
     seed_everything(job.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, c.model, c.init, c.head).to(device)
-    model = padding_free(model) if c.padding_free else model        # real tokens only: on the CPU the same run
+    model = without_padding(model) if c.padding_free else model        # real tokens only: on the CPU the same run
     model.train()
     train = plan.data["train"]["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm

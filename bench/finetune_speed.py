@@ -44,7 +44,7 @@ from part4.data.batches import collate, epoch_batches  # noqa: E402
 from part4.models.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
 from part4.models.loading import load_pretrained  # noqa: E402
 from part4.run.checkpoint_files import Run  # noqa: E402
-from part4.run.packing import padding_free  # noqa: E402
+from part4.run.packing import without_padding  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
@@ -171,7 +171,7 @@ def measure(args, device, dtype, fused, tok, data, *, make):
     def ours(batches, free):
         torch.manual_seed(0)
         model = make(model_class, **kwargs).to(device).train()
-        return time_steps(padding_free(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
+        return time_steps(without_padding(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
 
     def theirs():
         torch.manual_seed(0)

@@ -316,7 +316,7 @@ def test_an_eager_bert_trains_padding_free_as_the_padded_one():
     """A BERT with eager attention: softmax(Q K^T * scaling + mask) V with its dropout at (B, h, M, M), as SDPA's."""
     torch.manual_seed(1)
     padded = BertForSequenceClassification(tiny_config(100, num_labels=2, attn_implementation="eager")).train()
-    free = packing.padding_free(copy.deepcopy(padded)).train()
+    free = packing.without_padding(copy.deepcopy(padded)).train()
     assert padded.config._attn_implementation == "eager" and packing.is_padding_free(free)
     batch = batch_of([1, 13, 4, 9, 2, 13])
     losses = []
@@ -354,14 +354,14 @@ def test_a_bert_configured_otherwise_keeps_padded_steps(change, reason):
     for key, value in change.items():
         setattr(model.config, "_attn_implementation" if key == "attn_implementation" else key, value)
     assert packing.padding_free_problem(model) == f"its configuration is not the one padding-free steps re-implement {reason}"
-    assert not packing.is_padding_free(packing.padding_free(model))
+    assert not packing.is_padding_free(packing.without_padding(model))
 
 
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_other_types_keep_their_own_forward(checkpoints, model_type):
     model = AutoModelForQuestionAnswering.from_pretrained(checkpoints[model_type][1])
     forward = model.base_model.forward
-    assert packing.padding_free(model) is model and model.base_model.forward == forward
+    assert packing.without_padding(model) is model and model.base_model.forward == forward
     assert packing.padding_free_problem(model).startswith(f"model type {model_type} (")
 
 
@@ -372,7 +372,7 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
     torch.manual_seed(1)
     padded = BertForQuestionAnswering(tiny_config(100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                                   attn_implementation="eager")).train()
-    free = packing.padding_free(copy.deepcopy(padded)).train()
+    free = packing.without_padding(copy.deepcopy(padded)).train()
     batch = batch_of([3, 7, 5])
     batch.pop("labels")
     if inputs.get("position_ids") == "reversed":

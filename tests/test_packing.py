@@ -61,7 +61,7 @@ FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2)
 def pair(model_class, kwargs, dropout):
     torch.manual_seed(1)
     padded = model_class(tiny_config(100, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs))
-    return padded.train(), packing.padding_free(copy.deepcopy(padded)).train()
+    return padded.train(), packing.without_padding(copy.deepcopy(padded)).train()
 
 
 def outputs(out):

@@ -15,7 +15,7 @@ same generator, and the rows of the real tokens are kept. On the CPU a padding-f
 step up to float rounding. CUDA and MPS draw dropout with fused kernels that no unfused draw reproduces: there the
 hidden masks are drawn at the packed shape (the same distribution, not the same masks).
 
-One call, padding_free(model), makes a BERT model of any of the three head families pack its own training batches;
+One call, without_padding(model), makes a BERT model of any of the three head families pack its own training batches;
 the batch, the loss and the training step do not change. A batch may bring where its real tokens lie
 (with_real_tokens: found on the host before the batch is sent, so that a step on CUDA never waits for the device
 to find them); without it they are found from the mask, the same index. It checks the model first: any other model type, or a
@@ -176,7 +176,7 @@ def has_part(module, dotted):
     return module is not None
 
 
-def padding_free(model):
+def without_padding(model):
     """From now on the BERT inside model (any head family) trains on the real tokens of each batch only; the model's
     weights, its state dict and its saved folder are unchanged. A model whose forward packed_bert does not compute
     (padding_free_problem says why) is returned as it is, with padded steps. Returns model."""
@@ -187,6 +187,6 @@ def padding_free(model):
 
 
 def is_padding_free(model):
-    """Does the model train padding-free (padding_free applied, and it held)?"""
+    """Does the model train padding-free (without_padding applied, and it held)?"""
     forward = model.base_model.forward
     return isinstance(forward, partial) and forward.func is packed_or_padded
