@@ -152,10 +152,10 @@ def check_writable_dir(path, flag):
 
 def write_atomic(path, text):
     """Write text to a temp file in the same folder, then rename: readers never see half a file."""
-    def write(tmp):
+    def write_text(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-    replace_atomically(path, write)
+    replace_atomically(path, write_text)
 
 
 def replace_atomically(path, write):
