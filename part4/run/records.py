@@ -236,10 +236,10 @@ def recorded_command(settings, **ran):
 
 def save_model_folder(model, tok, path):
     """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
-    def write(tmp):
+    def save_model_and_tokenizer(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-    return replace_folder_atomically(path, write)
+    return replace_folder_atomically(path, save_model_and_tokenizer)
 
 
 def by_setting(results, score):
