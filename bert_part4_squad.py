@@ -221,7 +221,9 @@ def demo_v2(model, tok, *, device, search, report):
     results = []
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, device=device, search=search)
-        text, _, _, s_hat = d["spans"][0]
+        start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
+        s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)     # the article's line, every i and j
+        text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
                    f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
