@@ -439,6 +439,8 @@ def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
     other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
+    # the runs it names are the article's FINAL entries, in its setting (part4/paper/article.py), each lr on its grid
+    assert "(it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]" in other
     for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, evals=30), "pretrained"),
                       (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), "random")):
         assert "0.8333" not in lines.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights

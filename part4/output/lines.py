@@ -12,7 +12,7 @@ from part4.models.loading import model_type_note
 from part4.output.results_files import portable
 from part4.paper.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
 from part4.paper.article_labels import ARTICLE_FINAL, article_final
-from part4.paper.recipe import grid_size
+from part4.paper.recipe import grid_size, lr_tag
 from part4.run.packing import is_padding_free, padding_free_problem
 from part4.run.records import by_setting, computation, job_of, mean_and_std, save_summary
 from part4.tasks.glue_tasks import TASKS
@@ -189,6 +189,17 @@ def grid_header(config, n_runs, in_table):
 
 # --- The FINAL line and the summaries of restarts and grids, the article's number beside a run in its setting ---
 
+def article_runs():
+    """'SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs': the fine-tunes the article printed a FINAL line
+    for, from its entries (part4/paper/article.py)."""
+    lrs = {}
+    for task, lr in ARTICLE_FINAL:
+        lrs.setdefault(task, []).append(lr)
+    runs = [f"{TASKS[t].folder} at " + (f"lr {lr_tag(v[0])}" if len(v) == 1 else f"{lr_tag(max(v))}..{lr_tag(min(v))}")
+            for t, v in lrs.items()]
+    return f"{' and '.join(runs)}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs"
+
+
 def article_setting(job, init):
     """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
     return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
@@ -202,7 +213,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
+        line += article(f"no run with these settings (it ran {article_runs()})")
     return line + "".join(f"   [{r}]" for r in family.references())
 
 
