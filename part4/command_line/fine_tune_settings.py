@@ -31,7 +31,8 @@ ON_OFF = {"on": True, "off": False}
 
 
 def paper_defaults(field, text=str):
-    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
+    """A setting of RECIPES for each of the paper's four benchmarks (GLUE, SQuAD v1.1, SQuAD v2.0, SWAG; two of them
+    share a head family), for --help: 'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16' for the batch size."""
     return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
 
 
@@ -173,7 +174,7 @@ class Settings:
                                    help="dev batch size (default: the head family's, part4/tasks/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
     dtype: str = setting("auto", check=training_dtype, record=(RUN, TABLE),   # resolved on the device: part4/models/devices.py
-                         help="auto (bf16 autocast on CUDA, fp32 elsewhere; the default), fp32 or bf16")
+                         help="auto (bf16 autocast on a CUDA device that has bf16, fp32 elsewhere; the default), fp32 or bf16")
     save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
                                    "several runs: one subfolder each)")
     device: str = setting(COMMON_FLAGS["device"][0], help=COMMON_FLAGS["device"][1])

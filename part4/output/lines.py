@@ -1,8 +1,9 @@
 """How lines are formatted: the pieces every script's lines are made of (scores with two decimals, a list as the
 article prints it, the article's number labelled beside ours), and the lines of a fine-tuning command that are not one
 task family's own: the preamble (the derived quantities first), each evaluation's line, the FINAL line, the best dev
-score seen, the work split and the runs found done, the summaries of restarts and grids. A family formats its own
-scores (part4/tasks/families.py), the GLUE row its table (part4/tasks/glue_row.py), each script the lines only it prints."""
+score seen, the work split and the runs found done, the summaries of restarts and grids (their lines, and the summary
+written beside them: part4/run/records.py's save_summary). A family formats its own scores (part4/tasks/families.py),
+the GLUE row its table (part4/tasks/glue_row.py), each script the lines only it prints."""
 
 import sys
 

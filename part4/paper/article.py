@@ -1,7 +1,8 @@
 """The article's numbers, one home: each as printed, what it measures, where it stands, and where ours comes from.
 
-Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py) and every row of the reproduction
-report (bert_part4_report.py) read from here. An entry is a Number: `value` holds the digits the article prints (a
+Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py, or built from these entries, as
+part4/output/lines.py names the article's runs) and every row of the reproduction report (bert_part4_report.py) read
+from here. An entry is a Number: `value` holds the digits the article prints (a
 list or a shape stays one entry), `where` the article's section and the reference log it comes from
 (../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
 A field is a dotted path into the JSON (list positions as numbers), or an operation on paths and constants:

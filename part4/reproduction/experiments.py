@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
-from part4.paper.recipe import CUT_EVAL_EVERY, GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
+from part4.paper.recipe import CUT_EVAL_EVERY, EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
 from part4.reproduction import stand_in
 
 
@@ -43,8 +43,8 @@ def fine_tune_experiment(task, lr, needs):
 EXPERIMENTS = (
     Experiment(name="heads", script=article.HEADS, models=(("--model", article.BERT),),
                needs=f"the Hub ({article.BERT}); a CPU, seconds"),
-    fine_tune_experiment("sst2", 2e-5, "a GPU, about an hour"),
-    *(fine_tune_experiment("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in (5e-5, 4e-5, 3e-5, 2e-5)),
+    fine_tune_experiment("sst2", RECIPES["sst2"].lr, "a GPU, about an hour"),
+    *(fine_tune_experiment("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in GRIDS["glue"]["lr"]),
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
@@ -261,7 +261,6 @@ SHORT = 64                               # the length of those sentences' rows, 
 HUB_GLUE = {"sst2": (67349, 872), "mrpc": (3668, 408)}
 HUB_SQUAD = {"squad/dev-v1.1.json": int(article.value("v1.dev.n")), "squad/dev-v2.0.json": int(article.value("v2.dev.n"))}
 WINDOWS_PER_QUESTION = int(article.value("v1.dev.windows")) / int(article.value("v1.dev.n"))
-GLUE_EVAL_BATCH = 128                    # dev rows per forward pass of a GLUE run (part4's classifier family)
 
 
 def tsv_rows(path):
@@ -293,11 +292,11 @@ def fine_tune_size(task, inputs, model):
     steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
     train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
-    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: 128 tokens, the most a row takes
+    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
     return [(1, Work("start")), (1, Work("load", model)),
             (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
             (n_dev * estimated_evaluations(steps, inputs.max_train_examples is not None),
-             Work("forward", model, batch=GLUE_EVAL_BATCH, length=length, texts=dev_texts))]
+             Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts))]
 
 
 def squad_size(inputs):

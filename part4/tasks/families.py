@@ -22,7 +22,7 @@ from part4.data.readers import SQUAD_VERSION, read_glue, read_glue_tests, read_s
 from part4.models.hub import file_problem
 from part4.output.lines import fmt, score_parts
 from part4.paper.article_labels import PAPER_SQUAD
-from part4.paper.recipe import MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
+from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
 from part4.tasks.glue_submission import predict_tests
 from part4.tasks.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
@@ -135,7 +135,7 @@ class Classification:
     model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
     fresh = "random classifier layer"
     new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the log's words
-    eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
+    eval_batch_size = EVAL_BATCH_SIZE  # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
     stride = None                      # no windows: a whole input is cut at max_len (recorded as such)
