@@ -68,7 +68,7 @@ def warmup_then_linear_decay(s, warm, steps):
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
-def new_model(family, model, init, head="new"):
+def new_model(family, model, init, head):
     """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
     pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept), or with
     --init random the same architecture with every weight random (what pre-training buys, measured)."""

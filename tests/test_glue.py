@@ -344,8 +344,8 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
     family = task_families.FAMILIES["rte"]("rte", 128)
-    pre = ft.new_model(family, tiny_bert_dir, "pretrained")
-    rnd = ft.new_model(family, tiny_bert_dir, "random")
+    pre = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
+    rnd = ft.new_model(family, tiny_bert_dir, "random", "new")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
     for name, p in saved.bert.named_parameters():
         assert p.equal(dict(pre.bert.named_parameters())[name]), name
