@@ -86,5 +86,4 @@ def not_a_script(name, run="one of the bert_part4_*.py scripts at the root (each
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/errors.py is a module, not a script: run one of the bert_part4_*.py scripts at the root")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/errors.py"))

@@ -7,7 +7,7 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 import sys
 
 from part4.command_line.declarations import ArgumentParser, add_settings, check_given, given_or_default
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.paper.recipe import (
     GLUE_TASKS,
@@ -114,6 +114,4 @@ def parse(argv):
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/fine_tune_parser.py is a module, not a script: run python bert_part4_finetune.py "
-              "(--help lists its flags)")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/fine_tune_parser.py", "python bert_part4_finetune.py (--help lists its flags)"))

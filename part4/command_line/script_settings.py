@@ -8,7 +8,7 @@ are the recipe's (part4/paper/recipe.py) and the article's models (part4/paper/a
 import sys
 
 from part4.command_line.declarations import ArgumentParser, add_common_flags, check_positive
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 from part4.paper.article import ARTICLE_MODEL, SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE, TAU_SWEEP, check_windows
 
@@ -108,6 +108,5 @@ def parse_math(argv):
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/script_settings.py is a module, not a script: run bert_part4_heads.py, bert_part4_squad.py or "
-              "bert_part4_math.py (each with --help)")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/script_settings.py",
+                          "bert_part4_heads.py, bert_part4_squad.py or bert_part4_math.py (each with --help)"))

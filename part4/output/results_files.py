@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
@@ -216,5 +216,4 @@ def replace_folder_atomically(path, write):
 
 
 if __name__ == "__main__":
-    say_error("part4/output/results_files.py is a module, not a script: run one of the bert_part4_*.py scripts at the root")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/output/results_files.py"))

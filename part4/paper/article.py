@@ -23,6 +23,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from part4.command_line.errors import not_a_script
+
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
 SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (INPUTS.md)
 SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"
@@ -491,6 +493,4 @@ PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bi
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/paper/article.py is a module, not a script: run python bert_part4_report.py (the article's "
-                     "numbers beside ours)\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/paper/article.py", "python bert_part4_report.py (the article's numbers beside ours)"))

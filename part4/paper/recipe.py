@@ -8,7 +8,7 @@ here."""
 import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import Fatal
+from part4.command_line.errors import Fatal, not_a_script
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
@@ -84,5 +84,4 @@ def check_windows(max_len, stride):
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/paper/recipe.py is a module, not a script: run python bert_part4_finetune.py (--help)\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/paper/recipe.py", "python bert_part4_finetune.py (--help)"))

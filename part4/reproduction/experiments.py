@@ -12,6 +12,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from part4.command_line.errors import not_a_script
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
 from part4.paper.recipe import CUT_EVAL_EVERY, EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, lr_tag
@@ -415,5 +416,4 @@ def model_key(model):
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/reproduction/experiments.py is a module, not a script: run python bert_part4_reproduce.py --plan\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/reproduction/experiments.py", "python bert_part4_reproduce.py --plan"))

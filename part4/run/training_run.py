@@ -9,6 +9,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from part4.command_line.errors import not_a_script
 from part4.command_line.fine_tune_settings import computed_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.models.devices import has_fused_adamw
@@ -177,3 +178,7 @@ class TrainingRun:
         numbers = {"steps": self.steps, "warmup_steps": self.warm, "before": self.before, "curve": self.curve,
                    "seconds": seconds, "final": final}
         return records.save_results(fit, config, job, numbers)
+
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/run/training_run.py", "python bert_part4_finetune.py (--help lists its flags)"))
