@@ -21,7 +21,7 @@ from part4.output import lines
 from part4.output.log import Report
 from part4.run import checkpoint_files, records
 from part4.run.records import Job
-from part4.tasks import glue_tasks, task_families
+from part4.tasks import glue_tasks, task_inputs
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
     """grid_table() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
-    family = task_families.FAMILIES["sst2"]("sst2", 128)
+    family = task_inputs.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
@@ -215,13 +215,13 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert records.best_seen(curve, task_families.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert records.best_seen(curve, task_inputs.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert records.best_seen(stsb, task_families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert records.best_seen(stsb, task_inputs.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_families",
+@pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_inputs",
                                             "bert_part4_finetune.py"), ("run.records", "bert_part4_finetune.py"),
                                             ("models.devices", "bert_part4_"), ("command_line.fine_tune_parser",
                                             "bert_part4_finetune.py"), ("command_line.fine_tune_settings",

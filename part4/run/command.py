@@ -10,7 +10,7 @@ from part4.output.log import Report
 from part4.run import records
 from part4.run.plan import collected, plan_runs
 from part4.run.records import Where
-from part4.tasks import glue_row, task_families
+from part4.tasks import glue_row, task_inputs
 
 
 class Command:
@@ -38,7 +38,7 @@ class Command:
     def each_task(self):
         """Each task's inputs (its Config, family and data sources), in the command's order."""
         for name in self.to_run:
-            yield task_families.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
+            yield task_inputs.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
 
     def plan_task(self, task, jobs):
         """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the

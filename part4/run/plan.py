@@ -57,7 +57,7 @@ class Plan:
 
 
 def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_families.py): how the processes share them,
+    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_inputs.py): how the processes share them,
     the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""

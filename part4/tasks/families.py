@@ -1,4 +1,4 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_families.py says which
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_inputs.py says which
 task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector

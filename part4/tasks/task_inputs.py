@@ -30,4 +30,4 @@ def task_inputs(settings, task, once_per_epoch=()):
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/task_families.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
+    sys.exit(not_a_script("part4/tasks/task_inputs.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
