@@ -3,6 +3,7 @@ setting of any script's command line shares its name with a function. A name def
 where every definition is one member of one protocol, listed below with its reason."""
 
 import ast
+import dataclasses
 import glob
 import os
 from collections import defaultdict
@@ -128,12 +129,13 @@ def every_setting():
     """The settings every command line declares, by the name its parser gives each (argparse's dest)."""
     import bert_part4_report
     import bert_part4_reproduce
-    from part4.command_line import fine_tune_parser, script_settings
+    from part4.command_line import fine_tune_parser, fine_tune_settings, script_settings
     from part4.tasks import squad_metric
     parsers = [fine_tune_parser.build_parser(), script_settings.heads_parser(), script_settings.squad_parser(),
                script_settings.math_parser(), bert_part4_report.build_parser(), bert_part4_reproduce.build_parser(),
                squad_metric.build_parser()]
-    return {action.dest for p in parsers for action in p._actions} - {"help"}
+    declared = {f.name for f in dataclasses.fields(fine_tune_settings.Settings)}   # the flags' and what they resolve to
+    return {action.dest for p in parsers for action in p._actions} - {"help"} | declared
 
 
 def test_no_setting_shares_its_name_with_a_function():
