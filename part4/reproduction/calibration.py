@@ -1,14 +1,17 @@
 """The calibration: each unit of work an experiment does (part4/reproduction/experiments.py's Work) measured on this device, with
-the experiment's own model at its own shapes, a few timed repeats each: a script's process starting, a model loaded,
-a training step, a forward pass; and the length of a task's rows, as its batches pad them. What is measured goes
-into the cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is named with why."""
+the experiment's own model at its own shapes, a few timed repeats each: a script's process starting (its own
+imports), a model loaded, a training step (warm: every kernel loaded, at a few widths around the task's), a forward
+pass, a checkpoint written; and the length of a task's rows, as its batches pad them. What is measured goes into the
+cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is named with why."""
 
 import csv
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -20,8 +23,10 @@ from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
 from part4.reproduction.experiments import Work, length_key, work_key
 
 REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
-ROWS = 8                 # rows of a measured step or forward pass, scaled to the experiment's batch: a row's share
-                         # of a bigger batch is about the same on a CPU (a GPU's is smaller: an upper bound there)
+ROWS = 8                 # rows of a measured step or forward pass on the CPU, scaled to the experiment's batch: a row's
+                         # share of a bigger batch is about the same there; on a GPU it is not: the whole batch is timed
+WIDTHS = (0.5, 1.0, 1.5)                 # a training step timed at these multiples of the task's mean row length
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
 
@@ -50,11 +55,28 @@ def timed(step, device):
     return statistics.median(seconds)
 
 
-def process_start():
-    """A script's process starting: python, torch and transformers imported."""
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch, transformers.models.bert"], check=True)
-    return time.perf_counter() - start
+def process_start(script):
+    """A script's process starting: python and the script's own imports (torch, transformers, part4), the second
+    time (the first pays for reading the files from disk, which the pass's earlier scripts have done)."""
+    spent = []
+    for _ in range(2):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {os.path.splitext(script)[0]}"], cwd=ROOT, check=True)
+        spent.append(time.perf_counter() - start)
+    return spent[-1]
+
+
+def checkpoint_seconds(net):
+    """A fine-tune's resume checkpoint written, as part4/run/checkpoint_files.py writes it (torch.save to a file of its
+    own, then renamed): the model's weights and AdamW's two moments, each as large as the weights."""
+    state = {"model": net.state_dict(),
+             "opt": {k: [torch.zeros_like(p) for p in net.parameters()] for k in ("exp_avg", "exp_avg_sq")}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "checkpoint.pt")
+        start = time.perf_counter()
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        return time.perf_counter() - start
 
 
 def load(model, head, device):
@@ -99,21 +121,25 @@ def random_batch(net, rows, length, device):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
+def rows_timed(batch, device):
+    """The rows a step or a forward pass is timed on: the whole batch on a GPU, at most ROWS on the CPU."""
+    return batch if device.type == "cuda" else min(batch, ROWS)
+
+
 def train_step_seconds(net, batch, length, device):
     """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
-    span head's start and end) forward and back (bf16 autocast on CUDA), timed on ROWS rows (at most) and scaled to the
-    batch, then AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts'
-    default --fused-adamw on)."""
+    span head's start and end) forward and back (bf16 autocast on CUDA), timed warm (after an untimed step at each
+    width) at WIDTHS times the length, their mean, on rows_timed rows scaled to the batch, then AdamW's update, whose
+    cost does not depend on the batch (fused where torch has it, as the scripts' default --fused-adamw on)."""
     net.train()
-    rows = min(batch, ROWS)
-    inputs = random_batch(net, rows, length, device)
+    rows = rows_timed(batch, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
     try:
         optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr, fused=True)
     except RuntimeError:
         optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr)
 
-    def forward_backward():
+    def forward_backward(inputs):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             out = net(**inputs)
         heads = [out.logits] if "logits" in out else [out.start_logits, out.end_logits]
@@ -123,19 +149,41 @@ def train_step_seconds(net, batch, length, device):
         optimiser.step()
         optimiser.zero_grad(set_to_none=False)
 
-    return timed(forward_backward, device) * batch / rows + timed(update, device)
+    widest = net.config.max_position_embeddings
+    widths = sorted({min(widest, max(2, round(length * f))) for f in WIDTHS})
+    steps = [timed(lambda x=random_batch(net, rows, w, device): forward_backward(x), device) for w in widths]
+    return statistics.mean(steps) * batch / rows + timed(update, device)
 
 
-def forward_seconds(net, length, device):
-    """One row's share of a forward pass (bf16 autocast on CUDA) of ROWS rows of `length` tokens."""
+def forward_seconds(net, batch, length, device):
+    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed(batch) rows of `length` tokens."""
     net.eval()
-    inputs = random_batch(net, ROWS, length, device)
+    rows = rows_timed(batch, device)
+    inputs = random_batch(net, rows, length, device)
 
     def step():
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             net(**inputs)
 
-    return timed(step, device) / ROWS
+    return timed(step, device) / rows
+
+
+CUDA_CONTEXT = 1 << 30   # bytes a process's CUDA context and libraries take on the GPU besides its tensors, at most
+
+
+def room(net, device):
+    """How many fine-tunes of this model fit side by side on the device: on CUDA its memory free (with what this
+    process holds, given back when it ends), 90% of it, over one run's peak (a training step at GLUE's widest batch,
+    32 x 128 tokens: the weights, AdamW's moments, the activations) and a process's CUDA context; 1 elsewhere (on the
+    CPU one run already uses every core: docs/benchmarks.md measures what two at a time cost there)."""
+    if device.type != "cuda":
+        return 1
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device)
+    peak = torch.cuda.max_memory_allocated(device)
+    free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+    return max(1, int(0.9 * free // (peak + CUDA_CONTEXT)))
 
 
 def one_line(error):
@@ -149,8 +197,9 @@ def calibrate(works, device, cache, say):
     device, problems = resolved(device), {}
     transformers.logging.set_verbosity_error()           # a new head on an encoder is expected here
     transformers.logging.disable_progress_bar()
-    if any(w.kind == "start" for w in works) and "start" not in cache:
-        cache["start"] = process_start()
+    for script in dict.fromkeys(w.model for w in works if w.kind == "start"):
+        if work_key(Work("start", script), cache) not in cache:
+            cache[work_key(Work("start", script), cache)] = process_start(script)
     for model, head in dict.fromkeys((w.model, w.head) for w in works if w.kind != "start"):
         todo = [w for w in works if (w.model, w.head) == (model, head) and work_key(w, cache) not in cache]
         if not todo:
@@ -169,7 +218,11 @@ def calibrate(works, device, cache, say):
             if work.kind == "train":
                 cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device)
             elif work.kind == "forward":
-                cache[work_key(work, cache)] = forward_seconds(net, length, device)
+                cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device)
+            elif work.kind == "checkpoint":
+                cache[work_key(work, cache)] = checkpoint_seconds(net)
+            elif work.kind == "room":
+                cache[work_key(work, cache)] = room(net, device)
     return problems
 
 

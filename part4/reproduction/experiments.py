@@ -237,11 +237,13 @@ def model_kind_problem(hub_id, inputs):
 @dataclass(frozen=True)
 class Work:
     """A unit of work measured on the device (part4/reproduction/calibration.py): kind "start" (a script's process
-    starting: python, torch, transformers), "load" (a model and its tokenizer read), "train" (one optimiser step on
-    `batch` rows of `length` tokens) or "forward" (one row's share of a forward pass of `batch` rows of `length`
-    tokens). head: the model's head ("classifier" or "span"); length None: measured on `texts` (file, columns), rows
-    batched by `batch`: padded, a batch's longest row (an evaluation); else a row's own (a padding-free training step,
-    the default)."""
+    starting: python and the script's imports; model: the script), "load" (a model and its tokenizer read), "train"
+    (one optimiser step on `batch` rows of `length` tokens, warm: timed at a few widths around it, each after an
+    untimed step), "forward" (one row's share of a forward pass of `batch` rows of `length` tokens) or "checkpoint"
+    (a fine-tune's resume checkpoint written: the model and AdamW's two moments); or "room", not a time: how many
+    fine-tunes of the model fit on the device side by side (bert_part4_reproduce.py --side-by-side auto). head: the model's head
+    ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`: padded, a
+    batch's longest row (an evaluation); else a row's own (a padding-free training step, the default)."""
     kind: str
     model: str = ""
     head: str = "classifier"
@@ -249,6 +251,17 @@ class Work:
     length: int = None
     texts: tuple = ()
     padded: bool = True
+
+
+# The parts of a run its estimate is the sum of, as the plan prints them: each kind of work in one part.
+PARTS = {"start": "start", "load": "start", "train": "steps", "forward": "evals", "checkpoint": "checkpoints"}
+CHECKPOINT_EVERY = 600.0                 # bert_part4_finetune.py --checkpoint-every's default (10m), in seconds
+
+
+class ByTheClock(int):
+    """The count of a fine-tune's checkpoints: at most one at each evaluation between its first (before training) and
+    its last (this many), and only once --checkpoint-every's default has passed since the run started or its last
+    checkpoint (part4/run/checkpoint_files.py Run.decide): its steps' and evaluations' seconds decide how many."""
 
 
 # What the scripts do besides their data, counted from their code (a handful of rows each).
@@ -283,7 +296,8 @@ def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
 
 
 def fine_tune_size(task, inputs, model):
-    """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed."""
+    """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed: its
+    start, its steps, its evaluations and the checkpoints its length lets the clock write."""
     folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[task]) if inputs.data else None
     local = folder and all(os.path.isfile(os.path.join(folder, f)) for f in ("train.tsv", "dev.tsv"))
     n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
@@ -294,14 +308,15 @@ def fine_tune_size(task, inputs, model):
     train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
     length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
-    return [(1, Work("start")), (1, Work("load", model)),
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None)
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),
             (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
-            (n_dev * estimated_evaluations(steps, inputs.max_train_examples is not None),
-             Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts))]
+            (n_dev * evals, Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts)),
+            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model))]
 
 
 def squad_size(inputs):
-    out = [(1, Work("start"))]
+    out = [(1, Work("start", article.SQUAD))]
     for (_, hub_id), (flag, relative) in zip(BY_NAME["squad"].models, BY_NAME["squad"].data):
         path = data_file(BY_NAME["squad"], flag, relative, inputs)
         n = squad_questions(path) if path and os.path.isfile(path) else HUB_SQUAD[relative]
@@ -332,10 +347,11 @@ def build_size(build, inputs):
     n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
     steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
     evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
-    return [(1, Work("start")), (1, Work("load", model, "span")),
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
             (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
             (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
-             Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
+             Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN)),
+            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model, "span"))]
 
 
 def size(experiment, inputs):
@@ -347,10 +363,10 @@ def size(experiment, inputs):
         return squad_size(inputs)
     if experiment.script == article.HEADS:
         model = timed_model(article.BERT, inputs)
-        return [(1, Work("start")), (HEADS_LOADS, Work("load", model)),
+        return [(1, Work("start", article.HEADS)), (HEADS_LOADS, Work("load", model)),
                 (HEADS_ROWS, Work("forward", model, batch=4, length=SHORT))]
     sst2, squad, squad2 = (timed_model(hub_id, inputs) for _, hub_id in experiment.models)
-    return [(1, Work("start")), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
+    return [(1, Work("start", article.MATH)), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
             (1, Work("load", squad2, "span")), (MATH_ROWS, Work("forward", sst2, batch=2, length=SHORT)),
             (FLOW_QUESTIONS + MATH_ROWS, Work("forward", squad, "span", batch=1, length=MAX_LEN))]
 
@@ -380,13 +396,13 @@ def length_key(work):
 def work_key(work, cache):
     """The name of a unit in the cache, or None while the length of its rows is not measured yet."""
     if work.kind == "start":
-        return "start"
-    if work.kind == "load":
-        return f"load {model_key(work.model)} {work.head}"
+        return f"start {work.model}"
+    if work.kind in ("load", "checkpoint", "room"):
+        return f"{work.kind} {model_key(work.model)} {work.head}"
     length = cache.get(length_key(work)) if work.texts else work.length
     if length is None:
         return None
-    shape = f"{work.batch}x{length}" if work.kind == "train" else f"{length} tokens"   # a row's share: any batch
+    shape = f"{work.batch}x{length}" if work.kind == "train" else f"{work.batch}x{length}, a row"
     return f"{work.kind} {model_key(work.model)} {work.head} {shape}"
 
 
@@ -398,13 +414,23 @@ def estimate(experiment, inputs, cache):
 
 def seconds(works, cache):
     """[(count, Work)] in seconds on the device, from the cache; None where a unit is not measured."""
-    total = 0.0
+    spent = parts(works, cache)
+    return None if spent is None else sum(spent.values())
+
+
+def parts(works, cache):
+    """{part: seconds} of [(count, Work)] on the device (PARTS: start, steps, evals, checkpoints), from the cache; None
+    where a unit is not measured. A checkpoint's count is ByTheClock: one for every CHECKPOINT_EVERY seconds of the
+    run's steps and evaluations, at most ByTheClock's count."""
+    out = {}
     for count, work in works:
         key = work_key(work, cache)
         if key not in cache:
             return None
-        total += count * cache[key]
-    return total
+        if isinstance(count, ByTheClock):
+            count = min(count, int((out.get("steps", 0) + out.get("evals", 0)) // CHECKPOINT_EVERY))
+        out[PARTS[work.kind]] = out.get(PARTS[work.kind], 0.0) + count * cache[key]
+    return out
 
 
 def model_key(model):
