@@ -261,7 +261,7 @@ def clocked(monkeypatch, kill_at=None):
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
     monkeypatch.setattr(checkpoint_files, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, checkpoint_files.Run.save
+    real_step, real_save = TrainingRun.after_step, checkpoint_files.Run.write_checkpoint
 
     def after_step(run, epoch, loss):
         now[0] += 1.0
@@ -273,7 +273,7 @@ def clocked(monkeypatch, kill_at=None):
         saved.append(state["step"])
         return real_save(run, model, opt, sched, state)
     monkeypatch.setattr(TrainingRun, "after_step", after_step)
-    monkeypatch.setattr(checkpoint_files.Run, "save", save)
+    monkeypatch.setattr(checkpoint_files.Run, "write_checkpoint", save)
     return saved
 
 
