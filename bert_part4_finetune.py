@@ -27,10 +27,10 @@ paper's).
 
 import sys
 
-from part4.command_line import fine_tune_parser
+from part4.command_line import errors, fine_tune_parser
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    fine_tune_parser.answer_now(sys.argv[1:])
+    errors.answer_now(fine_tune_parser.parse, sys.argv[1:])
 
 import math
 import re
@@ -68,7 +68,7 @@ def warmup_then_linear_decay(s, warm, steps):
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
-def new_model(family, model, init, head="new"):
+def new_model(family, model, init, head):
     """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
     pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept), or with
     --init random the same architecture with every weight random (what pre-training buys, measured)."""
@@ -94,7 +94,7 @@ def fine_tune(job, plan):
     model.train()
     train = plan.data.train["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm
-                            fused=run.fused_adamw)                              # the fused kernel, where torch has one
+                            fused=run.uses_fused_adamw)                              # the fused kernel, where torch has one
     steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
     warm = int(c.warmup * steps)                                    # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
@@ -110,7 +110,7 @@ def fine_tune(job, plan):
             sched.step()
             opt.zero_grad()
             run.after_step(epoch, loss.detach())                    # dev scores every few steps, checkpoints
-    return run.finish()                                             # the FINAL line, the results written
+    return run.final_results()                                             # the FINAL line, the results written
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
@@ -131,11 +131,11 @@ def planned_runs(config):
 
 def main(argv=None):
     command = Command(fine_tune_parser.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
-    for task in command.tasks():                # and, with glue, the table beside Table 1 (§4.1)
-        plan = command.plan(task, planned_runs(task.config))
+    for task in command.each_task():                # and, with glue, the table beside Table 1 (§4.1)
+        plan = command.plan_task(task, planned_runs(task.config))
         results = {}
         for k in plan.mine():                   # this process's share; a run whose result exists is skipped (said so)
-            results[k] = plan.done_before(k) or fine_tune(plan.jobs[k], plan)
+            results[k] = plan.run_done_before(k) or fine_tune(plan.jobs[k], plan)
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 

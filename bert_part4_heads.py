@@ -11,10 +11,10 @@ A gap above 1e-4 is a failed check: the script says so and exits with code 1.
 
 import sys
 
-from part4.command_line import script_settings
+from part4.command_line import errors, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    script_settings.answer_now(script_settings.parse_heads, sys.argv[1:])
+    errors.answer_now(script_settings.parse_heads, sys.argv[1:])
 
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification

@@ -16,10 +16,10 @@ one line each and marked in the results (not_run), and the run ends with one lin
 
 import sys
 
-from part4.command_line import script_settings
+from part4.command_line import errors, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    script_settings.answer_now(script_settings.parse_math, sys.argv[1:])
+    errors.answer_now(script_settings.parse_math, sys.argv[1:])
 
 import math
 import os
@@ -182,7 +182,7 @@ def flow_shares(attentions, q, p, special):
     return layers
 
 
-def segments(enc):
+def segment_positions(enc):
     """Positions of the question, the passage and the special tokens, from the sequence ids."""
     ids = enc.sequence_ids(0)
     return ([i for i, s in enumerate(ids) if s == 0], [i for i, s in enumerate(ids) if s == 1],
@@ -192,7 +192,7 @@ def segments(enc):
 @torch.no_grad()
 def attention_flow(model, tok, name, device, report):
     enc = tok(FLOW_QUESTION, FLOW_PASSAGE, return_tensors="pt")
-    q, p, special = segments(enc)
+    q, p, special = segment_positions(enc)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
@@ -220,7 +220,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
                   max_length=MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
-        per_question.append(flow_shares(att, *segments(enc)))
+        per_question.append(flow_shares(att, *segment_positions(enc)))
     report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
     rows = []
     for k in range(len(per_question[0])):
@@ -397,7 +397,7 @@ def table_arithmetic(report):
     report.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
                + article(ARTICLE["table2"]))
     report.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
-               f"   [article: yes, 'our single BERT model outperforms the top ensemble system in terms of F1 score']")
+               + article(ARTICLE["table2_single"]))
     return {"table1_gains": gains, "table2_margin": ens - top, "single_beats_top": single > top}
 
 
@@ -474,7 +474,7 @@ def load_models(checkpoints, problems, device):
     first line is printed, in the sections' order: the SST-2 classifier and its head, and the SQuAD v1.1 (eager
     attention: section 2 reads its attention probabilities) and v2.0 models with their tokenizers. A model refused
     as it loads joins problems. Returns {flag: (model, its head or tokenizer)}."""
-    loaders = {"--sst2-model": lambda c: sst2_model(c, device),
+    loaders = {"--sst2-model": lambda c: load_sst2_model(c, device),
                "--squad-model": lambda c: squad.load_qa_model(c, device, MAX_LEN, attn_implementation="eager"),
                "--squad2-model": lambda c: squad.load_qa_model(c, device, MAX_LEN)}
     loaded = {}
@@ -488,12 +488,12 @@ def load_models(checkpoints, problems, device):
     return loaded
 
 
-def sst2_model(checkpoint, device):
+def load_sst2_model(checkpoint, device):
     model, head = load_model(BertForSequenceClassification, checkpoint.name, checkpoint.flag, head="either")
     return model.to(device).eval(), head
 
 
-def model_lines(checkpoints, loaded):
+def loaded_model_lines(checkpoints, loaded):
     """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
     fp32 they are loaded in), its head, and any warning its folder gave."""
     kept = "the checkpoint's start and end vectors S, E, kept"
@@ -537,7 +537,7 @@ def main(argv=None):
         chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
         loaded = load_models(checkpoints, problems, device)
         not_run = parts_not_run(problems)
-        for line in model_lines(checkpoints, loaded) + not_run_lines(not_run):
+        for line in loaded_model_lines(checkpoints, loaded) + not_run_lines(not_run):
             report.say(line)
     runs = {block: block not in not_run for block in PARTS} if models else dict.fromkeys(PARTS, False)
     payload = {"glue_toy": glue_toy(report)}

@@ -107,7 +107,7 @@ def opened_log(plan, results_dir, argv):
     return log
 
 
-def duration(seconds):
+def readable_time(seconds):
     """Seconds as a reader wants them: '40 s', '12 min', '3.4 h', '2.1 days'."""
     if seconds is None:
         return "?"
@@ -163,7 +163,7 @@ def room_work(grid, inputs):
     return experiments.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
 
 
-def side_by_side(order, asked, inputs, done):
+def side_by_side_groups(order, asked, inputs, done):
     """[(the grid's runs to run, how many at a time, why that many)] of every grid with two or more runs not done:
     --side-by-side N (at most the runs), or auto: the room the calibration measured on the device (1 on the CPU)."""
     cache = (read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
@@ -198,7 +198,7 @@ def cannot_run(experiment, inputs, off_hub):
     """Why an experiment cannot run here, each in words ([] when it can): the files it reads that are missing, its
     models out of the Hub's reach, the --models folders that hold another kind of model than it reads."""
     absent = experiments.missing(experiment, inputs)
-    heads = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for _, h in experiment.models]
+    heads = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for _, h in experiment.models]
     far = [h for _, h in experiment.models if h in off_hub]
     return ((["missing " + ", ".join(absent)] if absent else [])
             + ([f"{off_hub[far[0]]} and {', '.join(far)} {'is' if len(far) == 1 else 'are'} not in the local cache"]
@@ -255,7 +255,7 @@ def show_plan(items, parts, *, why, done, inputs, log):
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else
-                 f"estimate {duration(costs[e.name])}" if costs[e.name] is not None else
+                 f"estimate {readable_time(costs[e.name])}" if costs[e.name] is not None else
                  f"no estimate: {why[e.name]}")
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
@@ -270,7 +270,7 @@ def show_plan(items, parts, *, why, done, inputs, log):
     if unknown and len(unknown) == len(to_build + to_do):
         log.say(f"Total: no estimate for any of the {things}; {len(order) - len(to_do)} done")
     else:
-        log.say(f"Total: {duration(total)} for {things}"
+        log.say(f"Total: {readable_time(total)} for {things}"
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
@@ -278,7 +278,7 @@ def show_plan(items, parts, *, why, done, inputs, log):
 
 def parts_text(parts):
     """{part: seconds} -> 'start 3.1 s, steps 40 s, evals 5.0 s, checkpoints 0.0 s'."""
-    return ", ".join(f"{name} {duration(seconds)}" for name, seconds in parts.items())
+    return ", ".join(f"{name} {readable_time(seconds)}" for name, seconds in parts.items())
 
 
 def show_stand_ins(mirror, steps, *, costs, why, log):
@@ -289,7 +289,7 @@ def show_stand_ins(mirror, steps, *, costs, why, log):
             f"({mirror.base}), built first (part4_stand_in.json in each folder says what it is)")
     for k, step in enumerate(steps, 1):
         state = ("built before" if step.built else "a copy" if not step.build.task else
-                 f"estimate {duration(costs[step.name])}" if costs[step.name] is not None else
+                 f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
                  f"no estimate: {why[step.name]}")
         log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
         if step.build.task and not step.built:
@@ -307,7 +307,7 @@ def show_mirror(order, inputs, log):
     log.say(f"Local folders: {len(expected) - len(lacking)} of {len(expected)} expected found"
             + ("" if not lacking else "; missing: " + ", ".join(lacking)))
     hub_ids = dict.fromkeys(hub_id for e in order for _, hub_id in e.models)
-    unfit = [] if inputs.stand_in else [experiments.head_problem(h, inputs) for h in hub_ids]
+    unfit = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for h in hub_ids]
     if any(unfit):
         log.say("Not the kind of model their experiments read: " + "; ".join(p for p in unfit if p))
 
@@ -345,7 +345,7 @@ def within_budget(order, costs, done, budget):
     for e in order:
         cost = 0.0 if done[e.name] else costs[e.name]
         if left or cost is None or spent + cost > budget:
-            left.append((e, "no estimate" if cost is None else f"estimate {duration(cost)}"))
+            left.append((e, "no estimate" if cost is None else f"estimate {readable_time(cost)}"))
             continue
         spent += cost
         run.append(e)
@@ -459,7 +459,7 @@ def rebuild_report(results_dir, log):
 
 def in_turns(order, groups):
     """[(runs, how many at a time)]: each item of order in a turn of its own, but the runs of a grid that groups puts
-    side by side (side_by_side) in one turn, where the first of them stands."""
+    side by side (side_by_side_groups) in one turn, where the first of them stands."""
     names = {e.name for e in order}
     together = {e.name: ([x for x in runs if x.name in names], n) for runs, n, _ in groups if n > 1 for e in runs}
     turns, taken = [], set()
@@ -486,7 +486,7 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             outcomes.append(Outcome(e, "done before"))
             continue
         for x in runs:
-            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {duration(costs[x.name])}: "
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {readable_time(costs[x.name])}: "
                     f"{command_text(x, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
         if len(runs) > 1:
@@ -498,8 +498,8 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             x = outcome.experiment
             outcomes.append(outcome)
             said = "built" if building and outcome.status == "ran" else outcome.status
-            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {duration(outcome.seconds)} (estimate "
-                    f"{duration(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {readable_time(outcome.seconds)} (estimate "
+                    f"{readable_time(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             rebuild_report(inputs.results_dir, log)
         stopped = [o.experiment.name for o in finished if o.status == "stopped"]
@@ -551,9 +551,9 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
     if timed:
         estimate, actual = sum(o.estimate for o in timed), sum(o.seconds for o in timed)
         worst = max(timed, key=lambda o: max(o.seconds / o.estimate, o.estimate / o.seconds))
-        log.say(f"Estimates: {duration(estimate)} estimated, {duration(actual)} taken ({actual / estimate:.2f}x the "
+        log.say(f"Estimates: {readable_time(estimate)} estimated, {readable_time(actual)} taken ({actual / estimate:.2f}x the "
                 f"estimate) over {len(timed)} {'steps' if mirror else 'experiments'}; furthest off: "
-                f"{worst.experiment.name}, {duration(worst.estimate)} estimated, {duration(worst.seconds)} taken")
+                f"{worst.experiment.name}, {readable_time(worst.estimate)} estimated, {readable_time(worst.seconds)} taken")
     for e, why in left:
         log.say(f"left by the budget: {e.name} ({why}): {command_text(e, inputs, mirror)}")
     failed = [o for o in outcomes if o.status == "failed"]
@@ -584,7 +584,7 @@ def main(argv=None):
     order = in_order(experiments.EXPERIMENTS, costs)
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
     show_plan([*steps, *order], parts, why=why, done=done, inputs=inputs, log=log)
-    groups = side_by_side(order, args.side_by_side, inputs, done)
+    groups = side_by_side_groups(order, args.side_by_side, inputs, done)
     show_side_by_side(groups, log)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)

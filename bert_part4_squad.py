@@ -14,10 +14,10 @@ squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_sq
 
 import sys
 
-from part4.command_line import script_settings
+from part4.command_line import errors, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    script_settings.answer_now(script_settings.parse_squad, sys.argv[1:])
+    errors.answer_now(script_settings.parse_squad, sys.argv[1:])
 
 import collections
 import json
@@ -191,7 +191,7 @@ def dev_v1(model, tok, examples, scoring, report):
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
     report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
-               f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({duration(secs)})"
+               f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
     report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
     if timing["uncovered"]:
@@ -210,7 +210,7 @@ def dev_v1(model, tok, examples, scoring, report):
                                "prediction": answers[k]["text"], "gold": examples[k]["golds"]} for k in misses]}
 
 
-def duration(seconds):
+def minutes_or_seconds(seconds):
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
 
 
@@ -221,7 +221,9 @@ def demo_v2(model, tok, *, device, search, report):
     results = []
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, device=device, search=search)
-        text, _, _, s_hat = d["spans"][0]
+        start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
+        s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)     # the article's line, every i and j
+        text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
                    f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
@@ -243,7 +245,7 @@ def dev_v2(model, tok, examples, scoring, report):
     report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
                + f"   [{label}: {ARTICLE['v2_at0']}]")
     report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
-               f"{best['answered']:.1f}% of questions  ({duration(secs)})"
+               f"{best['answered']:.1f}% of questions  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v2_best']}]")
     report.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
                f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
@@ -282,7 +284,7 @@ def write_json(folder, name, obj):
     write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
-def check_inputs(results_dir, only, models, data, limit):
+def check_every_input(results_dir, only, models, data, limit):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
     read_checkpoint) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
     `limit` dev questions of each part (None if not run) and {part: its model, read}."""
@@ -295,7 +297,7 @@ def check_inputs(results_dir, only, models, data, limit):
     return examples, {v: checkpoints[f"--{v}-model"] for v in used}
 
 
-def model_lines(v, checkpoint, model):
+def part_model_lines(v, checkpoint, model):
     """What the log says of a part's model: its name (and type, if not a BERT) beside the article's, its weight files
     and their dtype, its span head (the checkpoint's, kept) and any warning its folder gave."""
     return [f"SQuAD v{VERSIONS[v]} model: {portable(checkpoint.name)}{model_type_note(model)}   "
@@ -309,10 +311,10 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples, checkpoints = all_agree(processes, partial(check_inputs, args.results_dir, args.only, models=models,
+    examples, checkpoints = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
                                                          data=data, limit=args.limit))
     loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
-    report = Report("part4_squad", args.results_dir, quiet=not processes.main)
+    report = Report("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
@@ -326,14 +328,14 @@ def main(argv=None):
                                  "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
                       "models": {v: loaded_record(checkpoints[v]) for v in loaded}}, {}
     for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
-        for line in model_lines(v, checkpoints[v], model):
+        for line in part_model_lines(v, checkpoints[v], model):
             report.say(line)
         if "demo" in args.only:
             payload |= demo[v](model, tok, device=device, search=search, report=report)   # v1: the span head too
         if v in args.only:
             dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, report=report)
             files.update(dev_files)
-    if processes.main:
+    if processes.is_main:
         if "v2" in args.only:
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
         for name, obj in files.items():

@@ -38,7 +38,7 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-len", type=int, default=128)
     args = p.parse_args(argv)
-    enc = families.encode(BertTokenizer(vocab=args.vocab), readers.read_split(args.data_dir, args.task, "train"),
+    enc = families.encode_glue(BertTokenizer(vocab=args.vocab), readers.read_split(args.data_dir, args.task, "train"),
                           args.max_len)
     lengths = [len(row) for row in enc["input_ids"]]
     batches = [idx for epoch in epoch_batches(len(lengths), args.batch_size, args.epochs, 0) for idx in epoch]

@@ -46,12 +46,12 @@ def worker(args):
     tok, _, make = tokenizer_and_models(args)
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
-    enc = families.encode(tok, train, 128)
+    enc = families.encode_glue(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0][:args.steps + 2]
     dtype = autocast_dtype(device, "auto")
     seconds, *_ = time_steps(model, enc, batches, device, dtype, device.type == "cuda", loss_fn=families.Classification.loss,
                              processes=processes)
-    if processes.main:
+    if processes.is_main:
         print(json.dumps({"steps_per_s": args.steps / seconds, "processes": processes.world, "device": str(device.type),
                           "threads": torch.get_num_threads(), "backend": processes.backend or "none"}), flush=True)
 

@@ -87,6 +87,12 @@ def test_every_entry_says_what_it_is_and_where_ours_comes_from():
         assert bool(e.model) == bool(e.flag), e.key
 
 
+@needs_article
+def test_the_sentence_the_math_script_quotes_is_the_articles():
+    assert f'"{article.TABLE2_SENTENCE}"' in read(ARTICLE_TEXT)
+    assert article_labels.MATH_LABELS["table2_single"] == f"yes, '{article.TABLE2_SENTENCE}'"
+
+
 def test_the_labels_are_built_from_the_entries():
     assert article_labels.ARTICLE_FINAL[("mrpc", 5e-5)] == "0.8701 (355/408), F1 0.9094"
     assert article_labels.SQUAD_LABELS["v1_dev"] == "EM 80.79, F1 88.08, 10753 windows, 9.3 min"

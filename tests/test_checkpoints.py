@@ -52,7 +52,7 @@ from part4.models import folders, loading
 from part4.models.devices import run_cli
 from part4.output.results_files import fingerprint, weight_files
 from part4.run import packing
-from part4.tasks import families, metrics, task_families
+from part4.tasks import families, metrics, task_inputs
 
 CPU = torch.device("cpu")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -114,8 +114,8 @@ def fails_in_one_line(main, argv, capsys, out):
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
-    family = task_families.FAMILIES["sst2"]("sst2", 128)
-    model = ft.new_model(family, folder, "pretrained")
+    family = task_inputs.FAMILIES["sst2"]("sst2", 128)
+    model = ft.new_model(family, folder, "pretrained", "new")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
     ours = model.base_model.state_dict()
@@ -135,7 +135,7 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     examples = [((text,), 0) for text in ("a gorgeous, witty, seductive movie.", "dull", "the plot is dull and the "
                                           "acting is worse. good bad film great")]
-    enc = families.encode(tok, examples, 128)
+    enc = families.encode_glue(tok, examples, 128)
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]
@@ -630,7 +630,7 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
         "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
-    model = ft.new_model(task_families.FAMILIES["sst2"]("sst2", 128), bf16, "random")   # --init random: fp32 too
+    model = ft.new_model(task_inputs.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 

@@ -159,3 +159,44 @@ def test_the_layout_names_every_room_and_script_and_what_each_imports():
         if path.startswith("part4/"):
             assert not any(m.startswith("bert_part4_") for m in imported), f"{path} imports a script"
             assert "command_line.fine_tune_parser" not in imported, f"{path} imports the command line"
+
+
+# --- part4/__init__.py and each folder's __init__: the list of what it holds, the package's own ---
+
+def listed(init):
+    """The names an __init__'s docstring lists, one a line, indented four spaces before two spaces or more and what it holds."""
+    with open(init, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read()), clean=False)
+    return re.findall(r"^    (\w+) {2,}\S", doc, re.M)
+
+
+def test_part4s_init_lists_every_folder_and_each_folders_init_every_room():
+    inits = sorted(glob.glob(os.path.join(ROOT, "part4", "**", "__init__.py"), recursive=True))
+    top = os.path.join(ROOT, "part4", "__init__.py")
+    folders = sorted(os.path.basename(os.path.dirname(p)) for p in inits if p != top)
+    assert sorted(listed(top)) == folders and len(listed(top)) == len(set(listed(top)))
+    for init in inits:
+        if init == top:
+            continue
+        here = os.path.dirname(init)
+        rooms = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(here, "*.py")) if not p.endswith("__init__.py"))
+        assert sorted(listed(init)) == rooms and len(listed(init)) == len(rooms), os.path.relpath(init, ROOT)
+    for folder in glob.glob(os.path.join(ROOT, "part4", "**", ""), recursive=True):
+        if glob.glob(os.path.join(folder, "*.py")):
+            assert os.path.isfile(os.path.join(folder, "__init__.py")), folder       # no folder of rooms left unlisted
+
+
+def test_every_init_of_part4_is_its_docstring_alone():
+    """An __init__ says what its folder holds and does nothing on import: no import, no name, no work."""
+    for init in glob.glob(os.path.join(ROOT, "part4", "**", "__init__.py"), recursive=True):
+        with open(init, encoding="utf-8") as f:
+            body = ast.parse(f.read()).body
+        assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), init
+        assert part4_imports(init) == set(), init
+
+
+def test_the_list_check_reads_the_indented_names(tmp_path):
+    init = tmp_path / "__init__.py"
+    init.write_text('"""Things:\n\n    alpha   one thing\n    beta_2  another, whose line goes on\n'
+                    '            beneath it\n\nRun    this, a sentence."""\n')
+    assert listed(str(init)) == ["alpha", "beta_2"]

@@ -19,7 +19,7 @@ from part4.data import readers
 from part4.data.batches import collate, epoch_batches
 from part4.models.devices import run_cli
 from part4.run import training_run
-from part4.tasks import families, squad_metric, squad_spans, task_families
+from part4.tasks import families, squad_metric, squad_spans, task_inputs
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 
@@ -155,7 +155,7 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     target = tmp_path / "saved"
-    training_run.save_model(model, tok, str(target))
+    training_run.save_model_folder(model, tok, str(target))
     again = BertForQuestionAnswering.from_pretrained(str(target)).eval()
     enc = tok("Where was Ada born?", LONG[:80], return_tensors="pt")
     with torch.no_grad():
@@ -166,11 +166,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
     with pytest.raises(OSError):
-        training_run.save_model(model, tok, str(tmp_path / "never"))
+        training_run.save_model_folder(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
     with pytest.raises(OSError):
-        training_run.save_model(model, tok, str(target))
+        training_run.save_model_folder(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 
 
@@ -180,7 +180,7 @@ def test_a_saved_model_folder_has_the_permissions_of_the_umask(tiny_qa_dir, tmp_
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     old = os.umask(0o022)
     try:
-        training_run.save_model(model, tok, str(tmp_path / "saved"))
+        training_run.save_model_folder(model, tok, str(tmp_path / "saved"))
     finally:
         os.umask(old)
     assert oct((tmp_path / "saved").stat().st_mode & 0o777) == oct(0o755)
@@ -266,7 +266,7 @@ def test_squad_defaults_are_the_papers():
     assert fine_tune_parser.parse(["squad"]).max_len == 384 and fine_tune_parser.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = fine_tune_parser.parse([task])
-        assert [job.evals for job in ft.planned_runs(task_families.task_inputs(settings, task)[0])] == [evals]
+        assert [job.evals for job in ft.planned_runs(task_inputs.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -401,11 +401,11 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
     monkeypatch.setattr(squad_spans, "load_hub_dataset", fake_hub)
-    train, devs = readers.read_swag(task_families.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(task_inputs.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = readers.read_squad_task(task_families.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(task_inputs.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and squad_spans.answer_chars(train[0]) == (4, 5)
 
@@ -418,6 +418,6 @@ def test_every_family_has_every_member_of_the_written_interface():
     assert "loss" in members and len(members) >= 25
     assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
     for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
-        family = task_families.FAMILIES[task](task, 64, 32)
+        family = task_inputs.FAMILIES[task](task, 64, **({"stride": 32} if task.startswith("squad") else {}))
         assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
     assert families.MultipleChoice.loss is families.Classification.loss

@@ -68,7 +68,7 @@ def test_the_shares_of_each_question_token_add_up_to_one(tiny_qa_dir):
     model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager").eval()
     tok = AutoTokenizer.from_pretrained(tiny_qa_dir)
     enc = tok(bm.FLOW_QUESTION, bm.FLOW_PASSAGE, return_tensors="pt")
-    q, p, special = bm.segments(enc)
+    q, p, special = bm.segment_positions(enc)
     assert sorted(q + p + special) == list(range(enc["input_ids"].shape[1]))
     with torch.no_grad():
         att = model(**enc, output_attentions=True).attentions

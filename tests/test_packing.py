@@ -203,7 +203,7 @@ def test_the_width_count_counts_the_widths_collate_makes(tiny_bert_dir, tmp_path
                        "--batch-size", "8", "--epochs", "2"])
     out = capsys.readouterr().out.splitlines()
     tok = BertTokenizer(vocab=os.path.join(tiny_bert_dir, "vocab.txt"))
-    enc = families.encode(tok, readers.read_split(glue, "sst2", "train"), 128)
+    enc = families.encode_glue(tok, readers.read_split(glue, "sst2", "train"), 128)
     batches = [idx for epoch in epoch_batches(300, 8, 2, 0) for idx in epoch]
     assert out[0] == f"sst2: 300 rows, batch 8, 2 epoch(s) = {len(batches)} batches"
     for line, m in zip(out[1:], (1, 8, 16), strict=True):

@@ -64,7 +64,7 @@ def unchanged(r):
 def test_shards_weighted_add_up_to_the_whole_batch_gradient(no_dropout_model, glue, world, size):
     model = BertForSequenceClassification.from_pretrained(no_dropout_model, num_labels=2)
     tok = AutoTokenizer.from_pretrained(no_dropout_model)
-    enc = families.encode(tok, readers.read_split(glue, "sst2", "train"), 128)
+    enc = families.encode_glue(tok, readers.read_split(glue, "sst2", "train"), 128)
     idx = list(range(10, 10 + size))
     grads = lambda: [p.grad.clone() for p in model.parameters()]  # noqa: E731
     model.zero_grad()
@@ -279,7 +279,7 @@ def clocked(monkeypatch, kill_at=None):
         saved.append(state["step"])
         return real_save(checkpoint, model, opt, sched, state, losses=losses)
     monkeypatch.setattr(TrainingRun, "after_step", after_step)
-    monkeypatch.setattr(checkpoint_files.Checkpoint, "save", save)
+    monkeypatch.setattr(checkpoint_files.Checkpoint, "write_checkpoint", save)
     return saved
 
 

@@ -408,7 +408,7 @@ def test_another_architecture_under_the_articles_name_is_another_model(under_the
     assert shape["note"] == (f"ours: {article.BERT}, bert, 2 layers, H 32, 2 heads, vocab "
                              f"{data['weights']['architecture']['vocab']:,}; article: {article.BERT}, bert, 12 layers, "
                              f"H 768, 12 heads, vocab 30,522")
-    assert "0 on the article's models" in report.summary(report.rows({"part4_heads.json": data}))[2]
+    assert "0 on the article's models" in report.status_summary(report.rows({"part4_heads.json": data}))[2]
 
 
 def test_the_articles_architecture_with_other_weights_is_not_the_articles_model(under_the_articles_name, monkeypatch):
@@ -440,12 +440,12 @@ def test_a_weight_file_whose_sha256_is_the_published_one_is_the_articles_model(u
         rows = model_rows(results)
         assert {r["model"] for r in rows} == {"article"} and "another model" not in {r["status"] for r in rows}
         assert not [r for r in rows if "weights not verified" in r["note"]]
-    reproduced = report.summary(report.rows({"part4_heads.json": data}))[1]["on the article's models"]
+    reproduced = report.status_summary(report.rows({"part4_heads.json": data}))[1]["on the article's models"]
     assert reproduced == sum(r["status"] in report.REPRODUCED for r in model_rows(data))
     published[article.BERT] = article.Published("model.safetensors", None, None, "a test: not known")
     judged = [r for r in model_rows(data) if r["status"] != "shown"]
     assert {r["model"] for r in judged} == {"unverified"}
-    split = report.summary(report.rows({"part4_heads.json": data}))[1]
+    split = report.status_summary(report.rows({"part4_heads.json": data}))[1]
     assert (split["on the article's models"], split[report.UNVERIFIED_COUNT]) == (0, reproduced)
     assert all(r["note"].endswith("by name and architecture; weights not verified") for r in judged)
     assert {r["status"] for r in model_rows(elsewhere) if r["status"] != "shown"} == {"another model"}

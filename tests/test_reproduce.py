@@ -187,7 +187,7 @@ def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, t
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"architectures": [kind], "model_type": "bert",
                                                     "id2label": {str(k): f"L{k}" for k in range(labels)}}))
-    found = experiments.head_problem(hub_id, experiments.Inputs(models=str(tmp_path)))
+    found = experiments.model_kind_problem(hub_id, experiments.Inputs(models=str(tmp_path)))
     assert (found is None) == (problem is None) and (problem is None or f"{folder} {problem}" in found), found
 
 
@@ -549,17 +549,17 @@ def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_pa
     mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
     assert list(experiments.grids(experiments.EXPERIMENTS).values()) == [mrpc] and len(mrpc) == 4
     done = {e.name: None for e in experiments.EXPERIMENTS}
-    assert [(runs, n) for runs, n, _ in reproduce.side_by_side(experiments.EXPERIMENTS, 8, inputs, done)] == [(mrpc, 4)]
+    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 8, inputs, done)] == [(mrpc, 4)]
     done[mrpc[0].name] = "part4_mrpc_lr5e-5.json"
-    assert [(runs, n) for runs, n, _ in reproduce.side_by_side(experiments.EXPERIMENTS, 2, inputs, done)] == \
+    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 2, inputs, done)] == \
         [(mrpc[1:], 2)]
-    assert [n for _, n, _ in reproduce.side_by_side(experiments.EXPERIMENTS, "auto", inputs, done)] == [1]
+    assert [n for _, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)] == [1]
     key = experiments.work_key(reproduce.room_work(mrpc, inputs), {})
     (tmp_path / experiments.CACHE).write_text(json.dumps({experiments.device_key("auto"): {key: 2}}))
-    (runs, n, why), = reproduce.side_by_side(experiments.EXPERIMENTS, "auto", inputs, done)
+    (runs, n, why), = reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)
     assert (runs, n) == (mrpc[1:], 2) and why == "--side-by-side auto: 2 fit on the device"
     done.update({e.name: "done" for e in mrpc[1:3]})
-    assert reproduce.side_by_side(experiments.EXPERIMENTS, "auto", inputs, done) == []     # one run left: no grid
+    assert reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done) == []     # one run left: no grid
 
 
 @needs_shared_data

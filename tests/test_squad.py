@@ -413,10 +413,11 @@ def test_the_span_search_settings_have_one_home():
     assert families.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "tasks", "squad_spans.py"), values) == []
-    # the windows' 384 once; 128 is also GLUE's and SWAG's input length, 30 also the article's number of evaluations
-    assert number_literals(os.path.join(ROOT, "part4", "paper", "recipe.py"), values) == ["128", "128", "128", "20", "30", "30",
-                                                                                 "384", "64"]
+    # the windows' 384 once; 128 is also GLUE's and SWAG's input length and their evaluation batch, 30 also the
+    # article's number of evaluations
+    assert number_literals(os.path.join(ROOT, "part4", "paper", "recipe.py"), values) == ["128", "128", "128", "128", "20",
+                                                                                 "30", "30", "384", "64"]
     assert number_literals(os.path.join(ROOT, "part4", "command_line", "script_settings.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_math.py"), values) == []
     assert number_literals(os.path.join(ROOT, "bert_part4_squad.py"), values) == ["30"]  # best_span as the article prints it
-    assert number_literals(os.path.join(ROOT, "part4", "tasks", "families.py"), values) == ["128"]   # GLUE's evaluation batch
+    assert number_literals(os.path.join(ROOT, "part4", "tasks", "families.py"), values) == []   # its eval batch: the recipe's

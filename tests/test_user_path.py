@@ -21,7 +21,7 @@ from part4.output import lines
 from part4.output.log import Report
 from part4.run import checkpoint_files, training_run
 from part4.run.records import Job
-from part4.tasks import glue_tasks, task_families
+from part4.tasks import glue_tasks, task_inputs
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     path = str(tmp_path / "x.checkpoint")
     saving = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, torch.device("cpu"))
-    saving.save(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]},
+    saving.write_checkpoint(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]},
                 losses=[torch.tensor(0.5), torch.tensor(0.25)])
     meta = torch.device("meta")
     checkpoint = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, meta)
@@ -195,14 +195,14 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
 
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
-    """grid() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
-    family = task_families.FAMILIES["sst2"]("sst2", 128)
+    """grid_table() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
+    family = task_inputs.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", command=SimpleNamespace(grid="glue", seeds=None))
-        lines.grid(config, family, [result], report, labels=lines.article_labels("sst2", [result], init))
+        lines.grid_table(config, family, [result], report, labels=lines.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
         final = lines.final_line("sst2", family, job, result["final"], 60.0, init)
@@ -216,13 +216,13 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert training_run.best_seen(curve, task_families.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert training_run.best_seen(curve, task_inputs.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert training_run.best_seen(stsb, task_families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert training_run.best_seen(stsb, task_inputs.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_families",
+@pytest.mark.parametrize("module, script", [("tasks.glue_row", "bert_part4_finetune.py glue"), ("tasks.task_inputs",
                                             "bert_part4_finetune.py"), ("run.records", "bert_part4_finetune.py"),
                                             ("models.devices", "bert_part4_"), ("command_line.fine_tune_parser",
                                             "bert_part4_finetune.py"), ("command_line.fine_tune_settings",

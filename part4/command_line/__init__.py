@@ -1,6 +1,7 @@
 """The command line and its settings, without torch (so that --help and a refused flag answer at once):
 
-    errors               the one-line errors every script speaks (Fatal, Stopped), run_main, preflight, not_a_script
+    errors               the one-line errors every script speaks (Fatal, Stopped), run_main, answer_now,
+                         preflight, not_a_script
     declarations         a setting declared once (flag, type, default, help, range, where recorded), and what is made
                          from the declarations: the parser's arguments, the checks, the values, the recorded settings
     shared_settings      the settings several scripts take (device, results folder, dtype, ...), each declared once

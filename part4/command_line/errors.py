@@ -1,6 +1,7 @@
 """The one-line errors every script speaks, without torch: Fatal (a bad input or an unreachable resource) and Stopped
 (a run stopped by SIGTERM or Ctrl-C, its checkpoint saved), the run that turns them into one line and an exit code
-(run_main), every bad input said at once (preflight), and what a module says when run as a script (not_a_script)."""
+(run_main), a command line answered before torch loads (answer_now), every bad input said at once (preflight), and
+what a module says when run as a script (not_a_script)."""
 
 import os
 import sys
@@ -48,6 +49,16 @@ def run_main(main, argv=None, end=None):
             end()
 
 
+def answer_now(parse, argv):
+    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
+    with its one line); a good command line returns, to be parsed again by the script's main once torch is there."""
+    try:
+        parse(argv)
+    except Fatal as e:
+        say_error(f"error: {e}")
+        sys.exit(e.code)
+
+
 CLOSED_OUTPUT = 141                      # what the shell shows for a command its closed pipe ended (128 + SIGPIPE)
 
 
@@ -75,5 +86,4 @@ def not_a_script(name, run="one of the bert_part4_*.py scripts at the root (each
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/errors.py is a module, not a script: run one of the bert_part4_*.py scripts at the root")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/errors.py"))

@@ -7,7 +7,7 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 import sys
 
 from part4.command_line.declarations import check_given, given_or_default, parser_for
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.command_line.shared_settings import check_windows
 from part4.paper.recipe import GLUE_TASKS, RECIPES, lr_tag
@@ -110,17 +110,5 @@ def parse(argv):
     return Settings(**{**values, **resolved})
 
 
-def answer_now(argv):
-    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
-    with its one line); a good command line returns, to be parsed again by main once torch is there."""
-    try:
-        parse(argv)
-    except Fatal as e:
-        say_error(f"error: {e}")
-        sys.exit(e.code)
-
-
 if __name__ == "__main__":
-    say_error("part4/command_line/fine_tune_parser.py is a module, not a script: run python bert_part4_finetune.py "
-              "(--help lists its flags)")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/fine_tune_parser.py", "python bert_part4_finetune.py (--help lists its flags)"))

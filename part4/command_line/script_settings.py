@@ -20,22 +20,11 @@ from part4.command_line.declarations import (
     setting,
     settings_from,
 )
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 from part4.command_line.shared_settings import check_windows, shared
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.reproduction.stand_in import DEFAULT as STAND_IN_BASE
-
-
-def answer_now(parse, argv):
-    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
-    with its one line); a good command line returns, to be parsed again by the script's main once torch is there."""
-    try:
-        parse(argv)
-    except Fatal as e:
-        say_error(f"error: {e}")
-        sys.exit(e.code)
-
 
 # --- bert_part4_heads.py ---
 
@@ -194,6 +183,5 @@ def parse_reproduce(argv):
 
 
 if __name__ == "__main__":
-    say_error("part4/command_line/script_settings.py is a module, not a script: run one of the bert_part4_*.py scripts "
-              "at the root (each with --help)")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/command_line/script_settings.py",
+                          "bert_part4_heads.py, bert_part4_squad.py or bert_part4_math.py (each with --help)"))

@@ -166,7 +166,7 @@ def test_problems(sources):
     return problems
 
 
-def read_tests(sources):
+def read_glue_tests(sources):
     """Every test set of a GLUE task, by the server's file name: {"CoLA.tsv": [(index, texts), ...]}; MNLI has
     three (matched, mismatched, and the diagnostic set AX, which the MNLI model predicts)."""
     task, out = TASKS[sources.task], {}

@@ -1,5 +1,6 @@
-"""Devices and processes, chosen once here for every script: the device (cuda, then mps, then cpu), the autocast dtype
-there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun starts (one per
+"""Devices and processes, chosen once here for every script (the calibration, part4/reproduction/calibration.py, run in
+a process of its own, resolves its --device in the same order itself): the device (cuda, then mps, then cpu), the
+autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun starts (one per
 device): joining and leaving their group, and what they share (an error every process stops on, objects gathered,
 tensors summed)."""
 
@@ -103,7 +104,8 @@ class Processes:
     backend: str = ""
 
     @property
-    def main(self):
+    def is_main(self):
+        """Is this the first process, the one that prints, evaluates and writes?"""
         return self.rank == 0
 
 

@@ -23,7 +23,7 @@ from transformers.models.auto.configuration_auto import model_type_to_module_nam
 from part4.command_line.errors import Fatal, not_a_script, preflight
 from part4.models.devices import DTYPE_NAMES
 from part4.models.loading import is_local, load_pretrained
-from part4.output.results_files import file_sha256, stand_in, weight_files
+from part4.output.results_files import file_sha256, stand_in_record, weight_files
 
 SAFETENSORS_DTYPES = {"F64": "fp64", "F32": "fp32", "BF16": "bf16", "F16": "fp16"}
 
@@ -83,7 +83,7 @@ def read_checkpoints(models, weights=True):
 def stand_in_problem(folder):
     """Why a folder's record of what it stands in for (part4/output/results_files.py's STAND_IN) cannot be read, or None."""
     try:
-        stand_in(folder)
+        stand_in_record(folder)
     except Fatal as e:
         return str(e)
     return None
@@ -258,7 +258,7 @@ def loaded_record(checkpoint, head=None):
     record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32",
               "sha256": {f: file_sha256(os.path.join(folder, f)) for f in w.files} if w else None,
               "architecture": architecture(checkpoint.config, folder, w.files if w else ())}
-    marker = stand_in(folder) if folder else None
+    marker = stand_in_record(folder) if folder else None
     record |= {"stand_in": marker} if marker else {}
     return {**record, "head": "the checkpoint's" if head.kept else "new"} if head is not None else record
 

@@ -115,7 +115,7 @@ class Head:
     note: str = ""
 
 
-def load_model(loader, name, flag="--model", head="new", **kwargs):
+def load_model(loader, name, flag="--model", *, head, **kwargs):
     """loader.from_pretrained(name) through load_pretrained, in fp32 whatever dtype the file was saved in (--dtype bf16
     is an autocast over fp32 weights: an update too small for a bf16 weight is not lost to rounding), its loading report
     checked: weights of the checkpoint's encoder that the model does not use, encoder weights the checkpoint does not

@@ -1,8 +1,9 @@
 """How lines are formatted: the pieces every script's lines are made of (scores with two decimals, a list as the
 article prints it, the article's number labelled beside ours), and the lines of a fine-tuning command that are not one
 task family's own: the preamble (the derived quantities first), each evaluation's line, the FINAL line, the best dev
-score seen, the work split and the runs found done, the summaries of restarts and grids. A family formats its own
-scores (part4/tasks/families.py), the GLUE row its table (part4/tasks/glue_row.py), each script the lines only it prints."""
+score seen, the work split and the runs found done, the summaries of restarts and grids (their lines, and the summary
+written beside them: part4/run/records.py's save_summary). A family formats its own scores (part4/tasks/families.py),
+the GLUE row its table (part4/tasks/glue_row.py), each script the lines only it prints."""
 
 import sys
 
@@ -12,7 +13,7 @@ from part4.models.loading import model_type_note
 from part4.output.results_files import portable
 from part4.paper.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
 from part4.paper.article_labels import ARTICLE_FINAL, article_final
-from part4.paper.recipe import eval_every, grid_size
+from part4.paper.recipe import eval_every, grid_size, lr_tag
 from part4.run.packing import padding_free_problem
 from part4.run.records import by_setting, job_of, mean_and_std, save_summary
 from part4.tasks.glue_tasks import TASKS
@@ -159,7 +160,7 @@ def restarts(task, lr, seeds, family, results, report):
             "summary": summary}
 
 
-def grid(config, family, results, report, labels=None):
+def grid_table(config, family, results, report, labels=None):
     """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
     CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
     {run name: the article's number for its setting} where there is one."""
@@ -190,6 +191,17 @@ def grid_header(config, n_runs, in_table):
 
 # --- The FINAL line and the summaries of restarts and grids, the article's number beside a run in its setting ---
 
+def article_runs():
+    """'SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs': the fine-tunes the article printed a FINAL line
+    for, from its entries (part4/paper/article.py)."""
+    lrs = {}
+    for task, lr in ARTICLE_FINAL:
+        lrs.setdefault(task, []).append(lr)
+    runs = [f"{TASKS[t].folder} at " + (f"lr {lr_tag(v[0])}" if len(v) == 1 else f"{lr_tag(max(v))}..{lr_tag(min(v))}")
+            for t, v in lrs.items()]
+    return f"{' and '.join(runs)}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs"
+
+
 def article_setting(job, init):
     """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
     return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
@@ -203,7 +215,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        line += "   [article: no run with these settings (it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]"
+        line += article(f"no run with these settings (it ran {article_runs()})")
     return line + "".join(f"   [{r}]" for r in family.references())
 
 
@@ -218,7 +230,7 @@ def summarise(config, family, results, *, report, device):
     the article's number beside a run in its setting."""
     c = config.command
     labels = article_labels(config.task, results, c.init)
-    payload = (grid(config, family, results, report, labels=labels) if c.grid
+    payload = (grid_table(config, family, results, report, labels=labels) if c.grid
                else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
     save_summary(report, config, payload, device)
 

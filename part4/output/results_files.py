@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 
-from part4.command_line.errors import Fatal, say_error
+from part4.command_line.errors import Fatal, not_a_script
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
@@ -85,7 +85,7 @@ def _file_sha256(path, size, mtime):
 STAND_IN = "part4_stand_in.json"
 
 
-def stand_in(folder):
+def stand_in_record(folder):
     """What a model folder stands in for ({"stand_in_for": Hub id, "what": its line}, as its part4_stand_in.json says),
     or None for a folder without one. A file there that does not say both, in words, stops the command in one line."""
     path = os.path.join(folder, STAND_IN)
@@ -152,10 +152,10 @@ def check_writable_dir(path, flag):
 
 def write_atomic(path, text):
     """Write text to a temp file in the same folder, then rename: readers never see half a file."""
-    def write(tmp):
+    def write_text(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-    replace_atomically(path, write)
+    replace_atomically(path, write_text)
 
 
 def replace_atomically(path, write):
@@ -216,5 +216,4 @@ def replace_folder_atomically(path, write):
 
 
 if __name__ == "__main__":
-    say_error("part4/output/results_files.py is a module, not a script: run one of the bert_part4_*.py scripts at the root")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/output/results_files.py"))

@@ -1,7 +1,8 @@
 """The article's numbers, one home: each as printed, what it measures, where it stands, and where ours comes from.
 
-Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py) and every row of the reproduction
-report (bert_part4_report.py) read from here. An entry is a Number: `value` holds the digits the article prints (a
+Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py, or built from these entries, as
+part4/output/lines.py names the article's runs) and every row of the reproduction report (bert_part4_report.py) read
+from here. An entry is a Number: `value` holds the digits the article prints (a
 list or a shape stays one entry), `where` the article's section and the reference log it comes from
 (../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
 A field is a dotted path into the JSON (list positions as numbers), or an operation on paths and constants:
@@ -21,6 +22,8 @@ the reference, nothing to re-run).
 import re
 import sys
 from dataclasses import dataclass
+
+from part4.command_line.errors import not_a_script
 
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
 SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (INPUTS.md)
@@ -227,6 +230,8 @@ V1_DEV = [number("v1.dev.n", "10570", "questions in the v1.1 dev set", _DEV1, SQ
 
 _T2 = "Table 2 (the paper's SQuAD v1.1 results, quoted)"
 TABLE2 = {"BERT ensemble + TriviaQA": 93.2, "top leaderboard ensemble": 91.7, "BERT single + TriviaQA": 91.8}
+# The article's reading of Table 2's single model against the top ensemble, in its words (a sentence of the paper it quotes)
+TABLE2_SENTENCE = "our single BERT model outperforms the top ensemble system in terms of F1 score"
 PAPER_V1 = [number("table2.base_dev", "EM 80.8, F1 88.5", "BERT-base dev, v1.1 (Table 2)", _T2, kind="paper")]
 PAPER_V1 += [number(f"table2.{name}", f"{v}", f"{name}, test F1", _T2, kind="paper") for name, v in TABLE2.items()]
 PAPER_V1.append(number("table2.margin", "+1.5", "BERT ensemble minus the top leaderboard ensemble, test F1", _T2, MATH,
@@ -488,6 +493,4 @@ PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bi
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/paper/article.py is a module, not a script: run python bert_part4_report.py (the article's "
-                     "numbers beside ours)\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/paper/article.py", "python bert_part4_report.py (the article's numbers beside ours)"))

@@ -14,6 +14,7 @@ from part4.paper.article import (
     NULL_ROWS,
     SQUAD_V2,
     SST2_ROWS,
+    TABLE2_SENTENCE,
     TAU,
     V1_QUESTIONS,
     V2_QUESTIONS,
@@ -85,6 +86,7 @@ MATH_LABELS = {
     "born": value("flow.born"),
     "table1": {name: value(f"table1.{name}.gain") for name in ("BERT-base", "BERT-large")},
     "table2": value("table2.margin"),
+    "table2_single": f"yes, '{TABLE2_SENTENCE}'",
     "span_real": [_gold_label(0, "Bidirectional Encoder Representations from Transformers"), _gold_label(1, "Transformers")],
     "null": [_null_label(k) for k in range(len(NULL_ROWS))],
 }

@@ -1,17 +1,21 @@
 """The paper's fine-tuning recipe as settings (§4.1-4.4, A.3), and the one home of each: every task's learning rate,
 batch size, epochs, input length and dev evaluations (and a run's count of them); the optimiser's warmup, weight decay
-and clipping; the grids; SQuAD's windows and span search. No torch here, so that the command lines
-(part4/command_line/fine_tune_parser.py, part4/command_line/script_settings.py) show and check them at once; the
-recipe itself (bert_part4_finetune.py) and every room import them from here."""
+and clipping; the grids; SQuAD's windows and span search; the dev batches. No torch here, so that the command lines
+(part4/command_line/fine_tune_settings.py and fine_tune_parser.py, part4/command_line/script_settings.py) show and
+check them at once; the recipe itself (bert_part4_finetune.py) and every room that reads one of them import it from
+here."""
 
 import sys
 from dataclasses import dataclass
+
+from part4.command_line.errors import not_a_script
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
 N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 SPAN_BATCH_SIZE = 64                   # windows per forward pass of the span search
+EVAL_BATCH_SIZE = 128                  # dev inputs per forward pass of a GLUE or SWAG run (--eval-batch-size)
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 WARMUP = 0.1                           # run_classifier.py's warmup_proportion: the share of steps with a rising lr
 WEIGHT_DECAY = 0.01                    # paper A.2 (not on biases and LayerNorm weights)
@@ -83,5 +87,4 @@ def grid_lrs(name):
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/paper/recipe.py is a module, not a script: run python bert_part4_finetune.py (--help)\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/paper/recipe.py", "python bert_part4_finetune.py (--help)"))

@@ -101,7 +101,7 @@ def text_rows(path, columns):
 
 def text_length(tokenizer, path, columns, batch, padded):
     """Over SAMPLED_BATCHES batches of `batch` rows drawn from the file (seed 0), each row cut as the fine-tune cuts
-    it (GLUE: 128 tokens; SQuAD: a window of 384, the passage cut): padded, the mean length of a batch padded to its
+    it (GLUE: the recipe's max_len; SQuAD: a window of MAX_LEN, the passage cut): padded, the mean length of a batch padded to its
     longest row (an evaluation's batches); else the mean length of a row (a padding-free training step computes all
     but attention on the real tokens)."""
     rows = text_rows(path, columns)
@@ -135,9 +135,9 @@ def train_step_seconds(net, batch, length, device):
     rows = rows_timed(batch, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
     try:
-        optimiser = torch.optim.AdamW(net.parameters(), lr=2e-5, fused=True)
+        optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr, fused=True)
     except RuntimeError:
-        optimiser = torch.optim.AdamW(net.parameters(), lr=2e-5)
+        optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr)
 
     def forward_backward(inputs):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):

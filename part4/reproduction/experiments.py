@@ -12,9 +12,10 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from part4.command_line.errors import not_a_script
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
-from part4.paper.recipe import GLUE_RECIPE, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
+from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
 from part4.reproduction import stand_in
 
 
@@ -31,7 +32,7 @@ class Experiment:
     scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
 
 
-def fine_tune(task, lr, needs):
+def fine_tune_experiment(task, lr, needs):
     return Experiment(name=f"{task} {lr_tag(lr)}", script=article.FINETUNE, args=(task, lr_tag(lr)),
                       models=(("--model", article.BERT),), data=(("--data-dir", "glue_data"),),
                       cuts=(("--max-train-examples", "max_train_examples"), ("--max-dev-examples", "limit")),
@@ -43,8 +44,8 @@ def fine_tune(task, lr, needs):
 EXPERIMENTS = (
     Experiment(name="heads", script=article.HEADS, models=(("--model", article.BERT),),
                needs=f"the Hub ({article.BERT}); a CPU, seconds"),
-    fine_tune("sst2", 2e-5, "a GPU, about an hour"),
-    *(fine_tune("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in (5e-5, 4e-5, 3e-5, 2e-5)),
+    fine_tune_experiment("sst2", RECIPES["sst2"].lr, "a GPU, about an hour"),
+    *(fine_tune_experiment("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in GRIDS["glue"]["lr"]),
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
@@ -224,7 +225,7 @@ HEADS_READ = {article.SST2: ("a two-label classifier (SST-2's)", "ForSequenceCla
               article.SQUAD_V2: ("a span head (SQuAD's start and end vectors)", "ForQuestionAnswering")}
 
 
-def head_problem(hub_id, inputs):
+def model_kind_problem(hub_id, inputs):
     """Why the --models folder of a Hub id holds another kind of model than its experiments read (a span head for the
     SQuAD ids, a two-label classifier for SST-2), read from its config.json's architectures (no weight loaded), or None
     (also for a folder that is missing: missing says so)."""
@@ -284,7 +285,6 @@ SHORT = 64                               # the length of those sentences' rows, 
 HUB_GLUE = {"sst2": (67349, 872), "mrpc": (3668, 408)}
 HUB_SQUAD = {"squad/dev-v1.1.json": int(article.value("v1.dev.n")), "squad/dev-v2.0.json": int(article.value("v2.dev.n"))}
 WINDOWS_PER_QUESTION = int(article.value("v1.dev.windows")) / int(article.value("v1.dev.n"))
-GLUE_EVAL_BATCH = 128                    # dev rows per forward pass of a GLUE run (part4's classifier family)
 
 
 def tsv_rows(path):
@@ -297,7 +297,7 @@ def squad_questions(path):
         return sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
 
 
-def evaluations(steps, cut, evals=GLUE_RECIPE.evals):
+def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
     """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
     --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
     return steps // eval_every(evals, steps, cut) + 1
@@ -315,11 +315,11 @@ def fine_tune_size(task, inputs, model):
     steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
     train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
-    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: 128 tokens, the most a row takes
-    evals = evaluations(steps, inputs.max_train_examples is not None)
+    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None)
     return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),
             (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
-            (n_dev * evals, Work("forward", model, batch=GLUE_EVAL_BATCH, length=length, texts=dev_texts)),
+            (n_dev * evals, Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts)),
             (ByTheClock(max(0, evals - 2)), Work("checkpoint", model))]
 
 
@@ -354,7 +354,7 @@ def build_size(build, inputs):
     n_dev = squad_questions(dev)
     n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
     steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
-    evals = evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
     return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
             (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
             (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
@@ -450,5 +450,4 @@ def model_key(model):
 
 
 if __name__ == "__main__":
-    sys.stderr.write("part4/reproduction/experiments.py is a module, not a script: run python bert_part4_reproduce.py --plan\n")
-    sys.exit(2)
+    sys.exit(not_a_script("part4/reproduction/experiments.py", "python bert_part4_reproduce.py --plan"))

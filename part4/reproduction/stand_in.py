@@ -115,7 +115,7 @@ def weights_sha256(folder):
             if os.path.isfile(os.path.join(folder, name))}
 
 
-def architecture(folder):
+def config_architecture(folder):
     config = read_json(os.path.join(folder, "config.json")) or {}
     return {key: config.get(key) for key in ARCHITECTURE}
 
@@ -245,7 +245,7 @@ def take_fine_tuned(step, mirror, words):
     """After the fine-tune's command ended well: its saved model, with its record, moved into place. Its results file
     (in MIRROR/stand-in-runs) gives the record its score on the held-out data; a model of another head is refused."""
     tmp = staging(mirror, step.build)
-    names = architecture(tmp)["architectures"] or []
+    names = config_architecture(tmp)["architectures"] or []
     if not weight_files(tmp) or not any(str(n).endswith(step.build.head) for n in names):
         raise Fatal(f"{' '.join(words[:2])}: no model with a {step.build.head} head was saved in {tmp}")
     ran = fine_tune_results(mirror, step.build)
@@ -272,8 +272,8 @@ def record_of(step, mirror, folder, *, command, ran):
     build = step.build
     record = {"stand_in_for": build.hub_id, "what": what(build, mirror.name),
               "base": {"name": mirror.name, "from": mirror.source, "weights_sha256": weights_sha256(mirror.base),
-                       "architecture": architecture(mirror.base)},
-              "weights_sha256": weights_sha256(folder), "architecture": architecture(folder), "command": command,
+                       "architecture": config_architecture(mirror.base)},
+              "weights_sha256": weights_sha256(folder), "architecture": config_architecture(folder), "command": command,
               "settings": step.settings}
     if build.task:
         record["data"] = {"folder": portable(mirror.data), "trained_on": build.trained_on, "held_out": build.held_out,

@@ -69,12 +69,12 @@ class Checkpoint:
     def __init__(self, path, settings, processes, device):
         self.path, self.settings, self.processes, self.device = path, settings, processes, device
 
-    def save(self, model, opt, sched, state, *, losses):
+    def write_checkpoint(self, model, opt, sched, state, *, losses):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses (losses: this
         process's) and RNG states: what a resumed run needs to continue exactly where this one stands. Every process
         calls it (it gathers), alike on all of them."""
         everyone = gather(self.processes, {"losses": [float(x) for x in losses], "rng": rng_states()})
-        if self.processes.main:
+        if self.processes.is_main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
                          "sched": sched.state_dict(), "processes": everyone}, self.path)
 
@@ -126,7 +126,7 @@ class Checkpoint:
     def reached(self, step):
         """Keep the step the run has reached (at each dev evaluation; a few bytes, written atomically by the first
         process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
-        if self.processes.main:
+        if self.processes.is_main:
             os.makedirs(os.path.dirname(os.path.abspath(self.progress)), exist_ok=True)
             write_atomic(self.progress, json.dumps({"step": step, "settings": self.settings}) + "\n")
 

@@ -10,15 +10,15 @@ from part4.output.log import Report
 from part4.run import records
 from part4.run.plan import collected, plan_runs
 from part4.run.records import Where
-from part4.tasks import glue_row, task_families
+from part4.tasks import glue_row, task_inputs
 
 
 class Command:
     """What bert_part4_finetune.py's main steps through:
 
         command = Command(settings)
-        for task in command.tasks():
-            plan = command.plan(task, jobs)          # the task's runs planned, the data read once
+        for task in command.each_task():
+            plan = command.plan_task(task, jobs)          # the task's runs planned, the data read once
             ...                                      # each run of this process's share, unless done
             command.collect(plan, results)
         return command.finish()
@@ -35,19 +35,19 @@ class Command:
         else:
             self.to_run, self.absent, self.table = settings.tasks, {}, None
 
-    def tasks(self):
+    def each_task(self):
         """Each task's inputs (its Config, family and data sources), in the command's order."""
         for name in self.to_run:
-            yield task_families.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
+            yield task_inputs.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
 
-    def plan(self, task, jobs):
+    def plan_task(self, task, jobs):
         """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the
         task's own summary of its grid or restarts."""
         config = task.config
         if self.in_table:
             report = self.table
         else:
-            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.main)
+            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
         return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
                          header=lines.grid_header(config, len(jobs), self.in_table))
 
@@ -55,7 +55,7 @@ class Command:
         """Every run's results gathered (mine: this process's, by their place in plan.jobs); on the first process the
         task's row of the GLUE table chosen, or its grid or restarts summed up."""
         results = collected(plan, mine)
-        if not self.processes.main:
+        if not self.processes.is_main:
             return
         if self.in_table:
             self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
@@ -64,8 +64,8 @@ class Command:
 
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
-        if self.processes.main and self.in_table:
-            glue_row.finish(self.settings, self.rows, absent=self.absent, report=self.table,
+        if self.processes.is_main and self.in_table:
+            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.table,
                         cli=records.recorded_command(self.settings), device=self.where.device)
         return 0
 

@@ -59,13 +59,13 @@ class Plan:
         p = self.where.processes
         return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
 
-    def done_before(self, k):
+    def run_done_before(self, k):
         """Run k's earlier results when it was done before for the same settings (marked skipped, and said so on the
         first process), else None: it is to be trained."""
         earlier = self.earlier.get(k)
         if earlier is None:
             return None
-        if self.where.processes.main:
+        if self.where.processes.is_main:
             self.report.say(skipped_line(earlier))
         return {**earlier, "skipped": True}
 
@@ -75,7 +75,7 @@ class Plan:
 
 
 def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_families.py): how the processes share them,
+    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_inputs.py): how the processes share them,
     the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""
@@ -92,7 +92,7 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     train_rows = len(data.train["input_ids"])
     earlier = {}
     for k in plan.mine():
-        result = done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
+        result = job_done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
         if result:
             earlier[k] = result
     return replace(plan, earlier=earlier)
@@ -106,16 +106,16 @@ def collected(plan, mine):
     mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
     if plan.mode == "runs":
         mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
-        if processes.main:
+        if processes.is_main:
             for k in sorted(mine):
                 if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
                     plan.report.say(skipped_line(mine[k]))
-    return [mine[k] for k in range(len(plan.jobs))] if processes.main else None
+    return [mine[k] for k in range(len(plan.jobs))] if processes.is_main else None
 
 
 # --- the runs done before for the same settings, and no results file of other settings replaced ---
 
-def done_before(config, job, family, train_rows, dtype):
+def job_done_before(config, job, family, train_rows, dtype):
     """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
     --glue-submission), else None."""
     earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))

@@ -39,8 +39,9 @@ def job_of(result):
 
 @dataclass(frozen=True)
 class Config:
-    """What every run of one task shares: the command's Settings (part4/command_line/fine_tune_parser.py; each value
-    there, once) and what is the task's own, made for the task (task_config)."""
+    """What every run of one task shares: the command's Settings (declared in part4/command_line/fine_tune_settings.py,
+    made once by part4/command_line/fine_tune_parser.py; each value there, once) and what is the task's own, made for
+    the task (task_config)."""
     task: str
     command: object                    # the Settings of the command line
     recipe: object                     # the task's Recipe (part4/paper/recipe.py) as this command runs it: the paper's batch

@@ -47,7 +47,7 @@ class TrainingRun:
             for epoch, batch, weight in run.batches():           # the batches left, this process's rows of each
                 ...                                              # the recipe's step
                 run.after_step(epoch, loss)
-        results = run.finish()
+        results = run.final_results()
 
     What it holds: the task's config, family and data (plan.data, part4/run/plan.py TaskData), where it runs (device,
     autocast dtype, the processes that share it), its log (report), its recorded settings and checkpoint, and once
@@ -60,14 +60,14 @@ class TrainingRun:
         path = checkpoint_path(self.config, self.name)
         self.settings = run_settings(self.config, job, family=self.family, train_rows=len(self.data.train["input_ids"]),
                                      dtype=self.dtype, processes=self.processes)
-        main = plan.where.processes.main and self.processes.main
+        main = plan.where.processes.is_main and self.processes.is_main
         self.report = Report(self.name, self.config.command.results_dir, quiet=not main)
         self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device)
         self.computed = computed_on(self.config.command, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
         self.losses, self.stop = [], StopSignals()
 
     @property
-    def fused_adamw(self):
+    def uses_fused_adamw(self):
         """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
         return self.config.command.fused_adamw and has_fused_adamw(self.device)
 
@@ -104,7 +104,7 @@ class TrainingRun:
             fresh = family.kept_head
         else:
             fresh = family.fresh
-        scores = family.format(before) if self.processes.main else ""
+        scores = family.format(before) if self.processes.is_main else ""
         theirs = ""
         if config.task in ARTICLE_BEFORE and init == "pretrained" and not head.kept:
             theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
@@ -159,7 +159,7 @@ class TrainingRun:
             self.checkpoint.reached(self.step)
         stopping, saving = self.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
         if saving:
-            self.save(stopping)
+            self.checkpoint_now(stopping)
         if stopping:
             self.stopped()
 
@@ -168,16 +168,16 @@ class TrainingRun:
         any process received SIGTERM or Ctrl-C? save: a checkpoint now, when stopping, or after a dev evaluation
         before the last (evaluated) once --checkpoint-every has passed since the last checkpoint (or the run's start)
         on the first process's clock."""
-        due = evaluated and self.processes.main and monotonic() - self.saved_at >= self.checkpoint_every
+        due = evaluated and self.processes.is_main and monotonic() - self.saved_at >= self.checkpoint_every
         return stop_or_save(self.stop.received is not None, due, self.processes, self.device)
 
-    def save(self, stopping):
+    def checkpoint_now(self, stopping):
         """The checkpoint of the run as it stands (its log lines with the one that says so), then that line. The clock
         to the next checkpoint starts when it is written."""
         said = self.saved_line(stopping)
         state = {"settings": self.settings, "step": self.step, "curve": self.curve, "before": self.before,
                  "lines": [*self.report.lines, said], "elapsed": time.time() - self.t0}
-        self.checkpoint.save(self.model, self.opt, self.sched, state, losses=self.losses)
+        self.checkpoint.write_checkpoint(self.model, self.opt, self.sched, state, losses=self.losses)
         self.saved_at = monotonic()
         self.report.say(said)
 
@@ -209,7 +209,7 @@ class TrainingRun:
 
     def dev_scores(self):
         """The dev scores of the model as it stands (on the first process only; None on the others)."""
-        if not self.processes.main:
+        if not self.processes.is_main:
             return None
         return self.family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device, dtype=self.dtype)
 
@@ -219,16 +219,16 @@ class TrainingRun:
         scores = self.dev_scores()
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
-        shown = self.family.format(scores) if self.processes.main else ""
+        shown = self.family.format(scores) if self.processes.is_main else ""
         self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
         return point
 
     # --- the end: the FINAL line and the results saved ---
 
-    def finish(self):
+    def final_results(self):
         """The FINAL line (the model at the end of training), the best dev score seen beside it, and the results saved;
         the results on the first of the processes that share the run, None on the others."""
-        if not self.processes.main:
+        if not self.processes.is_main:
             return None
         config, family, job = self.config, self.family, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
@@ -263,7 +263,7 @@ class TrainingRun:
                   "weights": loaded_record(data.checkpoint, data.head) if c.init == "pretrained" else None,
                   "computation": self.computation()}
         if c.save_model:
-            result["saved_model"] = portable(save_model(self.model, data.tok, model_folders(config, [job])[0]))
+            result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0]))
             report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, config.test_dir)
         report.save(result, cli=recorded_command(c, task=config.task), device=self.device)
@@ -280,7 +280,7 @@ def best_seen(curve, family):
     return max(curve, key=lambda c: family.selection(c["dev"]))
 
 
-def save_model(model, tok, path):
+def save_model_folder(model, tok, path):
     """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
     def write(tmp):
         model.save_pretrained(tmp)

@@ -1,7 +1,7 @@
 """The tasks, each in one of the paper's three head families:
 
     families          the three head families (classification, multiple choice, span extraction): encode, loss, score
-    task_families     which family each task is in, and one task's share of a fine-tuning command
+    task_inputs       one task's share of a fine-tuning command (its Config, family, data), and each task's family
     glue_tasks        GLUE's nine tasks: folders, columns, labels, Table 1's metric and number, the test files
     metrics           GLUE's metrics (accuracy, F1, MCC, Pearson, Spearman), a GLUE or SWAG dev set scored
     glue_row          Table 1's GLUE row in one command: the lr chosen on dev, the table beside the paper's

@@ -1,4 +1,4 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_families.py says which
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_inputs.py says which
 task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
@@ -18,15 +18,15 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
 from part4.command_line.errors import not_a_script
-from part4.data.readers import SQUAD_VERSION, read_glue, read_squad_task, read_swag, read_tests
+from part4.data.readers import SQUAD_VERSION, read_glue, read_glue_tests, read_squad_task, read_swag
 from part4.models.hub import file_problem
 from part4.output.lines import fmt, score_parts
 from part4.paper.article_labels import PAPER_SQUAD
-from part4.paper.recipe import MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
+from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
 from part4.tasks.glue_submission import predict_tests
 from part4.tasks.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
-from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, evaluate
+from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics
 
 
 @runtime_checkable
@@ -107,7 +107,7 @@ def segments(enc, rows):
     return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
 
 
-def encode(tok, examples, max_len):
+def encode_glue(tok, examples, max_len):
     """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
     columns = list(zip(*[texts for texts, _ in examples]))
     full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
@@ -135,18 +135,19 @@ class Classification:
     model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
     fresh = "random classifier layer"
     new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the log's words
-    eval_batch_size = 128              # dev inputs per forward pass, unless --eval-batch-size
+    eval_batch_size = EVAL_BATCH_SIZE  # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
+    stride = None                      # no windows: a whole input is cut at max_len (recorded as such)
 
-    def __init__(self, name, max_len, stride=None, eval_batch_size=None):
-        self.name, self.max_len, self.stride = name, max_len, None
+    def __init__(self, name, max_len, eval_batch_size=None):
+        self.name, self.max_len = name, max_len
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.metrics, self.selection_metric, self.model_kwargs = self.head(name)
+        self.metrics, self.selection_metric, self.model_kwargs = self.metrics_and_head(name)
         self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
 
     @staticmethod
-    def head(name):
+    def metrics_and_head(name):
         """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
         task = TASKS[name]
         return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
@@ -161,7 +162,7 @@ class Classification:
         return read_glue(sources)
 
     def encode(self, tok, train, devs):
-        return encode(tok, train, self.max_len), {name: encode(tok, d, self.max_len) for name, d in devs.items()}
+        return encode_glue(tok, train, self.max_len), {name: encode_glue(tok, d, self.max_len) for name, d in devs.items()}
 
     @staticmethod
     def loss(model, batch):
@@ -174,7 +175,7 @@ class Classification:
         return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
 
     def evaluate(self, model, devs, tok, device, dtype):
-        return {name: evaluate(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
+        return {name: dev_metrics(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
                 for name, enc in devs.items()}
 
     @property
@@ -223,7 +224,7 @@ class Classification:
         return glue_references(self.name)
 
     def read_tests(self, sources):
-        return read_tests(sources)
+        return read_glue_tests(sources)
 
     def extra_outputs(self, fit, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
@@ -231,7 +232,7 @@ class Classification:
 
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
-        return {name: {**encode(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
+        return {name: {**encode_glue(tok, [(texts, 0) for _, texts in rows], self.max_len), "index": [i for i, _ in rows]}
                 for name, rows in tests.items()}
 
 
@@ -243,7 +244,7 @@ class MultipleChoice(Classification):
     hub = "allenai/swag"
 
     @staticmethod
-    def head(name):
+    def metrics_and_head(name):
         return ("accuracy",), "accuracy", {}
 
     def read(self, sources):

@@ -106,7 +106,7 @@ def start(table, run, absent, processes):
     if table.submission:
         check_writable_dir(table.submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
-    report = Report(table_name(table), table.results_dir, quiet=not processes.main)
+    report = Report(table_name(table), table.results_dir, quiet=not processes.is_main)
     check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
                        "a table of other settings", recorded=saved_table_settings)
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
@@ -115,7 +115,7 @@ def start(table, run, absent, processes):
     return report
 
 
-def finish(table, rows, absent, report, cli, device):
+def table_written(table, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
     payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table_settings(table)}}
     if table.submission:
@@ -238,7 +238,7 @@ def paper_columns():
     return columns({t: {"dev": TASKS[t].paper_test} for t in AVERAGED})
 
 
-def setting(row, grid):
+def chosen_setting(row, grid):
     """The chosen learning rate ('2e-5'); under --grid a3 with its batch size and epochs ('2e-5/16/4')."""
     return lr_tag(row["lr"]) + (f"/{row['batch_size']}/{row['epochs']}" if grid == "a3" else "")
 
@@ -265,8 +265,8 @@ def table_payload(rows, absent, table, report):
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {setting(row, table.grid):<6} {fmt(row['dev'], '-'):<17} "
-                   f"{fmt(other, '-'):<17} {fmt(majority_dev(row), '-'):<20} "
+        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {chosen_setting(row, table.grid):<6} "
+                   f"{fmt(row['dev'], '-'):<17} {fmt(other, '-'):<17} {fmt(majority_dev(row), '-'):<20} "
                    f"{'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
         out[t] = {"run": True, **{k: v for k, v in row.items() if k != "submitted"},
@@ -311,7 +311,7 @@ def every_setting(rows, table):
     heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {table.seeds} seeds)" if table.seeds
                                                                  else "") + ", * = chosen:")
     return [heading] + [(TASKS[t].folder, METRIC_NAMES[row["metric"]], [
-        f"{setting(s, table.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if table.seeds else "")
+        f"{chosen_setting(s, table.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if table.seeds else "")
         + ("*" + (" (tie: the first of the grid)" if row.get("tie") else "") if s["chosen"] else "")
         for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
 
@@ -359,7 +359,7 @@ def markdown(payload, table):
                          f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {setting(row, table.grid)} | "
+        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {chosen_setting(row, table.grid)} | "
                      f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {fmt(majority_dev(row), '-')} | {paper_test_text(t)} | "
                      f"{row['paper_dev'] or '-'} | {row['hf_dev']} |")
     a = payload["average"]

@@ -83,7 +83,7 @@ def predict_logits(model, enc, device, dtype, batch_size):
     return out
 
 
-def evaluate(model, enc, device, dtype, batch_size, metrics):
+def dev_metrics(model, enc, device, dtype, batch_size, metrics):
     """Dev metrics of a GLUE or SWAG dev set."""
     out = predict_logits(model, enc, device, dtype=dtype, batch_size=batch_size)
     pred = out[:, 0] if out.shape[1] == 1 and "accuracy" not in metrics else out.argmax(-1)

@@ -139,7 +139,7 @@ class Refused(Exception):
     """A file that cannot be scored: one line on stderr, exit code 2."""
 
 
-def read_json(path, what):
+def json_or_refused(path, what):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -152,7 +152,7 @@ def read_json(path, what):
 def read_dev(path):
     """The questions of an official dev file ({id: golds}) and its SQuAD version: 2.0 when its questions carry
     is_impossible, else 1.1."""
-    data = read_json(path, "dev file")
+    data = json_or_refused(path, "dev file")
     try:
         questions = dev_questions(data["data"])
         v2 = any("is_impossible" in qa for article in data["data"] for p in article["paragraphs"] for qa in p["qas"])
@@ -177,7 +177,7 @@ def is_number(value):
 
 def read_answers(path, what, wanted):
     """{id: value} of a predictions file (wanted: is_text) or a no-answer odds file (wanted: is_number)."""
-    values = read_json(path, what)
+    values = json_or_refused(path, what)
     if not isinstance(values, dict):
         raise Refused(f"{path}: the {what} must be a JSON object {{question id: value}}")
     wrong = [qid for qid, v in values.items() if not wanted(v)]
@@ -187,7 +187,7 @@ def read_answers(path, what, wanted):
     return values
 
 
-def missing(questions, values, path, what):
+def refuse_missing(questions, values, path, what):
     """evaluate-v2.0.py stops with a KeyError at a question without a prediction (or odds): one line here."""
     absent = [qid for qid in questions if qid not in values]
     if absent:
@@ -209,7 +209,7 @@ def build_parser():
     return p
 
 
-def scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
+def official_scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
     """The official numbers for the files the command line names."""
     questions, version = read_dev(dev_file)
     predictions = read_answers(predictions_file, "predictions", is_text)
@@ -217,11 +217,11 @@ def scores(dev_file, predictions_file, na_prob_file=None, na_prob_thresh=1.0):
         if na_prob_file:
             raise Refused(f"--na-prob-file: {dev_file} is a SQuAD v1.1 dev file, where every question has an answer")
         return evaluate_v1(questions, predictions)
-    missing(questions, predictions, predictions_file, "prediction")
+    refuse_missing(questions, predictions, predictions_file, "prediction")
     na_probs = None
     if na_prob_file:
         na_probs = read_answers(na_prob_file, "no-answer odds", is_number)
-        missing(questions, na_probs, na_prob_file, "no-answer odds")
+        refuse_missing(questions, na_probs, na_prob_file, "no-answer odds")
     return evaluate_v2(questions, predictions, na_probs, na_prob_thresh)
 
 
@@ -230,7 +230,7 @@ def main(argv=None):
     indented); returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        out = scores(args.dev_file, args.predictions, args.na_prob_file, args.na_prob_thresh)
+        out = official_scores(args.dev_file, args.predictions, args.na_prob_file, args.na_prob_thresh)
     except Refused as e:
         sys.stderr.write(f"error: {e}\n")
         return 2

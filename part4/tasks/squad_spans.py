@@ -15,7 +15,7 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from part4.command_line.errors import Fatal
+from part4.command_line.errors import Fatal, not_a_script
 from part4.data.batches import batches_by_length, collate
 from part4.models.devices import ALONE, autocast, gather
 from part4.models.hub import load_hub_dataset
@@ -228,7 +228,7 @@ def score_windows(model, windows, search, device, processes=ALONE):
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
-                   disable=not processes.main)
+                   disable=not processes.is_main)
         for idx in batches:
             inputs = collate(columns, idx, device)
             passage = inputs.pop("passage")                     # (B, L): the passage's tokens
@@ -351,3 +351,7 @@ def score_v2(examples, answers, taus):
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
 
+
+if __name__ == "__main__":
+    sys.exit(not_a_script("part4/tasks/squad_spans.py",
+                          "python bert_part4_squad.py or python bert_part4_finetune.py squad (each with --help)"))

@@ -23,10 +23,11 @@ class TaskInputs(NamedTuple):
 
 def task_inputs(settings, task, once_per_epoch=()):
     """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
-    family = FAMILIES[task](task, settings.max_len, settings.stride, settings.eval_batch_size)
+    windows = {"stride": settings.stride} if FAMILIES[task] is SpanExtraction else {}     # SQuAD's alone
+    family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
     sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
     return TaskInputs(config=task_config(settings, task, family, once_per_epoch), family=family, sources=sources)
 
 
 if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/task_families.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
+    sys.exit(not_a_script("part4/tasks/task_inputs.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
