@@ -12,9 +12,8 @@ One recipe for every task: AdamW with weight decay 0.01 (none on biases and Laye
 learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
 lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
 ends), gradient clipping at 1.0, dropout 0.1 (the model's config), one fixed seed, batches padded to their own
-longest input. Each training step is computed padding-free by default (every layer but attention on the real tokens only;
-part4/run/packing.py): on the CPU the same run up to float rounding; on CUDA and MPS the dropout masks fall otherwise
-(the same distribution, not the same masks). The settings are the recipe's (part4/paper/recipe.py).
+longest input; each training step computed padding-free by default (--padding-free: its --help says what it is,
+part4/run/packing.py how). The settings are the recipe's (part4/paper/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
 SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to

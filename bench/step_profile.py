@@ -58,7 +58,7 @@ def main(argv=None):
     dtype, fused = autocast_dtype(device, "auto"), has_fused_adamw(device)
     n = args.batch_size * (args.warm_steps + args.steps + 4)
     train = readers.read_split(args.data_dir, args.task, "train")[:n]
-    enc = families.encode(tok, train, 128)
+    enc = families.encode_glue(tok, train, 128)
     batches = epoch_batches(len(train), args.batch_size, 1, 0)[0]
     if len(batches) < args.warm_steps + args.steps + 4:
         sys.exit(f"{len(train)} training rows: too few for {args.warm_steps} + {args.steps} steps of {args.batch_size}")

@@ -267,7 +267,7 @@ def clocked(monkeypatch, kill_at=None):
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
     monkeypatch.setattr(training_run, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, checkpoint_files.Checkpoint.save
+    real_step, real_save = TrainingRun.after_step, checkpoint_files.Checkpoint.write_checkpoint
 
     def after_step(run, epoch, loss):
         now[0] += 1.0

@@ -119,7 +119,7 @@ class Settings:
                                     help="only the first N examples of each dev set (SQuAD: questions)")
 
     # --- how the runs are computed and where they go ---
-    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (runs.computation)
+    padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (TrainingRun.computation)
                                  help="on (the default): each training step runs every layer but attention on the "
                                       "batch's real tokens only, skipping the padding: faster where batches hold much "
                                       "padding. On the CPU it is the same run up to float rounding; on CUDA and MPS the "

@@ -18,6 +18,8 @@ import torch
 import transformers
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
 
+from part4.command_line.errors import not_a_script
+from part4.models.devices import pick_device
 from part4.output.results_files import read_json, write_atomic
 from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
 from part4.reproduction.experiments import Work, length_key, work_key
@@ -29,15 +31,6 @@ WIDTHS = (0.5, 1.0, 1.5)                 # a training step timed at these multip
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
-
-
-def resolved(device):
-    """--device auto as the scripts resolve it: CUDA, then Apple MPS, then the CPU."""
-    if device != "auto":
-        return torch.device(device)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
 
 
 def timed(step, device):
@@ -194,7 +187,7 @@ def one_line(error):
 def calibrate(works, device, cache, say):
     """Measure every unit of works not in the cache, into the cache; {model: why} for the models that could not be
     loaded (their units stay unmeasured). say(line): one line per model measured."""
-    device, problems = resolved(device), {}
+    device, problems = pick_device(device), {}   # --device auto as every script resolves it
     transformers.logging.set_verbosity_error()           # a new head on an encoder is expected here
     transformers.logging.disable_progress_bar()
     for script in dict.fromkeys(w.model for w in works if w.kind == "start"):
@@ -238,4 +231,6 @@ def main(request_path):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:              # started by bert_part4_reproduce.py with its request file, not by hand
+        sys.exit(not_a_script("part4/reproduction/calibration.py", "python bert_part4_reproduce.py --plan (--help)"))
     sys.exit(main(sys.argv[1]))

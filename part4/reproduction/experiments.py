@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from part4.command_line.errors import not_a_script
+from part4.command_line.fine_tune_settings import Settings
 from part4.output.results_files import fingerprint, portable, read_json
 from part4.paper import article
 from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
@@ -265,7 +266,7 @@ class Work:
 
 # The parts of a run its estimate is the sum of, as the plan prints them: each kind of work in one part.
 PARTS = {"start": "start", "load": "start", "train": "steps", "forward": "evals", "checkpoint": "checkpoints"}
-CHECKPOINT_EVERY = 600.0                 # bert_part4_finetune.py --checkpoint-every's default (10m), in seconds
+CHECKPOINT_EVERY = Settings().checkpoint_every   # bert_part4_finetune.py --checkpoint-every's default, in seconds
 
 
 class ByTheClock(int):
