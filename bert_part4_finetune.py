@@ -126,15 +126,16 @@ def planned_runs(config):
             for b, lr, e in points for s in seeds]
 
 
-# --- The command: the runs it plans, this process's share, each run unless its result exists, the summary ---
+# --- The command: the runs it plans, this process's share, each run (a grid's run done before skipped), the summary ---
 
 def main(argv=None):
     command = Command(fine_tune_parser.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
     for task in command.each_task():                # and, with glue, the table beside Table 1 (§4.1)
         plan = command.plan_task(task, planned_runs(task.config))
         results = {}
-        for k in plan.mine():                   # this process's share; a run whose result exists is skipped (said so)
-            results[k] = plan.run_done_before(k) or fine_tune(plan.jobs[k], plan)
+        for k in plan.mine():                   # this process's share of the runs
+            earlier = plan.run_done_before(k)   # a grid's, restarts' or glue's run whose result exists: skipped
+            results[k] = fine_tune(plan.jobs[k], plan) if earlier is None else earlier
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 

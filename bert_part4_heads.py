@@ -21,7 +21,7 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 
 from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import pick_device, run_cli, seed_everything
-from part4.models.folders import loaded_record, not_bert, read_checkpoint, weights_line
+from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import load_model, model_problem
 from part4.output.lines import RANDOM_HEAD, article, rounded
 from part4.output.log import Report, command_line
@@ -224,7 +224,7 @@ def main(argv=None):
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
-    checkpoint = read_checkpoint(args.model)          # its config, weight files and tokenizer, before any line
+    checkpoint = read_model_folder(args.model)          # its config, weight files and tokenizer, before any line
     preflight([not_bert(checkpoint, "the hand-computed heads read BERT's pooler, bert.pooler")])
     models, tok = load_heads(checkpoint, args.seed, device), checkpoint.tokenizer
     report = Report("part4_heads", args.results_dir)

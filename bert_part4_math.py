@@ -33,7 +33,7 @@ import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import pick_device, run_cli, seed_everything
-from part4.models.folders import loaded_record, not_bert, read_checkpoint, weights_line
+from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.hub import file_problem
 from part4.models.loading import load_model, model_problem
 from part4.output.lines import UNTRAINED_HEAD, article, rounded
@@ -448,14 +448,14 @@ NEEDS_BERT = {"--sst2-model": "section 1b reads BERT's pooler, bert.pooler",
 def check_models(models, flow_questions, flow_data):
     """The models ({flag: name}: --sst2-model, --squad-model, --squad2-model), each read for what it holds, and the
     attention flow's data (when it has questions to run), checked before any work; sections 1b and 2 read BERT's own
-    modules, so those two models must be BERTs. Returns ({flag: Checkpoint} of the models that can be used, {input:
+    modules, so those two models must be BERTs. Returns ({flag: ModelFolder} of the models that can be used, {input:
     why not, in one line} of the inputs that cannot)."""
     flow = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
     checkpoints, problems = {}, ({"--flow-data": flow} if flow else {})
     for flag, name in models.items():
         try:
             preflight([model_problem(name, flag)])
-            checkpoint = read_checkpoint(name, flag)
+            checkpoint = read_model_folder(name, flag)
             preflight([flag in NEEDS_BERT and not_bert(checkpoint, NEEDS_BERT[flag])])
             checkpoints[flag] = checkpoint
         except Fatal as e:

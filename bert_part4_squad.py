@@ -31,7 +31,7 @@ from transformers import AutoModelForQuestionAnswering
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
 from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
-from part4.models.folders import loaded_record, read_checkpoints, weights_line
+from part4.models.folders import loaded_record, read_model_folders, weights_line
 from part4.models.hub import file_problem
 from part4.models.loading import check_positions, load_model, model_problem, model_type_note
 from part4.output.lines import article, fmt
@@ -90,7 +90,7 @@ def window_breakdown(per_question):
 
 def load_qa_model(checkpoint, device, max_len, **kwargs):
     """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its checkpoint's own weights and span head, in
-    fp32, with its own tokenizer (read with its folder: read_checkpoint): the span search needs only the start and end
+    fp32, with its own tokenizer (read with its folder: read_model_folder): the span search needs only the start and end
     logits S.T_i and E.T_j, and s_null at the window's first token, where the tokenizer must put its [CLS] (or <s>)
     token."""
     name, flag = checkpoint.name, checkpoint.flag
@@ -286,13 +286,13 @@ def write_json(folder, name, obj):
 
 def check_every_input(results_dir, only, models, data, limit):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
-    read_checkpoint) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
+    read_model_folder) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
     `limit` dev questions of each part (None if not run) and {part: its model, read}."""
     check_writable_dir(results_dir, "--results-dir")
     used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
     preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
-    checkpoints = read_checkpoints({f"--{v}-model": models[v] for v in used})
+    checkpoints = read_model_folders({f"--{v}-model": models[v] for v in used})
     examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
     return examples, {v: checkpoints[f"--{v}-model"] for v in used}
 

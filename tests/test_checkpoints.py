@@ -867,7 +867,7 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
     assert folders.model_folder("someone/tiny-bert") == snapshot
-    line = folders.weights_line(folders.read_checkpoint("someone/tiny-bert"))
+    line = folders.weights_line(folders.read_model_folder("someone/tiny-bert"))
     assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))
     out = tmp_path / "r"

@@ -140,7 +140,7 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     settings = fine_tune_parser.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
     jobs = ft.planned_runs(task_inputs.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
-    assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
+    assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
 
 
@@ -300,7 +300,7 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     with open(path) as f:
         saved = json.load(f)
     settings = fine_tune_parser.parse(saved["run"]["argv"][1:])
-    once = glue_row.ONCE_PER_EPOCH if settings.task == "glue" else ()
+    once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
     config, family, _ = task_inputs.task_inputs(settings, saved["task"], once)
     job = next(j for j in ft.planned_runs(config) if records.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast

@@ -151,9 +151,9 @@ def test_the_article_final_line_and_its_repeat():
         "   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
         "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
     assert "0.8701 (355/408)" in article_labels.article_final("mrpc", 5e-5) and article_labels.article_final("rte", 2e-5) == ""
-    assert recipe.grid_size("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} "
-                                  "= 2 x 3 x 3 = 18 runs")
-    assert recipe.grid_size("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
+    assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
+                                                    "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
+    assert recipe.grid_description("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
 
 
 def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny_bert_dir, tmp_path):

@@ -10,7 +10,7 @@ from part4.command_line.declarations import check_given, given_or_default, parse
 from part4.command_line.errors import Fatal, not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.command_line.shared_settings import check_windows
-from part4.paper.recipe import GLUE_TASKS, RECIPES, lr_tag
+from part4.paper.recipe import GLUE_RECIPE, GLUE_TASKS, RECIPES, lr_tag
 
 ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
 SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE and SWAG read --data-dir
@@ -99,7 +99,7 @@ def parse(argv):
     a = build_parser().parse_intermixed_args(argv)
     task = task_name(a.task)
     check_flags(a, task)
-    recipe = RECIPES.get(task, RECIPES[GLUE_TASKS[0]])       # the glue command: GLUE's recipe
+    recipe = RECIPES.get(task, GLUE_RECIPE)                  # the glue command: GLUE's recipe
     values = given_or_default(vars(a), Settings, recipe)
     if task in DATA_FLAGS:
         check_windows(values["max_len"], values["stride"])

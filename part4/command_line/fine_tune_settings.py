@@ -20,7 +20,7 @@ from part4.command_line.declarations import (
 from part4.command_line.errors import not_a_script
 from part4.command_line.shared_settings import paper_defaults, shared
 from part4.paper.article import PAPER_OPTIMISER
-from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
+from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GLUE_RECIPE, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
 CUDA_PAD_MULTIPLE = 8     # --pad-to-multiple-of on CUDA by default: the widths tensor cores tile by (bf16)
 
@@ -106,7 +106,7 @@ class Settings:
                         help=f"glue: lr {grid_lrs('glue')} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
                              "setting with every seed")
     evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (part4/paper/recipe.py's evaluations)
-                         help=f"dev evaluations during training (default: GLUE {RECIPES['cola'].evals}, as the article, "
+                         help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article, "
                               "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
                               f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
                               "preamble says how often)")

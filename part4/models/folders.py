@@ -35,8 +35,8 @@ PROBE = "BERT stands for Bidirectional Encoder Representations from Transformers
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """A model as read_checkpoint found it, before any weight is loaded: its config and tokenizer, and what the log
+class ModelFolder:
+    """A model as read_model_folder found it, before any weight is loaded: its config and tokenizer, and what the log
     says of it beside its weight files (notes: a warning, e.g. a tokenizer that lower-cases a cased vocabulary)."""
     name: str
     flag: str
@@ -52,7 +52,7 @@ class Weights:
     saved_in: str                       # "fp32", "bf16", ...; several: "bf16, fp32"
 
 
-def read_checkpoint(name, flag="--model", weights=True):
+def read_model_folder(name, flag="--model", weights=True):
     """A model read for what it holds, before any work and without loading a weight: its config (a key that changes the
     computation but that the installed transformers no longer reads is refused), its weight files, each read whole
     (weights=False for --init random, which loads none), and its tokenizer (refused without its files, with ids or
@@ -65,15 +65,15 @@ def read_checkpoint(name, flag="--model", weights=True):
     problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)),
                 *tokenizer_problems(tok, config), casing, folder and stand_in_problem(folder)]
     preflight([f"{flag} {name}: {p}" for p in problems if p])
-    return Checkpoint(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
+    return ModelFolder(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
 
 
-def read_checkpoints(models, weights=True):
-    """read_checkpoint of every model of a command ({flag: name}), the refusals of all of them said at once."""
+def read_model_folders(models, weights=True):
+    """read_model_folder of every model of a command ({flag: name}), the refusals of all of them said at once."""
     found, problems = {}, []
     for flag, name in models.items():
         try:
-            found[flag] = read_checkpoint(name, flag, weights)
+            found[flag] = read_model_folder(name, flag, weights)
         except Fatal as e:
             problems.append(str(e))
     preflight(problems)

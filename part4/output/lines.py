@@ -13,7 +13,7 @@ from part4.models.loading import model_type_note
 from part4.output.results_files import portable
 from part4.paper.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
 from part4.paper.article_labels import ARTICLE_FINAL, article_final
-from part4.paper.recipe import eval_every, grid_size, lr_tag
+from part4.paper.recipe import eval_every, grid_description, lr_tag
 from part4.run.packing import padding_free_problem
 from part4.run.records import by_setting, job_of, mean_and_std, save_summary
 from part4.tasks.glue_tasks import TASKS
@@ -79,13 +79,13 @@ def preamble(config, run, *, steps, warm, every, how):
 def weights_lines(config, run):
     """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
     loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
-    gave when it was read (read_checkpoint, part4/models/folders.py)."""
-    checkpoint, head, family = run.data.checkpoint, run.data.head, run.family
+    gave when it was read (read_model_folder, part4/models/folders.py)."""
+    folder, head, family = run.data.model_folder, run.data.head, run.family
     lines = []
     if config.command.init == "pretrained":
         said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
-        lines.append(weights_line(checkpoint, said))
-    return lines + list(checkpoint.notes)
+        lines.append(weights_line(folder, said))
+    return lines + list(folder.notes)
 
 
 def computed(config, run, job, how):
@@ -185,7 +185,7 @@ def grid_header(config, n_runs, in_table):
     c = config.command
     if not c.grid:
         return []
-    return [(f"{config.task}: " if in_table else "") + grid_size(c.grid, c.batch_size, c.epochs)
+    return [(f"{config.task}: " if in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
             + (f", x {c.seeds} seeds = {n_runs} runs" if c.seeds else "")]
 
 

@@ -37,6 +37,8 @@ RECIPES = {**{name: GLUE_RECIPE for name in GLUE_TASKS},                        
            "squad": Recipe(lr=5e-5, batch_size=32, epochs=3, max_len=MAX_LEN),                 # §4.2
            "squad_v2": Recipe(lr=5e-5, batch_size=48, epochs=2, max_len=MAX_LEN),              # §4.3
            "swag": Recipe(lr=2e-5, batch_size=16, epochs=3, max_len=128)}                      # §4.4
+ONCE_PER_EPOCH = ("mnli", "qqp")   # the glue command evaluates these once per epoch: dev sets of 9,815 + 9,832 and
+                                  # 40,430 pairs, ~30 evaluations would cost 20-40% of the run
 GRIDS = {"glue": {"lr": (5e-5, 4e-5, 3e-5, 2e-5)},                        # §4.1: the lr, at the batch size and epochs given
          "a3": {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}}   # A.3: the whole product
 GRID_SOURCES = {"glue": "paper §4.1", "a3": "paper A.3"}
@@ -71,7 +73,7 @@ def grid_settings(name, batch_size, epochs):
     return [(b, lr, e) for b in axes["batch_size"] for lr in axes["lr"] for e in axes["epochs"]]
 
 
-def grid_size(name, batch_size, epochs):
+def grid_description(name, batch_size, epochs):
     """grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} = 2 x 3 x 3 = 18 runs"""
     axes = GRIDS[name]
     named = [(label, [lr_tag(v) if key == "lr" else str(v) for v in axes[key]])

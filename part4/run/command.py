@@ -7,6 +7,7 @@ from part4.command_line.errors import not_a_script
 from part4.models.devices import autocast_dtype, start_processes
 from part4.output import lines
 from part4.output.log import Report
+from part4.paper.recipe import ONCE_PER_EPOCH
 from part4.run import records
 from part4.run.plan import collected, plan_runs
 from part4.run.records import Where
@@ -38,7 +39,7 @@ class Command:
     def each_task(self):
         """Each task's inputs (its Config, family and data sources), in the command's order."""
         for name in self.to_run:
-            yield task_inputs.task_inputs(self.settings, name, glue_row.ONCE_PER_EPOCH if self.in_table else ())
+            yield task_inputs.task_inputs(self.settings, name, ONCE_PER_EPOCH if self.in_table else ())
 
     def plan_task(self, task, jobs):
         """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the

@@ -11,7 +11,7 @@ from functools import partial
 from part4.command_line.errors import Fatal, not_a_script, preflight
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.devices import ALONE, all_agree, gather
-from part4.models.folders import read_checkpoint
+from part4.models.folders import read_model_folder
 from part4.models.loading import check_positions, load_model, model_problem
 from part4.output.lines import skipped_line, split_line
 from part4.output.log import Report
@@ -24,8 +24,8 @@ class TaskData:
     """A task's data, read, cut and tokenised once for every run of the command (prepare)."""
     train: dict                        # the training set encoded: {"input_ids": [...], ...} (its family's encode)
     devs: dict                         # {dev set name: its encoded examples}
-    tok: object                        # the checkpoint's tokenizer
-    checkpoint: object                 # the model folder read (part4/models/folders.py read_checkpoint)
+    tok: object                        # the model folder's tokenizer
+    model_folder: object               # the model folder read (part4/models/folders.py read_model_folder)
     head: object                       # the task head every run gets (--head); None with --init random
     n_train: int                       # training examples used (after --max-train-examples)
     n_train_all: int                   # training examples in the data
@@ -155,8 +155,8 @@ def prepare(config, family, sources, jobs, dtype):
     for folder in model_folders(config, jobs):
         check_model_target(folder, "--save-model")
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
-    checkpoint = read_checkpoint(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
-    check_positions(family.max_len, checkpoint.config)
+    model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
+    check_positions(family.max_len, model_folder.config)
     head = checked_head(config, family)
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
@@ -164,21 +164,21 @@ def prepare(config, family, sources, jobs, dtype):
     if not train or not all(devs.values()):
         raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
-    tok = checkpoint.tokenizer
+    tok = model_folder.tokenizer
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
     check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
-    return TaskData(train=enc_train, devs=enc_devs, tok=tok, checkpoint=checkpoint, head=head,
+    return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder, head=head,
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
 
 
 def checked_head(config, family):
-    """The checkpoint's weights loaded once before any work (then let go), so that its loading report and its task
-    head (--head) are refused before the first line, not at the start of a later run: the Head every run of the task
-    gets. None for --init random, which reads no weights."""
+    """The model's weights loaded before any work, once per task, then let go (each run loads them again for its own
+    model), so that its loading report and its task head (--head) are refused before the first line, not at the start
+    of a later run: the Head every run of the task records. None for --init random, which reads no weights."""
     c = config.command
     if c.init != "pretrained":
         return None

@@ -260,7 +260,7 @@ class TrainingRun:
                   "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
                   "train_examples": data.n_train, "train_rows": len(data.train["input_ids"]),
                   **family.summary(data.train), "settings": self.settings,
-                  "weights": loaded_record(data.checkpoint, data.head) if c.init == "pretrained" else None,
+                  "weights": loaded_record(data.model_folder, data.head) if c.init == "pretrained" else None,
                   "computation": self.computation()}
         if c.save_model:
             result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0]))

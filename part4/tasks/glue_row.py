@@ -40,7 +40,6 @@ from part4.tasks.glue_submission import write_submission
 from part4.tasks.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
 
-ONCE_PER_EPOCH = ("mnli", "qqp")     # dev sets of 9,815 + 9,832 and 40,430 pairs: ~30 evaluations would cost 20-40%
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
 
 
