@@ -84,18 +84,18 @@ def fine_tune(job, plan):
     the loop over the batches of every epoch, each step clipped. What the paper does not say (the log, this process's
     share of a batch, the dev scores, checkpoints) is the run's (part4/run/training_run.py). Returns the run's results (None on
     the processes other than the first of those that share it)."""
-    c, device, family = plan.config.command, plan.where.device, plan.family
+    settings, device, family = plan.config.settings, plan.where.device, plan.family
     run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
     seed_everything(job.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
-    model = new_model(family, c.model, c.init, c.head).to(device)
-    model = make_padding_free(model) if c.padding_free else model   # real tokens only: on the CPU the same run
+    model = new_model(family, settings.model, settings.init, settings.head).to(device)
+    model = make_padding_free(model) if settings.padding_free else model    # real tokens only (--padding-free)
     model.train()
     train = plan.data.train["input_ids"]
-    opt = torch.optim.AdamW(decay_groups(model, c.weight_decay), lr=job.lr,     # no decay on biases and LayerNorm
-                            fused=run.uses_fused_adamw)                              # the fused kernel, where torch has one
+    opt = torch.optim.AdamW(decay_groups(model, settings.weight_decay), lr=job.lr,  # no decay on biases and LayerNorm
+                            fused=run.uses_fused_adamw)                     # the fused kernel, where torch has one
     steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
-    warm = int(c.warmup * steps)                                    # warmup, then linear decay
+    warm = int(settings.warmup * steps)                             # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)  # the model DDP-wrapped under torchrun
@@ -104,12 +104,12 @@ def fine_tune(job, plan):
             with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
                 loss = family.loss(net, batch) * weight             # model(input_ids=ids, ..., labels=y).loss; SQuAD: S, E
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), c.clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
             opt.step()
             sched.step()
             opt.zero_grad()
             run.after_step(epoch, loss.detach())                    # dev scores every few steps, checkpoints
-    return run.final_results()                                             # the FINAL line, the results written
+    return run.final_results()                                      # the FINAL line, the results written
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
@@ -118,7 +118,7 @@ def planned_runs(config):
     """The Job of every run this command asks of a task: each setting of the grid (grid glue: its learning rates at
     the batch size and epochs given, the task's recipe's by default: GLUE's 32 and 3), or the one given, with each seed; each with
     its count of dev evaluations (--evals, else the task's recipe: GLUE's 30, else once per epoch)."""
-    settings = config.command
+    settings = config.settings
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
     points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])

@@ -123,11 +123,11 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
     mnli, _, _ = task_inputs.task_inputs(settings, "mnli", ("mnli",))
     rte, _, sources = task_inputs.task_inputs(settings, "rte", ("mnli",))
-    assert mnli.command is settings and rte.command is settings
+    assert mnli.settings is settings and rte.settings is settings
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
-    assert {f.name for f in dataclasses.fields(records.Config)} == {"task", "command", "recipe", "grouped", "test_dir"}
+    assert {f.name for f in dataclasses.fields(records.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
     defaults = fine_tune_parser.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 

@@ -166,7 +166,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Report("x", str(tmp_path), quiet=True)
-        config = SimpleNamespace(task=task, command=SimpleNamespace(grid="glue", seeds=None))
+        config = SimpleNamespace(task=task, settings=SimpleNamespace(grid="glue", seeds=None))
         ranked = lines.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]

@@ -201,7 +201,7 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
-        config = SimpleNamespace(task="sst2", command=SimpleNamespace(grid="glue", seeds=None))
+        config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
         lines.grid_table(config, family, [result], report, labels=lines.article_labels("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)

@@ -63,7 +63,7 @@ def preamble(config, run, *, steps, warm, every, how):
     """The derived quantities a run (part4/run/training_run.py TrainingRun) prints before it trains: data, inputs cut,
     steps, warmup, how it is computed (how: its computation, as its results record it), and what a cut run leaves
     out (every: the steps between two dev evaluations)."""
-    c, data, processes, device, job = config.command, run.data, run.processes, run.device, run.job
+    c, data, processes, device, job = config.settings, run.data, run.processes, run.device, run.job
     lines = [f"task {config.task}: {data.n_train} training examples, "
              + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs)
              + f", device {device.type}"
@@ -82,7 +82,7 @@ def weights_lines(config, run):
     gave when it was read (read_model_folder, part4/models/folders.py)."""
     folder, head, family = run.data.model_folder, run.data.head, run.family
     lines = []
-    if config.command.init == "pretrained":
+    if config.settings.init == "pretrained":
         said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
         lines.append(weights_line(folder, said))
     return lines + list(folder.notes)
@@ -91,7 +91,7 @@ def weights_lines(config, run):
 def computed(config, run, job, how):
     """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
     do not compute trains padded, and the first line says why."""
-    c, model, packed = config.command, run.model.config, how["padding_free_steps"]
+    c, model, packed = config.settings, run.model.config, how["padding_free_steps"]
     padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
     fused = " fused" if how["fused_adamw"] else ""
     why = [f"padded steps, not padding-free: {padding_free_problem(run.model)}"] if c.padding_free and not packed else []
@@ -120,7 +120,7 @@ def kernels(settings, how, device):
 def cut_lines(config, data, *, steps, every, job):
     """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
     not the recipe's."""
-    c = config.command
+    c = config.settings
     cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
            + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
     flags = [flag for flag, n in c.cuts.items() if n]
@@ -164,7 +164,7 @@ def grid_table(config, family, results, report, labels=None):
     """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
     CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
     {run name: the article's number for its setting} where there is one."""
-    name, task, seeds = config.command.grid, config.task, config.command.seeds
+    name, task, seeds = config.settings.grid, config.task, config.settings.seeds
     if seeds:
         report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
                    f"(paper, BERT-large: the best of several restarts on dev):")
@@ -182,7 +182,7 @@ def grid_table(config, family, results, report, labels=None):
 
 def grid_header(config, n_runs, in_table):
     """'rte: grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs' (no line without --grid)."""
-    c = config.command
+    c = config.settings
     if not c.grid:
         return []
     return [(f"{config.task}: " if in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
@@ -228,7 +228,7 @@ def article_labels(task, results, init):
 def summarise(config, family, results, *, report, device):
     """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
     the article's number beside a run in its setting."""
-    c = config.command
+    c = config.settings
     labels = article_labels(config.task, results, c.init)
     payload = (grid_table(config, family, results, report, labels=labels) if c.grid
                else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))

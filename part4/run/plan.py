@@ -80,10 +80,10 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""
     config, family, processes = task.config, task.family, where.processes
-    mode = work_split(config.command.parallel, config.command.many, processes, [job.batch_size for job in jobs])
+    mode = work_split(config.settings.parallel, config.settings.many, processes, [job.batch_size for job in jobs])
     data = all_agree(processes, partial(prepare, config, family, task.sources, jobs=jobs, dtype=where.dtype))
     if summary:
-        check_not_replaced(os.path.join(config.command.results_dir, report.name + ".json"),
+        check_not_replaced(os.path.join(config.settings.results_dir, report.name + ".json"),
                            {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
                            recorded=summarised_runs)
     for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
@@ -130,7 +130,7 @@ def reusable(config, job, settings):
     """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
     The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
     uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
-    if not config.command.reuse:
+    if not config.settings.reuse:
         return None
     return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
 
@@ -150,7 +150,7 @@ def prepare(config, family, sources, jobs, dtype):
     data, the window length, results of other settings in the way), then read the data, cut it (--max-train-examples,
     --max-dev-examples) and tokenise it once, for every run of this invocation. What a cut run leaves out is kept as
     counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
-    c = config.command
+    c = config.settings
     check_writable_dir(c.results_dir, "--results-dir")
     for folder in model_folders(config, jobs):
         check_model_target(folder, "--save-model")
@@ -179,7 +179,7 @@ def checked_head(config, family):
     """The model's weights loaded before any work, once per task, then let go (each run loads them again for its own
     model), so that its loading report and its task head (--head) are refused before the first line, not at the start
     of a later run: the Head every run of the task records. None for --init random, which reads no weights."""
-    c = config.command
+    c = config.settings
     if c.init != "pretrained":
         return None
     return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]

@@ -43,7 +43,7 @@ class Config:
     made once by part4/command_line/fine_tune_parser.py; each value there, once) and what is the task's own, made for
     the task (task_config)."""
     task: str
-    command: object                    # the Settings of the command line
+    settings: object                   # the Settings of the command line
     recipe: object                     # the task's Recipe (part4/paper/recipe.py) as this command runs it: the paper's batch
     #                                    size and epochs; the glue command evaluates MNLI and QQP once per epoch
     grouped: bool                      # training batches grouped by length
@@ -54,7 +54,7 @@ def task_config(settings, task, family, once_per_epoch=()):
     """A task's Config from the command's Settings: the task's recipe (evaluated once per epoch for the tasks in
     once_per_epoch: the glue command's MNLI and QQP); --group-by-length, else the family's."""
     recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
-    return Config(task=task, command=settings, recipe=recipe,
+    return Config(task=task, settings=settings, recipe=recipe,
                   grouped=family.grouped if settings.grouped is None else settings.grouped,
                   test_dir=runs_folder(settings.submission))
 
@@ -106,7 +106,7 @@ def unless_paper(value, paper):
 def run_name(config, job):
     """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
     paper's for the task, the seed with --seeds or when it is not 0."""
-    c = config.command
+    c = config.settings
     return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
                                             epochs=unless_paper(job.epochs, config.recipe.epochs),
                                             seed=job.seed if (c.seeds or job.seed != 0) else None,
@@ -121,14 +121,14 @@ def run_settings(config, job, family, train_rows, dtype, processes):
     only: that is recorded with the results (computation), so results of either way stay valid."""
     ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
            "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
-    return {**recorded(config.command, RUN, portable), **ran, "grouped": config.grouped,
+    return {**recorded(config.settings, RUN, portable), **ran, "grouped": config.grouped,
             "dev_evaluations": job.evals, "train_rows": train_rows, "processes": processes.world}
 
 
 def summary_name(config, job):
     """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
     the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
-    c = config.command
+    c = config.settings
     if c.grid:
         return file_name(config.task, NameParts(grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag))
     return file_name(config.task, NameParts(lr=job.lr, batch=unless_paper(job.batch_size, config.recipe.batch_size),
@@ -142,19 +142,19 @@ def summarised_runs(saved):
 
 
 def checkpoint_path(config, name):
-    return os.path.join(config.command.results_dir, name + ".checkpoint")
+    return os.path.join(config.settings.results_dir, name + ".checkpoint")
 
 
 def results_path(config, job):
-    return os.path.join(config.command.results_dir, run_name(config, job) + ".json")
+    return os.path.join(config.settings.results_dir, run_name(config, job) + ".json")
 
 
 def model_folders(config, jobs):
     """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
-    folder = config.command.save_model
+    folder = config.settings.save_model
     if not folder:
         return []
-    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.command.reuse else [folder]
+    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.settings.reuse else [folder]
 
 
 # --- the command line a results file records; the summaries of seeds and grids ---
@@ -180,7 +180,7 @@ def mean_and_std(values):
 
 def save_summary(report, config, payload, device):
     """The summary of --seeds or --grid, as its own results file beside the runs'."""
-    c = config.command
+    c = config.settings
     report.save({"task": config.task, "model": portable(c.model), **payload},
                 cli=recorded_command(c, task=config.task), device=device)
 

@@ -61,21 +61,21 @@ class TrainingRun:
         self.settings = run_settings(self.config, job, family=self.family, train_rows=len(self.data.train["input_ids"]),
                                      dtype=self.dtype, processes=self.processes)
         main = plan.where.processes.is_main and self.processes.is_main
-        self.report = Report(self.name, self.config.command.results_dir, quiet=not main)
+        self.report = Report(self.name, self.config.settings.results_dir, quiet=not main)
         self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device)
-        self.computed = computed_on(self.config.command, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
+        self.computed = computed_on(self.config.settings, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
         self.losses, self.stop = [], StopSignals()
 
     @property
     def uses_fused_adamw(self):
         """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
-        return self.config.command.fused_adamw and has_fused_adamw(self.device)
+        return self.config.settings.fused_adamw and has_fused_adamw(self.device)
 
     def begin_or_resume(self, model, opt, sched, *, steps, warm):
         """The run from its checkpoint when one was saved (the model, optimiser and schedule loaded; its log lines said
         again), else from step 0: the preamble, then the dev score of the untrained head. Returns the model each step
         trains through: itself alone, DistributedDataParallel under torchrun."""
-        c, data = self.config.command, self.data
+        c, data = self.config.settings, self.data
         self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
         self.every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
@@ -97,7 +97,7 @@ class TrainingRun:
         for line in preamble + self.checkpoint.started_over(self.steps):
             self.report.say(line)
         before = self.dev_scores()
-        init = config.command.init
+        init = config.settings.init
         if init == "random":
             fresh = "every weight random, --init random"
         elif head.kept:
@@ -233,7 +233,7 @@ class TrainingRun:
         config, family, job = self.config, self.family, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
         self.report.say(lines.final_line(config.task, family, job, final=final, seconds=seconds,
-                                         init=config.command.init))
+                                         init=config.settings.init))
         for line in lines.best_seen_line(best_seen(self.curve, family), final, family):
             self.report.say(line)
         return self.save_results(seconds, final)
@@ -253,7 +253,7 @@ class TrainingRun:
         extra_outputs: GLUE's test-set predictions with --glue-submission), the checkpoint removed and the learning
         curve drawn. Returns the results."""
         config, job, data, family, report = self.config, self.job, self.data, self.family, self.report
-        c, curve, best = config.command, self.curve, best_seen(self.curve, family)
+        c, curve, best = config.settings, self.curve, best_seen(self.curve, family)
         result = {"name": report.name, "task": config.task, "model": portable(c.model), "lr": job.lr,
                   "batch_size": job.batch_size, "epochs": job.epochs, "steps": self.steps, "warmup_steps": self.warm,
                   "seed": job.seed, "device": str(self.device), "before": self.before, "final": final, "curve": curve,

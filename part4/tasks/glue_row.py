@@ -202,8 +202,8 @@ def choose(results, family, config, data=None):
 def other_init(config, family, runs):
     """The same setting's dev score from the other initialisation (random weights beside pre-trained ones, or the
     reverse), where its runs exist for the same settings; None where they do not."""
-    init = "pretrained" if config.command.init == "random" else "random"
-    other = dataclasses.replace(config, command=dataclasses.replace(config.command, init=init))
+    init = "pretrained" if config.settings.init == "random" else "random"
+    other = dataclasses.replace(config, settings=dataclasses.replace(config.settings, init=init))
     found = []
     for r in runs:
         settings = {**as_recorded_now(r["settings"]), "init": init}
