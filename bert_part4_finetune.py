@@ -15,11 +15,9 @@ ends), gradient clipping at 1.0, dropout 0.1 (the model's config), one fixed see
 longest input; each training step computed padding-free by default (--padding-free: its --help says what it is,
 part4/run/packing.py how). The settings are the recipe's (part4/paper/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
-its metric. Batch size and epochs default to the paper's for each task (GLUE 32 / 3, SQuAD v1.1 32 / 3,
-SQuAD v2.0 48 / 2, SWAG 16 / 3), the learning rate to the paper's for SQuAD (5e-5) and SWAG (2e-5) and to
-the article's 2e-5 for GLUE (paper: the best of 5e-5..2e-5 on dev; the glue command chooses so). A run evaluates
-on dev about 30 times (GLUE, as the article) or once per epoch; a run cut by --max-train-examples no more often
-than every CUT_EVAL_EVERY steps (part4/paper/recipe.py; its preamble says so). Each run writes
+its metric. Batch size, epochs and learning rate default to the paper's for each task, GLUE's learning rate to
+the article's (paper: the best of its grid on dev; the glue command chooses so), and a run evaluates on dev as often
+as the recipe says: each default is in --help and part4/paper/recipe.py, and the run's preamble says what it took. Each run writes
 results/part4_<task>_lr<lr>.{log,json} (with _bs, _ep, _seed, _random-init or a --run-tag where those are not the
 paper's).
 """
@@ -98,7 +96,7 @@ def fine_tune(job, plan):
     warm = int(settings.warmup * steps)                             # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)  # the model DDP-wrapped under torchrun
+    net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)  # from its checkpoint if any; DDP under torchrun
     with run:                                                       # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
         for epoch, batch, weight in run.batches():                  # the article's batches(train): every weight trained
             with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
