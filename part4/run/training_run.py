@@ -78,7 +78,7 @@ class TrainingRun:
         c, data = self.config.settings, self.data
         self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
-        self.every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
+        self.eval_every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
         if loaded is None:
@@ -92,7 +92,7 @@ class TrainingRun:
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
         config, family, head = self.config, self.family, self.data.head
-        preamble = lines.preamble(config, self, steps=self.steps, warm=self.warm, every=self.every,
+        preamble = lines.preamble(config, self, steps=self.steps, warm=self.warm, every=self.eval_every,
                                   how=self.computation())
         for line in preamble + self.checkpoint.started_over(self.steps):
             self.report.say(line)
@@ -154,10 +154,10 @@ class TrainingRun:
         self.losses.append(loss / self.processes.world)
         self.step += 1
         self.bar.update()
-        if self.step % self.every == 0 or self.step == self.steps:
+        if self.step % self.eval_every == 0 or self.step == self.steps:
             self.curve.append(self.evaluation(epoch))
             self.checkpoint.reached(self.step)
-        stopping, saving = self.decide(evaluated=self.step % self.every == 0 and self.step < self.steps)
+        stopping, saving = self.decide(evaluated=self.step % self.eval_every == 0 and self.step < self.steps)
         if saving:
             self.checkpoint_now(stopping)
         if stopping:
