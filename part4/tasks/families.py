@@ -95,7 +95,7 @@ class Family(Protocol):
     def references(self):
         """The published numbers the FINAL line prints beside ours, each labelled."""
 
-    def extra_outputs(self, fit, test_dir):
+    def extra_outputs(self, run, test_dir):
         """What a run writes beyond its scores, as results entries (GLUE: its test predictions, with test_dir)."""
 
 
@@ -226,9 +226,9 @@ class Classification:
     def read_tests(self, sources):
         return read_glue_tests(sources)
 
-    def extra_outputs(self, fit, test_dir):
+    def extra_outputs(self, run, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
-        return {"test_predictions": predict_tests(fit, test_dir)} if test_dir else {}
+        return {"test_predictions": predict_tests(run, test_dir)} if test_dir else {}
 
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
@@ -380,7 +380,7 @@ class SpanExtraction:
                     f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
         return line
 
-    def extra_outputs(self, fit, test_dir):
+    def extra_outputs(self, run, test_dir):
         return {}
 
     def read_tests(self, sources):

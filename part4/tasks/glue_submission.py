@@ -18,21 +18,21 @@ from part4.tasks.metrics import predict_logits
 MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
 
 
-def predict_tests(fit, test_dir):
+def predict_tests(run, test_dir):
     """The run's predictions on its task's test sets, written as the GLUE server takes them into
     test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
     as the paper's submission. Returns the files, relative to test_dir."""
-    task, family = TASKS[fit.family.name], fit.family
-    majority = fit.data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
+    task, family = TASKS[run.family.name], run.family
+    majority = run.data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
-    for server_file, enc in fit.data.tests.items():
-        out = predict_logits(fit.model, enc, fit.device, dtype=fit.dtype, batch_size=family.eval_batch_size)
+    for server_file, enc in run.data.tests.items():
+        out = predict_logits(run.model, enc, run.device, dtype=run.dtype, batch_size=family.eval_batch_size)
         labels = prediction_strings(out, task, majority)
-        path = os.path.join(test_dir, fit.report.name, server_file)
+        path = os.path.join(test_dir, run.report.name, server_file)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, submission_text(enc["index"], labels))
         files.append(os.path.relpath(path, test_dir))
-        fit.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
+        run.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
                        + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
                           f"paper's WNLI submission; not the model)" if majority is not None else ""))
     return files
