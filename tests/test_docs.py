@@ -200,3 +200,15 @@ def test_the_list_check_reads_the_indented_names(tmp_path):
     init.write_text('"""Things:\n\n    alpha   one thing\n    beta_2  another, whose line goes on\n'
                     '            beneath it\n\nRun    this, a sentence."""\n')
     assert listed(str(init)) == ["alpha", "beta_2"]
+
+
+def test_the_versions_tested_are_the_runs_own_record_not_typed():
+    with open(os.path.join(ROOT, "docs", "install.md"), encoding="utf-8") as f:
+        install = f.read()
+    assert "[versions_tested.md](versions_tested.md)" in install
+    assert not re.search(r"\|\s*\d+ passed", install)                  # no count typed in a table of install.md
+    with open(os.path.join(ROOT, "docs", "versions_tested.md"), encoding="utf-8") as f:
+        record = f.read()                                               # written by .ci/versions itself
+    assert record.startswith("# The versions tested, as `bash .ci/versions` last ran\n")
+    rows = [line for line in record.splitlines() if line.startswith("| floor |") or line.startswith("| newest |")]
+    assert rows and all(re.search(r"\| (\d+ failed, )?\d+ passed in ", row) for row in rows)
