@@ -23,6 +23,7 @@ if __name__ == "__main__":       # --help and a refused flag are answered before
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -521,55 +522,80 @@ def not_run_error(problems, not_run, path):
     return f"{count}{said}; {path} holds the toys and every section that ran, and marks the others (not_run)"
 
 
+@dataclass
+class Models:
+    """The models the sections that need one read, as main prepared them: where they run, each model folder read,
+    those loaded, the inputs that cannot be used and the sections they stop, the flow's dev questions, the tau."""
+    device: object
+    folders: dict
+    loaded: dict
+    problems: dict
+    not_run: dict
+    flow_examples: list
+    chosen: tuple
+
+
+def prepared_models(args, report):
+    """Every model and input read before any section runs; a refused one stops its own sections only, said here."""
+    device = pick_device(args.device)
+    folders, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
+                                      "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
+    seed_everything(0)
+    flow_examples = (squad_spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
+                     if args.flow_questions and "--flow-data" not in problems else [])
+    chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)           # (tau, where it comes from)
+    loaded = load_models(folders, problems, device)
+    not_run = parts_not_run(problems)
+    for line in loaded_model_lines(folders, loaded) + not_run_lines(not_run):
+        report.say(line)
+    return Models(device=device, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
+                  flow_examples=flow_examples, chosen=chosen)
+
+
+def model_sections(args, m, report, blocks):
+    """Those of blocks (sections that read a model) that its inputs allow, in the article's order: {key: numbers}."""
+    runs = {block: block in blocks and block not in m.not_run for block in PARTS}
+    out = {}
+    if runs["glue_real"]:
+        sst2, head = m.loaded["--sst2-model"]
+        out["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, portable(args.sst2_model),
+                                     device=m.device, report=report, fresh=not head.kept)
+        out["new_weights"] = new_weights(sst2, report)
+    if runs["attention"]:
+        qa, tok = m.loaded["--squad-model"]
+        out["attention"] = attention_flow(qa, tok, portable(args.squad_model), device=m.device, report=report)
+        if m.flow_examples:
+            out["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
+                                                    source=portable(args.flow_data) or "rajpurkar/squad (validation)")
+    if runs["span_real"]:
+        qa, tok = m.loaded["--squad-model"]
+        out["span_real"] = span_real(qa, tok, portable(args.squad_model), device=m.device, report=report)
+    if runs["null"]:
+        qa2, tok2 = m.loaded["--squad2-model"]
+        out["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device=m.device, chosen=m.chosen, report=report)
+    return out
+
+
 def main(argv=None):
     args = parse_args(argv)
     check_writable_dir(args.results_dir, "--results-dir")
     report = Report("part4_math", args.results_dir)
-    models = args.only == "all"
-    loaded, problems, not_run = {}, {}, {}
-    if models:
-        device = pick_device(args.device)
-        checkpoints, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
-                                              "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
-        seed_everything(0)
-        flow_examples = (squad_spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
-                         if args.flow_questions and "--flow-data" not in problems else [])
-        chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)       # (tau, where it comes from)
-        loaded = load_models(checkpoints, problems, device)
-        not_run = parts_not_run(problems)
-        for line in loaded_model_lines(checkpoints, loaded) + not_run_lines(not_run):
-            report.say(line)
-    runs = {block: block not in not_run for block in PARTS} if models else dict.fromkeys(PARTS, False)
+    m = prepared_models(args, report) if args.only == "all" else None
     payload = {"glue_toy": glue_toy(report)}
-    if models:
-        payload["models"] = {flag: loaded_record(checkpoints[flag]) for flag in loaded}
-    if runs["glue_real"]:
-        sst2, head = loaded["--sst2-model"]
-        payload["glue_real"] = glue_real(sst2, checkpoints["--sst2-model"].tokenizer, portable(args.sst2_model),
-                                         device=device, report=report, fresh=not head.kept)
-        payload["new_weights"] = new_weights(sst2, report)
-    if runs["attention"]:
-        qa, tok = loaded["--squad-model"]
-        payload["attention"] = attention_flow(qa, tok, portable(args.squad_model), device=device, report=report)
-        if flow_examples:
-            payload["attention"]["dev"] = flow_over_dev(qa, tok, flow_examples, device=device, report=report,
-                                                        source=portable(args.flow_data) or "rajpurkar/squad (validation)")
+    if m:
+        payload["models"] = {flag: loaded_record(m.folders[flag]) for flag in m.loaded}
+        payload |= model_sections(args, m, report, ("glue_real", "attention"))
     payload["span_toy"] = span_toy(report)
-    if runs["span_real"]:
-        qa, tok = loaded["--squad-model"]
-        payload["span_real"] = span_real(qa, tok, portable(args.squad_model), device=device, report=report)
-    if runs["null"]:
-        qa2, tok2 = loaded["--squad2-model"]
-        payload["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device=device, chosen=chosen, report=report)
+    payload |= model_sections(args, m, report, ("span_real", "null")) if m else {}
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)
-    payload |= {"not_run": not_run} if models else {}
+    payload |= {"not_run": m.not_run} if m else {}
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
-    report.save(payload, cli=command_line(argv, vars(args)), device=device if models else None)
-    if not_run:
-        raise Fatal(not_run_error(problems, not_run, portable(os.path.join(args.results_dir, "part4_math.json"))))
+    report.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)
+    if m and m.not_run:
+        raise Fatal(not_run_error(m.problems, m.not_run, portable(os.path.join(args.results_dir, "part4_math.json"))))
     return 0
 
 
