@@ -166,8 +166,8 @@ CUDA_CONTEXT = 1 << 30   # bytes a process's CUDA context and libraries take on 
 
 def room(net, device):
     """How many fine-tunes of this model fit side by side on the device: on CUDA its memory free (with what this
-    process holds, given back when it ends), 90% of it, over one run's peak (a training step at GLUE's widest batch,
-    32 x 128 tokens: the weights, AdamW's moments, the activations) and a process's CUDA context; 1 elsewhere (on the
+    process holds, given back when it ends), 90% of it, over one run's peak (a training step of GLUE's batch at its
+    longest input, the recipe's: the weights, AdamW's moments, the activations) and a process's CUDA context; 1 elsewhere (on the
     CPU one run already uses every core: docs/benchmarks.md measures what two at a time cost there)."""
     if device.type != "cuda":
         return 1
