@@ -22,30 +22,26 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import pick_device, run_cli, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem
+from part4.models.loading import load_model, model_problem, new_head_parameters
 from part4.output.lines import RANDOM_HEAD, article, rounded
 from part4.output.log import Report, command_line
 from part4.output.results_files import check_writable_dir, portable
-from part4.paper.article import ARTICLE_MODEL
+from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
 from part4.paper.article_labels import HEADS_LABELS as ARTICLE
+from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
-# The article's inputs (INPUTS.md) ...
+# The article's inputs (as ../shared/article/INPUTS.md, beside the article, lists them: not in the checkout); its passage,
+# the BERT abstract, is PASSAGE in part4/paper/article.py.
 PAIR = ("A man is playing a guitar.", "A person is making music.")
 PAIR_LABEL, K = 0, 3
 SWAG_CONTEXT = "She opened the fridge and"
 SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge sang a song.",
                 "painted the ocean blue."]
-PASSAGE = ("We introduce a new language representation model called BERT, which stands for "
-           "Bidirectional Encoder Representations from Transformers. BERT is designed to pre-train "
-           "deep bidirectional representations from unlabeled text by jointly conditioning on both "
-           "left and right context in all layers. It obtains new state-of-the-art results on eleven "
-           "natural language processing tasks, including pushing the GLUE score to 80.5% and SQuAD "
-           "v1.1 question answering Test F1 to 93.2.")
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
 build_parser, parse_args = script_settings.heads_parser, script_settings.parse_heads   # without torch (part4/command_line)
-# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route; the numbers of its
-# randomly initialised head are labelled as not expected to match.
+# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# beside ours on every route; the numbers of its randomly initialised head are labelled as not expected to match.
 
 
 def seeded_bias(bias, seed):
@@ -72,28 +68,27 @@ def classification_loss(logits, y):
     return -torch.log_softmax(logits, -1)[0, y]          # -log softmax(C W^T)[y]
 
 
-def new_head_parameters(K, H):
-    """K rows of H weights, plus K biases."""
-    return K * H + K
+# new_head_parameters(K, H) = K * H + K, the new weights of a head (in part4/models/loading.py: the math script counts
+# them too).
 
 
-def load_head(model_class, checkpoint, prefix, *, seed, device, **kwargs):
+def load_head(model_class, folder, prefix, *, seed, device, **kwargs):
     """The model with its head: the checkpoint's where it has one of the shape asked, else a new random one (seeded),
-    bias included. Returns the model and its Head."""
+    bias included; folder: the model folder, read. Returns the model and its Head."""
     seed_everything(seed)                                 # the new W is random: seed it
-    model, head = load_model(model_class, checkpoint.name, checkpoint.flag, head="either", **kwargs)   # report checked
+    model, head = load_model(model_class, folder.name, folder.flag, head="either", **kwargs)   # report checked
     if not head.kept:
         seeded_bias(getattr(model, prefix).bias, seed)
     return model.to(device).eval(), head
 
 
-def load_heads(checkpoint, seed, device):
+def load_heads(folder, seed, device):
     """The three models of the article's heads, each with its head as load_head gives it, loaded before the first line
     is printed (so that a refusal comes first): {"glue": (model, head), "swag": ..., "span": ...}."""
-    return {"glue": load_head(BertForSequenceClassification, checkpoint, "classifier", seed=seed, device=device,
+    return {"glue": load_head(BertForSequenceClassification, folder, "classifier", seed=seed, device=device,
                               num_labels=K),
-            "swag": load_head(BertForMultipleChoice, checkpoint, "classifier", seed=seed, device=device),
-            "span": load_head(BertForQuestionAnswering, checkpoint, "qa_outputs", seed=seed, device=device)}
+            "swag": load_head(BertForMultipleChoice, folder, "classifier", seed=seed, device=device),
+            "span": load_head(BertForQuestionAnswering, folder, "qa_outputs", seed=seed, device=device)}
 
 
 def glue_head(loaded, tok, device, report, *, seed):
@@ -126,7 +121,7 @@ def glue_head(loaded, tok, device, report, *, seed):
     say(f"with the raw C instead of the pooled C the logits would be {rounded(raw_logits[0], 4)} "
         f"(the library uses the pooled C)" + article(ARTICLE["raw_logits"], fresh and RANDOM_HEAD))
     say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
-        + article(ARTICLE["new_params"] + " for bert-base-uncased"))
+        + article(f"{ARTICLE['new_params']} for {ARTICLE_MODEL}"))
     return {
         "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]), "C_shape": list(C.shape), "W_shape": list(W.shape),
         "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
@@ -159,7 +154,7 @@ def swag_head(loaded, tok, device, report):
         scores = swag_scores(C, w, b).view(1, n)
         probs = torch.softmax(scores, -1)                 # softmax across the 4 choices
     report.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
-               f"{tuple(w.shape)}" + article(f"{ARTICLE['swag_shape']}, w (1, 768)"))
+               f"{tuple(w.shape)}" + article(f"{ARTICLE['swag_shape']}, w (1, {ARCHITECTURE['hidden']})"))
     report.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
                + article(ARTICLE["swag_scores"], fresh and RANDOM_HEAD))
     report.say(f"softmax over the {n} choices ({'untrained w' if fresh else 'the checkpoint w'}): "
@@ -171,17 +166,9 @@ def swag_head(loaded, tok, device, report):
 
 # --- The span head: start_i = S . T_i, end_j = E . T_j, W = [S; E] is (2, H) (paper §4.2) ---
 
-def span_logits(T, W, b):
-    """Row 0 of W is S, row 1 is E; b adds one constant to every start and every end score."""
-    S, E = W[0], W[1]                                     # (H,) each
-    return T @ S + b[0], T @ E + b[1]                     # S . T_i, E . T_j: (tokens,) each
-
-
-def softmax_bias_gap(logits, bias, positions):
-    """max |softmax(x + bias) - softmax(x)| over the passage: a constant cancels in a softmax."""
-    x = logits[positions]
-    return (torch.softmax(x, -1) - torch.softmax(x - bias, -1)).abs().max().item()
-
+# The head by hand lives in part4/tasks/squad_spans.py, where the SQuAD demos read it too: span_logits(T, W, b) takes
+# S = W[0] and E = W[1] and gives S.T_i + b[0] and E.T_j + b[1] for every token; softmax_bias_gap says how far the
+# bias moves the softmax over the passage (a constant cancels in a softmax).
 
 def span_head(loaded, tok, device, report):
     model, fresh = loaded[0], not loaded[1].kept
@@ -224,12 +211,12 @@ def main(argv=None):
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
-    checkpoint = read_model_folder(args.model)          # its config, weight files and tokenizer, before any line
-    preflight([not_bert(checkpoint, "the hand-computed heads read BERT's pooler, bert.pooler")])
-    models, tok = load_heads(checkpoint, args.seed, device), checkpoint.tokenizer
+    folder = read_model_folder(args.model)              # its config, weight files and tokenizer, before any line
+    preflight([not_bert(folder, "the hand-computed heads read BERT's pooler, bert.pooler")])
+    models, tok = load_heads(folder, args.seed, device), folder.tokenizer
     report = Report("part4_heads", args.results_dir)
     report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
-    for line in [weights_line(checkpoint), *checkpoint.notes]:
+    for line in [weights_line(folder), *folder.notes]:
         report.say(line)
     glue = glue_head(models["glue"], tok, device, report, seed=args.seed)
     swag = swag_head(models["swag"], tok, device, report)
@@ -240,7 +227,7 @@ def main(argv=None):
     if failed:
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
     report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
-    report.save({"model": portable(args.model), "weights": loaded_record(checkpoint), "tolerance": TOLERANCE,
+    report.save({"model": portable(args.model), "weights": loaded_record(folder), "tolerance": TOLERANCE,
                  "glue": glue, "swag": swag, "span": span},
                 cli=command_line(argv, vars(args)), device=device)
     return 0

@@ -1,6 +1,7 @@
 """BERT, explained - Part 4: the article's arithmetic by hand, and the attention flow across the pair.
 
-Every hand computation of the article, in the order of reference_logs/part4_math_stdout.txt:
+Every hand computation of the article, in the order of its reference log part4_math_stdout.txt (in
+../shared/article/reference_logs/, beside the article: not in the checkout):
   1a. the GLUE head on a toy C and W (H = 4, K = 3);  1b. the same on a real SST-2 classifier;
   7.  the new weights of each head, counted from the model configs;
   2.  attention flow between question and passage in a SQuAD model ("Where was Ada born?"), and
@@ -30,27 +31,24 @@ import torch
 from tqdm import tqdm
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-import bert_part4_squad as squad
-from bert_part4_heads import PASSAGE, new_head_parameters
 from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import pick_device, run_cli, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.hub import file_problem
-from part4.models.loading import load_model, model_problem
+from part4.models.loading import load_model, load_qa_model, model_problem, new_head_parameters
 from part4.output.lines import UNTRAINED_HEAD, article, rounded
 from part4.output.log import Report, command_line
 from part4.output.plots import pyplot
 from part4.output.results_files import check_writable_dir, portable, read_results
-from part4.paper.article import TABLE1, TABLE2
+from part4.paper.article import ARCHITECTURE, PASSAGE, SQUAD_V1, SST2, TABLE1, TABLE2
 from part4.paper.article import TAU as ARTICLE_TAU
 from part4.paper.article_labels import MATH_LABELS as ARTICLE
 from part4.paper.article_labels import NULL_TAU_LABEL
 from part4.paper.recipe import MAX_LEN
 from part4.tasks import squad_metric, squad_spans
 
-SST2_MODEL = "textattack/bert-base-uncased-SST-2"
-
-# The toy inputs (printed at the top of the article's math log; INPUTS.md).
+# The toy inputs (printed at the top of the article's math log; as ../shared/article/INPUTS.md, beside the article, lists
+# them: not in the checkout).
 TOY_C = [0.5, -1.0, 2.0, 0.1]
 TOY_W = [[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, -0.5, 2.0], [-0.5, 0.5, 0.0, 1.0]]
 TOY_LABEL = 0
@@ -67,7 +65,8 @@ NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup i
 F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
-# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route.
+# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# beside ours on every route; its models (SST2, SQUAD_V1) and passage (PASSAGE, the BERT abstract) are there too.
 build_parser, parse_args = script_settings.math_parser, script_settings.parse_math   # without torch (part4/command_line)
 
 
@@ -105,7 +104,7 @@ def glue_toy(report):
 
 @torch.no_grad()
 def glue_real(model, tok, name, device, report, fresh):
-    report.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2_MODEL})")
+    report.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2})")
     if fresh:
         report.say("  (this model has no trained classifier: W and b are new and random, so its logits mean nothing "
                    "and are not the article's kind)")
@@ -155,12 +154,14 @@ def new_weights(model, report):
     report.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
                f"{trainable:,} have requires_grad = True during fine-tuning"
                + (" (all of them)" if trainable == total else "")
-               + article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, H = 768"))
+               + article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, "
+                         f"H = {ARCHITECTURE['hidden']}"))
     counts = {}
     for label, (m, attr, k) in heads.items():
         counted = sum(p.numel() for p in getattr(m, attr).parameters())
         counts[label] = {"formula": new_head_parameters(k, H), "counted": counted}
-        report.say(f"  new weights, {label}: {counted:,}" + article(f"{ARTICLE['weights'][label]} with H = 768"))
+        report.say(f"  new weights, {label}: {counted:,}"
+                   + article(f"{ARTICLE['weights'][label]} with H = {ARCHITECTURE['hidden']}"))
     return {"total": total, "new": new, "trainable": trainable, "H": H, "heads": counts}
 
 
@@ -197,7 +198,7 @@ def attention_flow(model, tok, name, device, report):
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
-    report.say(f"\n== 2. packed pair in {name}   (article: {squad.V1_MODEL}, 12 layers)")
+    report.say(f"\n== 2. packed pair in {name}   (article: {SQUAD_V1}, {ARCHITECTURE['layers']} layers)")
     report.say(f"tokens: {tokens}")
     report.say(f"segment A (question) positions {q}, segment B (passage) positions {p}")
     for r in layers:
@@ -209,7 +210,7 @@ def attention_flow(model, tok, name, device, report):
     born_share = float(np.mean([block_share(A, born, p).mean().item() for A in att])) if born else None
     if born:
         report.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
-                   f"of its attention to the passage" + article(f"{ARTICLE['born']}, over 12 layers"))
+                   f"of its attention to the passage" + article(f"{ARTICLE['born']}, over {ARCHITECTURE['layers']} layers"))
     return {"tokens": tokens, "layers": layers, "born_to_passage": born_share}
 
 
@@ -249,8 +250,8 @@ def span_toy(report):
     for i, row in enumerate(score):
         say(f"  i={i}:" + " ".join(f"{v:6.1f}{'x' if j < i else ' '}" for j, v in enumerate(row)))
     i0, j0 = np.unravel_index(np.argmax(score), score.shape)
-    val, i, j = squad_spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
-                                 n_best=4, max_answer=len(TOY_START))
+    val, i, j = squad_spans.n_best_span_search(torch.tensor([TOY_START]), torch.tensor([TOY_END]),
+                                                 torch.ones(1, 4, dtype=torch.bool), n_best=4, max_answer=len(TOY_START))
     i, j, best = int(i[0, 0]), int(j[0, 0]), float(val[0, 0])
     say(f"best without the rule: i={i0}, j={j0} (score {score[i0, j0]:.1f}) -> "
         + ("ends before it starts, not allowed" if j0 < i0 else "allowed"))
@@ -274,10 +275,10 @@ def gold_tokens(offsets, passage, text, answer):
 
 
 def span_real(model, tok, name, device, report):
-    report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {squad.V1_MODEL})")
+    report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {SQUAD_V1})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad.demo_one(model, tok, question, device=device, search=squad_spans.SpanSearch())
+        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -334,7 +335,7 @@ def null_scores(model, tok, name, *, device, chosen, report):
                + article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad.demo_one(model, tok, question, device=device, search=squad_spans.SpanSearch())
+        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
@@ -439,9 +440,9 @@ def plots(payload, folder):
 
 # The sections that need a model, by the block of the results they write: (the section, the inputs it reads). A model
 # that is refused stops its own sections only: the toys and every other section still run and are written.
-PARTS = {"glue_real": ("1b", ("--sst2-model",)), "new_weights": ("7", ("--sst2-model",)),
-         "attention": ("2", ("--squad-model", "--flow-data")), "span_real": ("3b", ("--squad-model",)),
-         "null": ("4", ("--squad2-model",))}
+SECTION_INPUTS = {"glue_real": ("1b", ("--sst2-model",)), "new_weights": ("7", ("--sst2-model",)),
+                  "attention": ("2", ("--squad-model", "--flow-data")), "span_real": ("3b", ("--squad-model",)),
+                  "null": ("4", ("--squad2-model",))}
 NEEDS_BERT = {"--sst2-model": "section 1b reads BERT's pooler, bert.pooler",
               "--squad-model": "section 2 reads BERT's attention over [CLS] question [SEP] passage [SEP]"}
 
@@ -452,49 +453,49 @@ def check_models(models, flow_questions, flow_data):
     modules, so those two models must be BERTs. Returns ({flag: ModelFolder} of the models that can be used, {input:
     why not, in one line} of the inputs that cannot)."""
     flow = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
-    checkpoints, problems = {}, ({"--flow-data": flow} if flow else {})
+    folders, problems = {}, ({"--flow-data": flow} if flow else {})
     for flag, name in models.items():
         try:
             preflight([model_problem(name, flag)])
-            checkpoint = read_model_folder(name, flag)
-            preflight([flag in NEEDS_BERT and not_bert(checkpoint, NEEDS_BERT[flag])])
-            checkpoints[flag] = checkpoint
+            folder = read_model_folder(name, flag)
+            preflight([flag in NEEDS_BERT and not_bert(folder, NEEDS_BERT[flag])])
+            folders[flag] = folder
         except Fatal as e:
             problems[flag] = str(e)
-    return checkpoints, problems
+    return folders, problems
 
 
-def parts_not_run(problems):
+def sections_not_run(problems):
     """{block: why} of the sections whose inputs cannot be used (problems: {input: why})."""
     return {block: "; ".join(problems[i] for i in inputs if i in problems)
-            for block, (_, inputs) in PARTS.items() if any(i in problems for i in inputs)}
+            for block, (_, inputs) in SECTION_INPUTS.items() if any(i in problems for i in inputs)}
 
 
-def load_models(checkpoints, problems, device):
-    """The models that some section can still use, each on its checkpoint's own weights and head, loaded before the
+def load_models(folders, problems, device):
+    """The models that some section can still use, each on its model folder's own weights and head, loaded before the
     first line is printed, in the sections' order: the SST-2 classifier and its head, and the SQuAD v1.1 (eager
     attention: section 2 reads its attention probabilities) and v2.0 models with their tokenizers. A model refused
     as it loads joins problems. Returns {flag: (model, its head or tokenizer)}."""
-    loaders = {"--sst2-model": lambda c: load_sst2_model(c, device),
-               "--squad-model": lambda c: squad.load_qa_model(c, device, MAX_LEN, attn_implementation="eager"),
-               "--squad2-model": lambda c: squad.load_qa_model(c, device, MAX_LEN)}
+    loaders = {"--sst2-model": lambda f: load_sst2_model(f, device),
+               "--squad-model": lambda f: load_qa_model(f, device, MAX_LEN, attn_implementation="eager"),
+               "--squad2-model": lambda f: load_qa_model(f, device, MAX_LEN)}
     loaded = {}
     for flag, load in loaders.items():
-        wanted = [b for b, (_, inputs) in PARTS.items() if flag in inputs and b not in parts_not_run(problems)]
-        if flag in checkpoints and wanted:
+        wanted = [b for b, (_, inputs) in SECTION_INPUTS.items() if flag in inputs and b not in sections_not_run(problems)]
+        if flag in folders and wanted:
             try:
-                loaded[flag] = load(checkpoints[flag])
+                loaded[flag] = load(folders[flag])
             except Fatal as e:
                 problems[flag] = str(e)
     return loaded
 
 
-def load_sst2_model(checkpoint, device):
-    model, head = load_model(BertForSequenceClassification, checkpoint.name, checkpoint.flag, head="either")
+def load_sst2_model(folder, device):
+    model, head = load_model(BertForSequenceClassification, folder.name, folder.flag, head="either")
     return model.to(device).eval(), head
 
 
-def loaded_model_lines(checkpoints, loaded):
+def loaded_model_lines(folders, loaded):
     """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
     fp32 they are loaded in), its head, and any warning its folder gave."""
     kept = "the checkpoint's start and end vectors S, E, kept"
@@ -502,20 +503,20 @@ def loaded_model_lines(checkpoints, loaded):
              loaded["--sst2-model"][1].kept else "a new classifier layer", "--squad-model": kept, "--squad2-model": kept}
     lines = []
     for flag in loaded:
-        checkpoint = checkpoints[flag]
-        lines += [f"{flag} {portable(checkpoint.name)}: {weights_line(checkpoint, heads[flag])}", *checkpoint.notes]
+        folder = folders[flag]
+        lines += [f"{flag} {portable(folder.name)}: {weights_line(folder, heads[flag])}", *folder.notes]
     return lines
 
 
 def not_run_lines(not_run):
     """One line for each section that did not run, and why."""
-    return [f"== {PARTS[block][0]}. not run: {why}" for block, why in not_run.items()]
+    return [f"== {SECTION_INPUTS[block][0]}. not run: {why}" for block, why in not_run.items()]
 
 
 def not_run_error(problems, not_run, path):
     """The one line a run that left sections out ends with (exit 2): each input that cannot be used, the sections it
     stopped, and where the rest is."""
-    stopped = {i: [PARTS[b][0] for b in not_run if i in PARTS[b][1]] for i in problems}
+    stopped = {i: [SECTION_INPUTS[b][0] for b in not_run if i in SECTION_INPUTS[b][1]] for i in problems}
     said = "; ".join(f"{why} (section{'s' if len(stopped[i]) > 1 else ''} {', '.join(stopped[i])} not run)"
                      for i, why in problems.items())
     count = f"{len(problems)} inputs cannot be used: " if len(problems) > 1 else ""
@@ -524,55 +525,60 @@ def not_run_error(problems, not_run, path):
 
 @dataclass
 class Models:
-    """The models the sections that need one read, as main prepared them: where they run, each model folder read,
-    those loaded, the inputs that cannot be used and the sections they stop, the flow's dev questions, the tau."""
+    """The models the sections that need one read, as main prepared them: where they run, each model as given ({flag:
+    name}) and its folder read, those loaded, the inputs that cannot be used and the sections they stop, the flow's
+    data file (None: the Hub's) and dev questions, the tau."""
     device: object
+    names: dict
     folders: dict
     loaded: dict
     problems: dict
     not_run: dict
+    flow_data: str | None
     flow_examples: list
     chosen: tuple
 
 
-def prepared_models(args, report):
-    """Every model and input read before any section runs; a refused one stops its own sections only, said here."""
-    device = pick_device(args.device)
-    folders, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
-                                      "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
+def prepared_models(models, flow, *, device, tau, results_dir, report):
+    """Every model and input read before any section runs; a refused one stops its own sections only, said here.
+    models: {flag: name} of --sst2-model, --squad-model, --squad2-model; flow: (questions, data file) of the attention
+    flow over a dev file; device: as asked (--device); tau: --tau (None: chosen_tau looks in results_dir)."""
+    (flow_questions, flow_data), device = flow, pick_device(device)
+    folders, problems = check_models(models, flow_questions, flow_data)
     seed_everything(0)
-    flow_examples = (squad_spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
-                     if args.flow_questions and "--flow-data" not in problems else [])
-    chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)           # (tau, where it comes from)
+    flow_examples = (squad_spans.read_squad(flow_data, "1.1", "--flow-data")[:flow_questions]
+                     if flow_questions and "--flow-data" not in problems else [])
+    chosen = chosen_tau(tau, results_dir, models["--squad2-model"])             # (tau, where it comes from)
     loaded = load_models(folders, problems, device)
-    not_run = parts_not_run(problems)
+    not_run = sections_not_run(problems)
     for line in loaded_model_lines(folders, loaded) + not_run_lines(not_run):
         report.say(line)
-    return Models(device=device, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
-                  flow_examples=flow_examples, chosen=chosen)
+    return Models(device=device, names=models, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
+                  flow_data=flow_data, flow_examples=flow_examples, chosen=chosen)
 
 
-def model_sections(args, m, report, blocks):
+def model_sections(m, report, blocks):
     """Those of blocks (sections that read a model) that its inputs allow, in the article's order: {key: numbers}."""
-    runs = {block: block in blocks and block not in m.not_run for block in PARTS}
+    runs = {block: block in blocks and block not in m.not_run for block in SECTION_INPUTS}
+    name = {flag: portable(given) for flag, given in m.names.items()}                # as the log names them
     out = {}
     if runs["glue_real"]:
         sst2, head = m.loaded["--sst2-model"]
-        out["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, portable(args.sst2_model),
+        out["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
                                      device=m.device, report=report, fresh=not head.kept)
         out["new_weights"] = new_weights(sst2, report)
     if runs["attention"]:
         qa, tok = m.loaded["--squad-model"]
-        out["attention"] = attention_flow(qa, tok, portable(args.squad_model), device=m.device, report=report)
+        out["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
         if m.flow_examples:
             out["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
-                                                    source=portable(args.flow_data) or "rajpurkar/squad (validation)")
+                                                    source=portable(m.flow_data) or "rajpurkar/squad (validation)")
     if runs["span_real"]:
         qa, tok = m.loaded["--squad-model"]
-        out["span_real"] = span_real(qa, tok, portable(args.squad_model), device=m.device, report=report)
+        out["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
     if runs["null"]:
         qa2, tok2 = m.loaded["--squad2-model"]
-        out["null"] = null_scores(qa2, tok2, portable(args.squad2_model), device=m.device, chosen=m.chosen, report=report)
+        out["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
     return out
 
 
@@ -580,13 +586,15 @@ def main(argv=None):
     args = parse_args(argv)
     check_writable_dir(args.results_dir, "--results-dir")
     report = Report("part4_math", args.results_dir)
-    m = prepared_models(args, report) if args.only == "all" else None
+    models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
+    m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, tau=args.tau,
+                        results_dir=args.results_dir, report=report) if args.only == "all" else None
     payload = {"glue_toy": glue_toy(report)}
     if m:
         payload["models"] = {flag: loaded_record(m.folders[flag]) for flag in m.loaded}
-        payload |= model_sections(args, m, report, ("glue_real", "attention"))
+        payload |= model_sections(m, report, ("glue_real", "attention"))
     payload["span_toy"] = span_toy(report)
-    payload |= model_sections(args, m, report, ("span_real", "null")) if m else {}
+    payload |= model_sections(m, report, ("span_real", "null")) if m else {}
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)

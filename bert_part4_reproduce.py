@@ -75,7 +75,7 @@ def check_inputs(inputs, building=False):
 
 def stand_in_mirror(given, inputs):
     """--stand-in's mirror: its base read for what it holds, its models each built before, to build or refused (part4/
-    stand_in.py); (None, []) without --stand-in."""
+    reproduction/stand_in.py); (None, []) without --stand-in."""
     if given is None:
         return None, []
     base = stand_in.base_folder(given)

@@ -3,11 +3,11 @@
 Reproduces, in the article's order:
   1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias;
   2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check;
-  3. the full SQuAD v1.1 dev set: 384-token windows overlapping by 128, the 20 best starts x 20 best
-     ends per window, official EM/F1 (article: EM 80.79, F1 88.08);
+  3. the full SQuAD v1.1 dev set: overlapping windows, the n_best best starts x n_best best ends per window
+     (run_squad.py's window, stride and n_best: part4/paper/recipe.py), official EM/F1, the article's beside ours;
   4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions;
-  5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (article: best
-     tau +4.00, F1 78.98).
+  5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (the article's best tau and F1
+     beside ours; every number of the article in part4/paper/article.py).
 Writes the official prediction files (squad_v1_predictions.json, squad_v2_predictions.json,
 squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_squad.{log,json}.
 """
@@ -26,25 +26,24 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
-from transformers import AutoModelForQuestionAnswering
 
-from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
-from part4.command_line.errors import Fatal, preflight
+from part4.command_line.errors import preflight
 from part4.models.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
 from part4.models.folders import loaded_record, read_model_folders, weights_line
 from part4.models.hub import file_problem
-from part4.models.loading import check_positions, load_model, model_problem, model_type_note
+from part4.models.loading import load_qa_model, model_problem, model_type_note
 from part4.output.lines import article, fmt
 from part4.output.log import Report, command_line
 from part4.output.plots import line_plot
 from part4.output.results_files import check_writable_dir, portable, write_atomic
+from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2
 from part4.paper.article_labels import SQUAD_LABELS as ARTICLE
 from part4.paper.article_labels import WINDOWS_LABEL
 from part4.tasks.squad_spans import (
     HUB_DATASETS,
     SpanSearch,
-    best_spans,
     coverage_line,
+    demo_one,
     predict,
     read_squad,
     score_v1,
@@ -52,16 +51,16 @@ from part4.tasks.squad_spans import (
     tau_grid,
 )
 
-V1_MODEL = "csarron/bert-base-uncased-squad-v1"
-V2_MODEL = "deepset/bert-base-uncased-squad2"
 V1_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "On how many tasks does BERT get new results?", "What does BERT learn from?"]
 V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
-ARTICLE_MODELS = {"v1": V1_MODEL, "v2": V2_MODEL}
+ARTICLE_MODELS = {"v1": SQUAD_V1, "v2": SQUAD_V2}      # the article's public checkpoints (part4/paper/article.py)
 build_parser, parse_args = script_settings.squad_parser, script_settings.parse_squad   # without torch (part4/command_line)
-# What the article printed (ARTICLE, from part4/paper/article.py) is shown beside ours on every route.
+# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# beside ours on every route. The passage of every demo is the article's, the BERT abstract (PASSAGE, in
+# part4/paper/article.py).
 
 
 # --- The span score S.T_i + E.T_j, best over j >= i, inside the passage, at most max_answer tokens ---
@@ -76,6 +75,8 @@ def best_span(start, end, passage_tokens, max_len=30):   # max_len: the longest 
     return best
 
 
+# The dev set is searched as run_squad.py searches it, batched: only the n_best best starts and the n_best best ends of
+# each window are paired (n_best_span_search, in part4/tasks/squad_spans.py, checked against best_span in the tests).
 
 
 def questions_by_windows(per_question):
@@ -88,68 +89,11 @@ def window_breakdown(per_question):
     return "windows per question: " + ", ".join(f"{k} -> {n} questions" for k, n in questions_by_windows(per_question).items())
 
 
-def load_qa_model(checkpoint, device, max_len, **kwargs):
-    """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its checkpoint's own weights and span head, in
-    fp32, with its own tokenizer (read with its folder: read_model_folder): the span search needs only the start and end
-    logits S.T_i and E.T_j, and s_null at the window's first token, where the tokenizer must put its [CLS] (or <s>)
-    token."""
-    name, flag = checkpoint.name, checkpoint.flag
-    model, head = load_model(AutoModelForQuestionAnswering, name, flag, head="either", **kwargs)
-    if not isinstance(getattr(model, "qa_outputs", None), torch.nn.Linear):
-        raise Fatal(f"{flag} {name}: model type {model.config.model_type} ({type(model).__name__}) lacks the span "
-                    f"head the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
-    if not head.kept:
-        raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
-    check_positions(max_len, model.config)
-    tok = checkpoint.tokenizer
-    problem = layout_problem(tok)
-    if problem:
-        raise Fatal(f"{flag} {name}: model type {model.config.model_type}, whose tokenizer {problem}; the span "
-                    f"search reads s_null = S.C + E.C at the first token and the passage after the question")
-    return model.to(device).eval(), tok
-
-
-def layout_problem(tok):
-    """Does the tokenizer lay out (question, passage) as the span search reads it: its [CLS] token (or <s>) first,
-    the no-answer position; the question's tokens, then the passage's? None when it does."""
-    enc = tok("Where?", "Here.")
-    sequence = enc.sequence_ids(0) if hasattr(enc, "sequence_ids") else []
-    if tok.cls_token_id is None or enc["input_ids"][0] != tok.cls_token_id:
-        return f"does not put its [CLS] token first ({tok.convert_ids_to_tokens(enc['input_ids'][:1])})"
-    if 1 not in sequence or sequence.index(1) < max((i for i, s in enumerate(sequence) if s == 0), default=-1):
-        return "does not put the passage after the question"
-    return None
-
-
 # --- 1-2. The span head of the v1.1 checkpoint, on the BERT abstract ---
 
-@torch.inference_mode()
-def demo_one(model, tok, question, *, device, search):
-    """Everything the article prints for one abstract question, from one forward pass (search: its n_best and
-    max_answer)."""
-    enc = tok(question, PASSAGE, return_tensors="pt", return_offsets_mapping=True)
-    offsets = enc.pop("offset_mapping")[0].tolist()
-    passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
-    out = model(**enc.to(device), output_hidden_states=True)
-    T = out.hidden_states[-1][0]                                  # T_i for every token, (tokens, H)
-    W, b = model.qa_outputs.weight, model.qa_outputs.bias        # (2, H): row 0 = S, row 1 = E
-    start, end = out.start_logits[0].float(), out.end_logits[0].float()
-    val, i, j = best_spans(start[None], end[None], passage[None], n_best=search.n_best, max_answer=search.max_answer,
-                           top=3)
-    spans = [(PASSAGE[offsets[a][0]:offsets[c][1]], int(a), int(c), float(v))
-             for v, a, c in zip(val[0], i[0], j[0])]
-    by_hand, _ = span_logits(T, W, b)
-    p_start = torch.softmax(start[passage], -1)                   # P_start over the passage tokens
-    top_p, top_i = p_start.topk(3)
-    passage_tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
-    return {"question": question, "spans": spans,
-            "start_top": [(passage_tokens[t], float(p)) for p, t in zip(top_p, top_i)],
-            "start": start, "end": end, "passage": passage, "offsets": offsets, "S": W[0], "E": W[1],
-            "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
-            "hand_gap": (by_hand - start).abs().max().item(),
-            "bias_gap": max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage)),
-            "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
-
+# demo_one (part4/tasks/squad_spans.py, which bert_part4_math.py reads too): for one question on the passage, one forward
+# pass gives the 3 best spans (n_best_span_search), the 3 likeliest start tokens (softmax of S.T_i over the passage),
+# S.T_i by hand (span_logits) against the model's start logit, the bias's effect on that softmax, and s_null = S.C + E.C.
 
 def demo_v1(model, tok, *, device, search, report):
     """The v1.1 span head (its shape and bias) and the four abstract questions: the log lines and the results."""
@@ -160,7 +104,7 @@ def demo_v1(model, tok, *, device, search, report):
                f"position, so it cancels in the softmax)" + article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
-        d = demo_one(model, tok, q, device=device, search=search)
+        d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         report.say(f"Q: {q}")
         report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
@@ -220,7 +164,7 @@ def demo_v2(model, tok, *, device, search, report):
     """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
-        d = demo_one(model, tok, q, device=device, search=search)
+        d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
         start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
         s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)     # the article's line, every i and j
         text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
@@ -292,18 +236,18 @@ def check_every_input(results_dir, only, models, data, limit):
     used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
     preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
-    checkpoints = read_model_folders({f"--{v}-model": models[v] for v in used})
+    folders = read_model_folders({f"--{v}-model": models[v] for v in used})
     examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
-    return examples, {v: checkpoints[f"--{v}-model"] for v in used}
+    return examples, {v: folders[f"--{v}-model"] for v in used}
 
 
-def part_model_lines(v, checkpoint, model):
+def part_model_lines(v, folder, model):
     """What the log says of a part's model: its name (and type, if not a BERT) beside the article's, its weight files
     and their dtype, its span head (the checkpoint's, kept) and any warning its folder gave."""
-    return [f"SQuAD v{VERSIONS[v]} model: {portable(checkpoint.name)}{model_type_note(model)}   "
+    return [f"SQuAD v{VERSIONS[v]} model: {portable(folder.name)}{model_type_note(model)}   "
             f"(article: {ARTICLE_MODELS[v]})",
-            "   " + weights_line(checkpoint, "the checkpoint's start and end vectors S, E, kept"),
-            *("   " + note for note in checkpoint.notes)]
+            "   " + weights_line(folder, "the checkpoint's start and end vectors S, E, kept"),
+            *("   " + note for note in folder.notes)]
 
 
 def main(argv=None):
@@ -311,9 +255,9 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples, checkpoints = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
+    examples, folders = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
                                                          data=data, limit=args.limit))
-    loaded = {v: load_qa_model(checkpoints[v], device, args.max_len) for v in checkpoints}   # refused before a line
+    loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     report = Report("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
@@ -326,9 +270,9 @@ def main(argv=None):
     demo, dev = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
                                  "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
-                      "models": {v: loaded_record(checkpoints[v]) for v in loaded}}, {}
+                      "models": {v: loaded_record(folders[v]) for v in loaded}}, {}
     for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
-        for line in part_model_lines(v, checkpoints[v], model):
+        for line in part_model_lines(v, folders[v], model):
             report.say(line)
         if "demo" in args.only:
             payload |= demo[v](model, tok, device=device, search=search, report=report)   # v1: the span head too

@@ -200,10 +200,10 @@ def test_offline_every_missing_input_is_reported_at_once(tmp_path):
     assert p.returncode == 2 and "== 1a. GLUE head, toy" in p.stdout
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: 4 inputs cannot be used: ")
-    for name in (bm.SST2_MODEL, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2", "'rajpurkar/squad'"):
+    for name in (bm.SST2, "csarron/bert-base-uncased-squad-v1", "deepset/bert-base-uncased-squad2", "'rajpurkar/squad'"):
         assert name in lines[0]
     r = json.loads((tmp_path / "r" / "part4_math.json").read_text())
-    assert set(r["not_run"]) == set(bm.PARTS) and r["models"] == {} and "glue_toy" in r and "tables" in r
+    assert set(r["not_run"]) == set(bm.SECTION_INPUTS) and r["models"] == {} and "glue_toy" in r and "tables" in r
 
 
 def test_offline_local_models_and_no_flow_data_leave_out_section_2_alone(tiny_sst2_dir, tiny_qa_dir, tmp_path,

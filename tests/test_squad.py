@@ -38,9 +38,9 @@ def random_batch(seed, B=6, L=40):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
+def test_n_best_span_search_with_every_start_and_end_is_the_brute_force(seed):
     start, end, passage = random_batch(seed)
-    val, i, j = squad_spans.best_spans(start, end, passage, n_best=40, max_answer=7, top=3)
+    val, i, j = squad_spans.n_best_span_search(start, end, passage, n_best=40, max_answer=7, top=3)
     for b in range(start.shape[0]):
         s, bi, bj = brute_force(start[b], end[b], passage[b], 7)
         assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == pytest.approx((s, bi, bj), abs=1e-6)
@@ -49,10 +49,10 @@ def test_best_spans_with_every_start_and_end_is_the_brute_force(seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_best_spans_with_every_start_and_end_equals_the_articles_best_span(seed):
+def test_n_best_span_search_with_every_start_and_end_equals_the_articles_best_span(seed):
     start, end, passage = random_batch(seed)
     for max_answer in (7, 30):
-        val, i, j = squad_spans.best_spans(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
+        val, i, j = squad_spans.n_best_span_search(start, end, passage, n_best=start.shape[1], max_answer=max_answer)
         for b in range(start.shape[0]):
             s, bi, bj = sq.best_span(start[b], end[b], passage[b].nonzero().flatten().tolist(), max_answer)
             assert (val[b, 0].item(), i[b, 0].item(), j[b, 0].item()) == (s.item(), bi, bj)
@@ -62,18 +62,18 @@ def test_the_articles_toy_best_span_is_2_3_not_the_largest_cell():
     score = np.add.outer(TOY_START, TOY_END)                       # S.T_i + E.T_j
     assert np.unravel_index(score.argmax(), score.shape) == (2, 0) and score[2, 0] == pytest.approx(5.8)
     assert sq.best_span(TOY_START, TOY_END, range(4)) == (4.5, 2, 3)
-    for n_best in (2, 4):                                          # the comment above best_spans: n_best 2 finds it too
-        val, i, j = squad_spans.best_spans(torch.tensor([TOY_START]), torch.tensor([TOY_END]), torch.ones(1, 4, dtype=torch.bool),
-                                  n_best=n_best, max_answer=30)
+    for n_best in (2, 4):                                          # the comment above n_best_span_search: n_best 2 finds it too
+        val, i, j = squad_spans.n_best_span_search(torch.tensor([TOY_START]), torch.tensor([TOY_END]),
+                                                   torch.ones(1, 4, dtype=torch.bool), n_best=n_best, max_answer=30)
         assert (val.item(), i.item(), j.item()) == (4.5, 2, 3)
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed):
+def test_n_best_span_search_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed):
     """As run_squad.py: the 5 best starts and ends of the whole window, then only pairs in the passage."""
     start, end, passage = random_batch(seed)
     start[:, -3:], end[:, -3:] = float("-inf"), float("-inf")      # padding, as score_windows hands it over
-    val, i, j = squad_spans.best_spans(start, end, passage, n_best=5, max_answer=30)
+    val, i, j = squad_spans.n_best_span_search(start, end, passage, n_best=5, max_answer=30)
     for b in range(start.shape[0]):
         s_top = set(start[b, :-3].topk(5).indices.tolist())
         e_top = set(end[b, :-3].topk(5).indices.tolist())
@@ -89,7 +89,7 @@ def test_best_spans_with_n_best_pairs_the_top_starts_and_ends_of_the_window(seed
 
 def test_a_window_without_a_valid_span_scores_minus_infinity():
     start, end = torch.tensor([[0.0, 5.0, 1.0]]), torch.tensor([[0.0, 1.0, 5.0]])
-    val, _, _ = squad_spans.best_spans(start, end, torch.tensor([[False, False, False]]), n_best=20, max_answer=30)
+    val, _, _ = squad_spans.n_best_span_search(start, end, torch.tensor([[False, False, False]]), n_best=20, max_answer=30)
     assert val[0, 0] == float("-inf")
     assert squad_spans.null_score(start, end).tolist() == [0.0]
 
@@ -144,12 +144,12 @@ def test_the_span_search_pads_its_windows_as_the_tokenizer_pads(tiny_qa, monkeyp
     examples = [{"question": "Where was Ada born?", "context": LONG}, {"question": "When?", "context": "Ada was born."}]
     windows = squad_spans.make_windows(tok, examples, max_len=40, stride=10)
     seen = []
-    real = squad_spans.best_spans
+    real = squad_spans.n_best_span_search
 
     def spy(start, end, passage, n_best, max_answer, top=1):
         seen.append((passage, start, end))
         return real(start, end, passage, n_best=n_best, max_answer=max_answer, top=top)
-    monkeypatch.setattr(squad_spans, "best_spans", spy)
+    monkeypatch.setattr(squad_spans, "n_best_span_search", spy)
     calls = []
     monkeypatch.setattr(model, "forward", lambda **inputs: calls.append(inputs) or type(model).forward(model, **inputs))
     squad_spans.score_windows(model, windows, squad_spans.SpanSearch(batch_size=3, n_best=20, max_answer=30), torch.device("cpu"))
@@ -402,10 +402,10 @@ def number_literals(path, values):
 
 
 def test_the_span_search_settings_have_one_home():
-    """run_squad.py's windows of 384 tokens overlapping by 128, its 20 best starts and ends and answers of at most 30
-    tokens, and 64 windows a forward pass are defined once, in the recipe (part4/paper/recipe.py, which the command lines read
-    without torch); the SQuAD script's defaults, SpanSearch's, the fine-tuning's evaluation and the math script read
-    them from there."""
+    """run_squad.py's windows of 384 tokens and its doc_stride of 128 (here the tokens two windows share), its 20 best
+    starts and ends and answers of at most 30 tokens, and 64 windows a forward pass are defined once, in the recipe
+    (part4/paper/recipe.py, which the command lines read without torch); the SQuAD script's defaults, SpanSearch's,
+    the fine-tuning's evaluation and the math script read them from there."""
     assert (recipe.MAX_LEN, recipe.STRIDE, recipe.N_BEST, recipe.MAX_ANSWER, recipe.SPAN_BATCH_SIZE) == (384, 128, 20, 30, 64)
     args = sq.parse_args([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)

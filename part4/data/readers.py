@@ -218,7 +218,7 @@ def read_swag(sources):
     return train, {"dev": dev}
 
 
-# --- SQuAD: bert_part4_squad.py's reader (official JSON, or the Hub) ---
+# --- SQuAD: part4/tasks/squad_spans.py's read_squad (official JSON, or the Hub), as bert_part4_squad.py reads it ---
 
 SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
 

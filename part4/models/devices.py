@@ -1,5 +1,5 @@
 """Devices and processes, chosen once here for every script (the calibration, part4/reproduction/calibration.py, run in
-a process of its own, resolves its --device in the same order itself): the device (cuda, then mps, then cpu), the
+a process of its own, takes its device from pick_device too): the device (cuda, then mps, then cpu), the
 autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun starts (one per
 device): joining and leaving their group, and what they share (an error every process stops on, objects gathered,
 tensors summed)."""

@@ -1,5 +1,6 @@
 """A model loaded from a Hub id or a local folder, with one line for any failure; its weights in fp32, the loading
-report checked (no encoder weight random, unused or of another shape), the task head as asked, the task's label names.
+report checked (no encoder weight random, unused or of another shape), the task head as asked, the task's label names;
+a new head's size, and a question-answering model loaded as the span search reads it (`load_qa_model`).
 What its folder holds is read first (part4/models/folders.py)."""
 
 import os
@@ -216,6 +217,46 @@ def model_type_note(model):
     """'' for a BERT (the article's architecture); otherwise which model type and class ran, for the log."""
     config = model.config
     return "" if config.model_type == "bert" else f" (model type {config.model_type}: {type(model).__name__})"
+
+
+# --- a new head's size, and a question-answering model as the span search reads it ---
+
+def new_head_parameters(K, H):
+    """A new head's parameters: K rows of H weights, plus K biases (K x H + K)."""
+    return K * H + K
+
+
+def load_qa_model(folder, device, max_len, **kwargs):
+    """Any question-answering model (BERT, RoBERTa, ELECTRA, ...) on its model folder's own weights and span head (the
+    folder read first: part4/models/folders.py's read_model_folder), in fp32, with its own tokenizer: the span search
+    needs only the start and end logits S.T_i and E.T_j, and s_null at the window's first token, where the tokenizer must
+    put its [CLS] (or <s>) token."""
+    name, flag = folder.name, folder.flag
+    model, head = load_model(transformers.AutoModelForQuestionAnswering, name, flag, head="either", **kwargs)
+    if not isinstance(getattr(model, "qa_outputs", None), torch.nn.Linear):
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type} ({type(model).__name__}) lacks the span "
+                    f"head the article reads (qa_outputs, one linear layer giving S.T_i and E.T_j)")
+    if not head.kept:
+        raise Fatal(f"{flag} {name}: has no question-answering head (qa_outputs); pass a model fine-tuned on SQuAD")
+    check_positions(max_len, model.config)
+    tok = folder.tokenizer
+    problem = layout_problem(tok)
+    if problem:
+        raise Fatal(f"{flag} {name}: model type {model.config.model_type}, whose tokenizer {problem}; the span "
+                    f"search reads s_null = S.C + E.C at the first token and the passage after the question")
+    return model.to(device).eval(), tok
+
+
+def layout_problem(tok):
+    """Does the tokenizer lay out (question, passage) as the span search reads it: its [CLS] token (or <s>) first,
+    the no-answer position; the question's tokens, then the passage's? None when it does."""
+    enc = tok("Where?", "Here.")
+    sequence = enc.sequence_ids(0) if hasattr(enc, "sequence_ids") else []
+    if tok.cls_token_id is None or enc["input_ids"][0] != tok.cls_token_id:
+        return f"does not put its [CLS] token first ({tok.convert_ids_to_tokens(enc['input_ids'][:1])})"
+    if 1 not in sequence or sequence.index(1) < max((i for i, s in enumerate(sequence) if s == 0), default=-1):
+        return "does not put the passage after the question"
+    return None
 
 
 if __name__ == "__main__":

@@ -26,9 +26,17 @@ from dataclasses import dataclass
 from part4.command_line.errors import not_a_script
 
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
-SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (INPUTS.md)
-SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"
+SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (as ../shared/article/INPUTS.md,
+SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"    # beside the article, lists them: not in the checkout)
 SQUAD_V2 = "deepset/bert-base-uncased-squad2"
+
+# The article's passage for the span head and the SQuAD questions: the BERT paper's abstract.
+PASSAGE = ("We introduce a new language representation model called BERT, which stands for "
+           "Bidirectional Encoder Representations from Transformers. BERT is designed to pre-train "
+           "deep bidirectional representations from unlabeled text by jointly conditioning on both "
+           "left and right context in all layers. It obtains new state-of-the-art results on eleven "
+           "natural language processing tasks, including pushing the GLUE score to 80.5% and SQuAD "
+           "v1.1 question answering Test F1 to 93.2.")
 
 FINETUNE, HEADS, SQUAD, MATH = "bert_part4_finetune.py", "bert_part4_heads.py", "bert_part4_squad.py", "bert_part4_math.py"
 

@@ -12,7 +12,8 @@ from part4.command_line.errors import not_a_script
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
-MAX_LEN, STRIDE = 384, 128             # run_squad.py's windows: 384 tokens, overlapping by 128 (max_seq_length, doc_stride)
+MAX_LEN, STRIDE = 384, 128             # run_squad.py's max_seq_length and doc_stride (there the step between windows; here, as
+                                       # the tokenizer's stride, the tokens two consecutive windows share)
 N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 SPAN_BATCH_SIZE = 64                   # windows per forward pass of the span search
 EVAL_BATCH_SIZE = 128                  # dev inputs per forward pass of a GLUE or SWAG run (--eval-batch-size)

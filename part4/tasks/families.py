@@ -298,7 +298,7 @@ class SpanExtraction:
         return read_squad_task(sources)
 
     def encode(self, tok, train, devs):
-        """The training windows with their targets; the dev questions stay questions (spans.predict windows them
+        """The training windows with their targets; the dev questions stay questions (squad_spans.predict windows them
         when they are evaluated), checked here once for windows that stop short of their passage: (uncovered,
         questions) of each dev set, kept with the training windows as dev_uncovered."""
         dev_uncovered = {name: (len(squad_spans.uncovered_questions(tok, d, squad_spans.make_windows(tok, d, self.max_len,
@@ -334,8 +334,8 @@ class SpanExtraction:
                 + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
 
     def evaluate(self, model, devs, tok, device, dtype):
-        """Every dev question answered by the span search of bert_part4_squad.py (spans.predict) and scored with the
-        official metric."""
+        """Every dev question answered by the span search bert_part4_squad.py uses too (squad_spans.predict) and scored
+        with the official metric."""
         model.eval()
         search = squad_spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
                                   n_best=N_BEST, max_answer=MAX_ANSWER, dtype=dtype)

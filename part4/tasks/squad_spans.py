@@ -1,6 +1,7 @@
 """SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD: the official JSON, the
-windows, the span targets, the batched span search, and the dev set scored with the official metric
-(part4/tasks/squad_metric.py) over the tau sweep."""
+windows, the span targets, the span head by hand (`span_logits`), the batched span search, one question on the
+article's passage (`demo_one`, which bert_part4_squad.py and bert_part4_math.py print), and the dev set scored with the
+official metric (part4/tasks/squad_metric.py) over the tau sweep."""
 
 import json
 import math
@@ -164,8 +165,25 @@ def encode_squad(tok, examples, max_len, stride):
             "multi_window": int((per_question > 1).sum()), "to_cls": sum(1 for i in starts if i == 0)}
 
 
-# The article's best_span above is the reference (the tests check best_spans against it); below, the same
-# search batched. Worked example, the article's 4-token toy (bert_part4_math.py's TOY_START and TOY_END):
+# --- The span head by hand: start_i = S.T_i, end_j = E.T_j, W = [S; E] is (2, H) (paper §4.2) ---
+
+def span_logits(T, W, b):
+    """Row 0 of W is S, row 1 is E; b adds one constant to every start and every end score."""
+    S, E = W[0], W[1]                                     # (H,) each
+    return T @ S + b[0], T @ E + b[1]                     # S . T_i, E . T_j: (tokens,) each
+
+
+def softmax_bias_gap(logits, bias, positions):
+    """max |softmax(x + bias) - softmax(x)| over the passage: a constant cancels in a softmax."""
+    x = logits[positions]
+    return (torch.softmax(x, -1) - torch.softmax(x - bias, -1)).abs().max().item()
+
+
+# --- The span search of run_squad.py: the n_best starts x the n_best ends, batched ---
+
+# The article's best_span (bert_part4_squad.py: every i and j of the passage) is the reference: the tests check
+# n_best_span_search against it, with n_best covering every token. Worked example, the article's 4-token toy
+# (bert_part4_math.py's TOY_START and TOY_END):
 #   S.T_i = [0.5, 1.0, 3.0, 0.2], E.T_j = [2.8, 0.1, 1.0, 1.5]; every cell is S.T_i + E.T_j:
 #            j=0   j=1   j=2   j=3
 #     i=0    3.3   0.6   1.5   2.0
@@ -176,7 +194,7 @@ def encode_squad(tok, examples, max_len, stride):
 #   4.5 at (2, 3). With n_best = 2, only the starts i = 2, 1 and the ends j = 0, 3 are paired: (2, 0) and
 #   (1, 0) are rejected, (2, 3) scores 4.5 and (1, 3) 2.5, so the search still finds (2, 3).
 
-def best_spans(start, end, passage, n_best, max_answer, top=1):
+def n_best_span_search(start, end, passage, n_best, max_answer, top=1):
     """For each window of a batch: the `top` best spans, searched as run_squad.py does.
 
     The n_best highest start scores and the n_best highest end scores of the window are paired; a pair
@@ -203,11 +221,41 @@ def null_score(start, end):
     return start[:, 0].float() + end[:, 0].float()
 
 
+@torch.inference_mode()
+def demo_one(model, tok, question, text, *, device, search):
+    """Everything the article prints for one question on one passage (text: the article's, the BERT abstract), from
+    one forward pass: the 3 best spans (search: its n_best and max_answer), the 3 likeliest starts, S.T_i by hand
+    against the model's start logit, the bias's effect on the softmax, s_null."""
+    enc = tok(question, text, return_tensors="pt", return_offsets_mapping=True)
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
+    out = model(**enc.to(device), output_hidden_states=True)
+    T = out.hidden_states[-1][0]                                  # T_i for every token, (tokens, H)
+    W, b = model.qa_outputs.weight, model.qa_outputs.bias        # (2, H): row 0 = S, row 1 = E
+    start, end = out.start_logits[0].float(), out.end_logits[0].float()
+    val, i, j = n_best_span_search(start[None], end[None], passage[None], n_best=search.n_best,
+                                   max_answer=search.max_answer, top=3)
+    spans = [(text[offsets[a][0]:offsets[c][1]], int(a), int(c), float(v))
+             for v, a, c in zip(val[0], i[0], j[0])]
+    by_hand, _ = span_logits(T, W, b)
+    p_start = torch.softmax(start[passage], -1)                   # P_start over the passage tokens
+    top_p, top_i = p_start.topk(3)
+    passage_tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
+    return {"question": question, "spans": spans,
+            "start_top": [(passage_tokens[t], float(p)) for p, t in zip(top_p, top_i)],
+            "start": start, "end": end, "passage": passage, "offsets": offsets, "S": W[0], "E": W[1],
+            "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
+            "hand_gap": (by_hand - start).abs().max().item(),
+            "bias_gap": max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage)),
+            "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
+
+
 # --- Running the model over all windows: sorted by length, padded per batch ---
 
 @dataclass(frozen=True)
 class SpanSearch:
-    """How the dev set is cut and searched (run_squad.py's settings by default)."""
+    """How the dev set is cut and searched, by default with the numbers of run_squad.py (its doc_stride is there the step
+    from one window to the next; here, as the tokenizer's stride, it is the tokens two consecutive windows share)."""
     max_len: int = MAX_LEN       # window length in tokens
     stride: int = STRIDE         # tokens shared by consecutive windows
     batch_size: int = SPAN_BATCH_SIZE  # windows per forward pass
@@ -225,7 +273,7 @@ def score_windows(model, windows, search, device, processes=ALONE):
     batches = batches_by_length([len(w["input_ids"]) for w in windows], search.batch_size)[processes.rank::processes.world]
     columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
                if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
-    columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (runs.collate)
+    columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (part4/data/batches.py)
     with torch.inference_mode():
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
                    disable=not processes.is_main)
@@ -240,7 +288,7 @@ def score_windows(model, windows, search, device, processes=ALONE):
             model_seconds += time.perf_counter() - t0
             pad = ~inputs["attention_mask"].bool()             # (B, L): never among the n_best
             start, end = out.start_logits.masked_fill(pad, float("-inf")), out.end_logits.masked_fill(pad, float("-inf"))
-            val, i, j = best_spans(start, end, passage, n_best=search.n_best, max_answer=search.max_answer)
+            val, i, j = n_best_span_search(start, end, passage, n_best=search.n_best, max_answer=search.max_answer)
             best[idx], i_best[idx], j_best[idx] = val[:, 0].cpu().numpy(), i[:, 0].cpu().numpy(), j[:, 0].cpu().numpy()
             s_null[idx] = null_score(out.start_logits, out.end_logits).cpu().numpy()
             bar.update(len(idx))
