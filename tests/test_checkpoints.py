@@ -398,10 +398,10 @@ def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, 
     """The span search reads s_null at the window's first token and the passage after the question."""
     folder = tiny_qa_dir
     tok = AutoTokenizer.from_pretrained(folder)
-    assert sq.layout_problem(tok) is None
+    assert loading.layout_problem(tok) is None
     tok.backend_tokenizer.post_processor = TemplateProcessing(
         single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
-    assert sq.layout_problem(tok).startswith(problem)
+    assert loading.layout_problem(tok).startswith(problem)
     load = loading.load_pretrained              # the folder's tokenizer, laid out otherwise
     monkeypatch.setattr(folders, "load_pretrained",
                         lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
