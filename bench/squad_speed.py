@@ -2,7 +2,7 @@
 
 The article's approach (and Google's run_squad.py): every window padded to --max-len, questions
 tokenised one by one, and the 20 best starts x 20 best ends searched in a Python loop per window.
-Ours (bert_part4_squad.predict): one batched tokenizer call, windows sorted by length and padded per
+Ours (squad_spans.predict, as bert_part4_squad.py runs it): one batched tokenizer call, windows sorted by length and padded per
 batch, inference_mode, autocast on CUDA, span search batched on the device.
 Both run on the same model and the same first --limit questions; the script prints windows/s for
 each, the ratio, the share of wall time spent in the model, and how often the two answers agree.

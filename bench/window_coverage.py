@@ -1,6 +1,6 @@
 """Window coverage of SQuAD v1.1 dev, and what the uncovered questions cost in EM/F1 (issue 14).
 
-bert_part4_squad.make_windows cuts each passage into windows of --max-len tokens that share --stride
+squad_spans.make_windows (as bert_part4_squad.py runs it) cuts each passage into windows of --max-len tokens that share --stride
 tokens, in one tokenizer call (return_overflowing_tokens). Some tokenizers releases (0.23.1, 0.23.2)
 stop the overflow early: the last window ends before the passage does. This script, run under the
 python environment to be checked, tokenises the dev set exactly as make_windows does and measures:
