@@ -3,7 +3,7 @@
 Reproduces the article's "Checking the formula in code" (GLUE classifier, paper §3.2 and §4.1),
 the SWAG multiple-choice head (§4.4) and the SQuAD span head (§4.2): each head is computed by hand
 from the encoder's hidden states and compared with the library's output on the same weights.
-A gap above 1e-4 is a failed check: the script says so and exits with code 1.
+A gap above TOLERANCE is a failed check: the script says so and exits with code 1.
 
     python bert_part4_heads.py                      # bert-base-uncased from the Hugging Face Hub
     python bert_part4_heads.py --model path/to/dir  # any local BERT folder (config, weights, vocab)

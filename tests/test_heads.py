@@ -13,6 +13,8 @@ from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswe
 
 import bert_part4_heads as heads
 from part4.models.devices import run_cli
+from part4.models.loading import new_head_parameters
+from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
 
 def test_classifier_logits_and_loss_against_a_loop_and_cross_entropy():
@@ -34,10 +36,10 @@ def test_new_parameters_match_the_heads_of_bert_base():
         swag = BertForMultipleChoice(BertConfig())
         squad = BertForQuestionAnswering(BertConfig())
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    assert heads.new_head_parameters(3, 768) == count(glue3.classifier) == 2307
-    assert heads.new_head_parameters(2, 768) == count(glue2.classifier) == 1538
-    assert heads.new_head_parameters(1, 768) == count(swag.classifier) == 769
-    assert heads.new_head_parameters(2, 768) == count(squad.qa_outputs)
+    assert new_head_parameters(3, 768) == count(glue3.classifier) == 2307
+    assert new_head_parameters(2, 768) == count(glue2.classifier) == 1538
+    assert new_head_parameters(1, 768) == count(swag.classifier) == 769
+    assert new_head_parameters(2, 768) == count(squad.qa_outputs)
     assert count(glue3) == 109_484_547   # the article's total for bert-base-uncased with K = 3
 
 
@@ -45,10 +47,10 @@ def test_span_logits_are_the_qa_layer_and_a_bias_cancels_in_the_softmax():
     torch.manual_seed(2)
     layer = torch.nn.Linear(8, 2)
     T = torch.randn(6, 8)
-    start, end = heads.span_logits(T, layer.weight, layer.bias)
+    start, end = span_logits(T, layer.weight, layer.bias)
     assert torch.allclose(torch.stack([start, end], -1), layer(T), atol=1e-6)
     positions = torch.tensor([1, 2, 3, 4])
-    assert heads.softmax_bias_gap(start, torch.tensor(3.0), positions) < 1e-6
+    assert softmax_bias_gap(start, torch.tensor(3.0), positions) < 1e-6
     # a shift that differs per position does not cancel: the check can fail
     shifted = torch.softmax(start[positions] + torch.arange(4.0), -1)
     assert (shifted - torch.softmax(start[positions], -1)).abs().max() > 0.1

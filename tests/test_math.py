@@ -1,5 +1,7 @@
 """bert_part4_math.py: the toy numbers are the article's, the attention shares against loops, end to end."""
 
+import ast
+import glob
 import json
 import os
 import sys
@@ -15,6 +17,26 @@ from part4.models import folders, loading
 from part4.output.log import Report
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
+
+
+def script_imports(path):
+    """The modules a file imports, by their first name (bert_part4_squad, part4, torch, ...)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+
+def test_no_script_imports_another_what_two_share_is_in_part4(tmp_path):
+    """The math script reads the span search, the demo, the QA loading and the heads' count from part4/, as the SQuAD
+    and heads scripts do: no script imports another (the check finds one that does)."""
+    scripts = sorted(glob.glob(os.path.join(ROOT, "bert_part4_*.py")))
+    names = {os.path.splitext(os.path.basename(p))[0] for p in scripts}
+    assert len(scripts) >= 6
+    assert {os.path.basename(p): sorted(script_imports(p) & names) for p in scripts} == {
+        os.path.basename(p): [] for p in scripts}
+    (tmp_path / "x.py").write_text("import bert_part4_squad as squad\nfrom bert_part4_heads import PASSAGE\n")
+    assert script_imports(str(tmp_path / "x.py")) & names == {"bert_part4_squad", "bert_part4_heads"}
 
 
 def test_toy_numbers_are_the_articles(tmp_path):
