@@ -289,10 +289,10 @@ def show_plan(items, parts, *, why, done, inputs, log):
     calibrated = ((read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
         experiments.device_key(inputs.device)) or {}).get(experiments.CALIBRATED)
     if calibrated:
-        log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's model "
-                f"(a training step at the task's mean row length and a forward pass, each the quicker of two after a "
-                f"warm-up, on 8 rows scaled to the batch on a CPU; a model loaded; a script's start; a checkpoint "
-                f"written), calibrated {calibrated}")
+        log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
+                f"model (a training step at the task's mean row length and a forward pass, each the quicker of two "
+                f"after a warm-up, on rows of 2,048 tokens (8 at least) scaled to the batch on a CPU; a model loaded; "
+                f"a script's start; a checkpoint written), calibrated {calibrated}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else

@@ -27,8 +27,9 @@ from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
 from part4.reproduction.experiments import IMPORTED, Work, length_key, work_key
 
 REPEATS = 2              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
-ROWS = 8                 # rows of a measured step or forward pass on the CPU, scaled to the experiment's batch: a row's
-                         # share of a bigger batch is about the same there; on a GPU it is not: the whole batch is timed
+TOKENS = 2048            # tokens of a measured step or forward pass on the CPU (at least ROWS rows), scaled to the
+ROWS = 8                 # experiment's batch: a row's share of a bigger batch is about the same there, once a step's
+                         # fixed cost is spread over enough tokens; on a GPU it is not: the whole batch is timed
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
@@ -104,9 +105,10 @@ def random_batch(net, rows, length, device):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def rows_timed(batch, device):
-    """The rows a step or a forward pass is timed on: the whole batch on a GPU, at most ROWS on the CPU."""
-    return batch if device.type == "cuda" else min(batch, ROWS)
+def rows_timed(batch, length, device):
+    """The rows a step or a forward pass is timed on: the whole batch on a GPU; on the CPU as many as hold TOKENS (at
+    least ROWS), at most the batch."""
+    return batch if device.type == "cuda" else min(batch, max(ROWS, TOKENS // max(1, length)))
 
 
 def train_step_seconds(net, batch, length, device):
@@ -116,7 +118,7 @@ def train_step_seconds(net, batch, length, device):
     AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts' default
     --fused-adamw on)."""
     net.train()
-    rows = rows_timed(batch, device)
+    rows = rows_timed(batch, length, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
     try:
         optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr, fused=True)
@@ -145,9 +147,9 @@ UPDATES = {}             # {model: its AdamW update's seconds}
 
 
 def forward_seconds(net, batch, length, device):
-    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed(batch) rows of `length` tokens."""
+    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed rows of `length` tokens."""
     net.eval()
-    rows = rows_timed(batch, device)
+    rows = rows_timed(batch, length, device)
     inputs = random_batch(net, rows, length, device)
 
     def step():
@@ -222,7 +224,7 @@ def main(request_path):
         importlib.import_module(os.path.splitext(script)[0])            # what its process imports (nothing runs)
     print(IMPORTED, flush=True)
     cache = request["cache"]
-    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True), request.get("names"))
+    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True), names=request.get("names"))
     write_atomic(request_path, json.dumps({"cache": cache, "problems": problems}))
     return 0
 
