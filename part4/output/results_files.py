@@ -2,7 +2,8 @@
 results record it (relative, or a model folder by its name and a fingerprint), a weight file's sha256, what a stand-in
 model folder stands in for, a results JSON read with one line for a file that is not one, a folder checked writable
 before any work, and files and model folders written atomically (a temp file or folder, then rename: a crash leaves
-nothing that looks complete)."""
+nothing that looks complete); the free space a write needs checked before, and a write that fails anyway (no space
+left, a read-only folder) said in one line."""
 
 import functools
 import hashlib
@@ -158,20 +159,72 @@ def write_atomic(path, text):
     replace_atomically(path, write_text)
 
 
-def replace_atomically(path, write):
-    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
+def replace_atomically(path, write, kept=""):
+    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes. A write
+    that fails for want of room or rights is one line (not_written; kept: what is kept and how to go on)."""
+    folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+        os.close(fd)
         write(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        line = not_written(path, e, kept)             # measured before the temp file goes: a full disk is full now
+        if tmp and os.path.exists(tmp):
             os.remove(tmp)
+        if line:
+            raise Fatal(line) from e
         raise
+
+
+# --- the room a write needs: checked before any work; a write that fails anyway, one line ---
+
+FULL = 1 << 20           # bytes: a file system with less free is full (torch.save says so only as a RuntimeError)
+
+
+def size_text(n):
+    """Bytes as a reader wants them: '12 kB', '349 MB', '1.3 GB'."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{max(n, 0) / 1e3:.0f} kB"
+
+
+def free_space(path):
+    """(the nearest existing folder at or above path, the bytes free on its file system)."""
+    probe = os.path.abspath(os.path.expanduser(path))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return probe, shutil.disk_usage(probe).free
+
+
+def check_room(needs):
+    """needs: [(path, bytes, what)], each a file or folder a run will write: refused in one line, before any work,
+    when their file system has less free space than they need together."""
+    by_disk = {}
+    for path, needed, what in needs:
+        probe, free = free_space(path)
+        disk = by_disk.setdefault(os.stat(probe).st_dev, [probe, free, 0, []])
+        disk[2] += needed
+        disk[3].append(f"{what} {path} about {size_text(needed)}")
+    for probe, free, needed, said in by_disk.values():
+        if free < needed:
+            raise Fatal(f"not enough free space: {'; '.join(said)}, and {probe} has {size_text(free)} free "
+                        f"on its disk: free some space or write elsewhere")
+
+
+def not_written(path, error, kept=""):
+    """The one line of a write that failed for want of room or rights (an OSError: no space left, a read-only or
+    vanished folder; or, where the disk is full now, torch.save's RuntimeError): the file, why, that nothing half-written
+    is left, and kept (what is kept and how to go on); None for any other failure."""
+    probe, free = free_space(os.path.dirname(os.path.abspath(path)))
+    if isinstance(error, OSError):
+        why = error.strerror or str(error)
+    elif isinstance(error, RuntimeError) and free < FULL:
+        why = f"no space left: {size_text(free)} free on the disk of {probe}"
+    else:
+        return None
+    return f"{path}: not written ({why}); nothing half-written is left{kept}"
 
 
 # --- a model's folder: checked before any work, replaced whole ---
@@ -187,14 +240,15 @@ def check_model_target(path, flag):
     check_writable_dir(os.path.dirname(path), flag)
 
 
-def replace_folder_atomically(path, write):
+def replace_folder_atomically(path, write, kept=""):
     """write(tmp) fills a temporary folder beside path, which then takes path's place: never half a folder. The
-    folder and its files get the ordinary permissions of the user's umask (mkdtemp makes 0700)."""
+    folder and its files get the ordinary permissions of the user's umask (mkdtemp makes 0700). A write that fails for
+    want of room or rights is one line (not_written; kept: what is kept and how to go on)."""
     path = os.path.abspath(os.path.expanduser(path))
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
+    parent, tmp = os.path.dirname(path), None
     try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
         write(tmp)
         umask = os.umask(0)
         os.umask(umask)
@@ -209,8 +263,12 @@ def replace_folder_atomically(path, write):
         os.rename(tmp, path)
         if old:
             shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as e:
+        line = not_written(path, e, kept)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if line:
+            raise Fatal(line) from e
         raise
     return path
 

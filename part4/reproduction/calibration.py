@@ -1,15 +1,17 @@
 """The calibration: each unit of work an experiment does (part4/reproduction/experiments.py's Work) measured on this device, with
-the experiment's own model at its own shapes, a few timed repeats each: a script's process starting (its own
-imports), a model loaded, a training step (warm: every kernel loaded, at a few widths around the task's), a forward
-pass, a checkpoint written; and the length of a task's rows, as its batches pad them. What is measured goes into the
-cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is named with why."""
+the experiment's own model at its own shapes, short enough that a first --plan answers in seconds: a script's process
+starting (this process's own start, to the scripts imported: IMPORTED, timed by bert_part4_reproduce.py), a model
+loaded (once), a training step and a forward pass (each warm: one untimed, then the quicker of two timed, the one a
+busy machine disturbed less; a step at the task's mean row length; AdamW's update once per model), a checkpoint
+written; and the length of a task's rows, as its batches pad them. What is measured
+goes into the cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is
+named with why."""
 
 import csv
+import importlib
 import json
 import os
 import random
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,19 +24,20 @@ from part4.command_line.errors import not_a_script
 from part4.models.devices import pick_device
 from part4.output.results_files import read_json, write_atomic
 from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
-from part4.reproduction.experiments import Work, length_key, work_key
+from part4.reproduction.experiments import IMPORTED, Work, length_key, work_key
 
-REPEATS = 3              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
-ROWS = 8                 # rows of a measured step or forward pass on the CPU, scaled to the experiment's batch: a row's
-                         # share of a bigger batch is about the same there; on a GPU it is not: the whole batch is timed
-WIDTHS = (0.5, 1.0, 1.5)                 # a training step timed at these multiples of the task's mean row length
+REPEATS = 2              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
+TOKENS = 2048            # tokens of a measured step or forward pass on the CPU (at least ROWS rows), scaled to the
+ROWS = 8                 # experiment's batch: a row's share of a bigger batch is about the same there, once a step's
+                         # fixed cost is spread over enough tokens; on a GPU it is not: the whole batch is timed
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
 
 
 def timed(step, device):
-    """The median seconds of REPEATS calls of step(), after one untimed (a busy machine's outlier left out)."""
+    """The least seconds of REPEATS calls of step(), after one untimed: the call other work on a shared machine
+    disturbed least."""
     step()
     seconds = []
     for _ in range(REPEATS):
@@ -45,18 +48,7 @@ def timed(step, device):
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
-
-
-def process_start(script):
-    """A script's process starting: python and the script's own imports (torch, transformers, part4), the second
-    time (the first pays for reading the files from disk, which the pass's earlier scripts have done)."""
-    spent = []
-    for _ in range(2):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", f"import {os.path.splitext(script)[0]}"], cwd=ROOT, check=True)
-        spent.append(time.perf_counter() - start)
-    return spent[-1]
+    return min(seconds)
 
 
 def checkpoint_seconds(net):
@@ -73,10 +65,9 @@ def checkpoint_seconds(net):
 
 
 def load(model, head, device):
-    """(the model with its head, its tokenizer, the seconds they took to load the second time: the first pays for
-    the library's first use in this process, which a script's start already counts)."""
+    """(the model with its head, its tokenizer, the seconds they took to load, once: the first use of the library in
+    this process included, a little more than a script's load, whose start has paid for it)."""
     kw = {"num_labels": 2} if head == "classifier" else {}
-    HEADS[head].from_pretrained(model, **kw)
     start = time.perf_counter()
     net = HEADS[head].from_pretrained(model, **kw).to(device)
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -114,18 +105,20 @@ def random_batch(net, rows, length, device):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def rows_timed(batch, device):
-    """The rows a step or a forward pass is timed on: the whole batch on a GPU, at most ROWS on the CPU."""
-    return batch if device.type == "cuda" else min(batch, ROWS)
+def rows_timed(batch, length, device):
+    """The rows a step or a forward pass is timed on: the whole batch on a GPU; on the CPU as many as hold TOKENS (at
+    least ROWS), at most the batch."""
+    return batch if device.type == "cuda" else min(batch, max(ROWS, TOKENS // max(1, length)))
 
 
 def train_step_seconds(net, batch, length, device):
     """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
-    span head's start and end) forward and back (bf16 autocast on CUDA), timed warm (after an untimed step at each
-    width) at WIDTHS times the length, their mean, on rows_timed rows scaled to the batch, then AdamW's update, whose
-    cost does not depend on the batch (fused where torch has it, as the scripts' default --fused-adamw on)."""
+    span head's start and end) forward and back (bf16 autocast on CUDA), timed warm at the length (the mean of a row:
+    padding-free steps compute all but attention on the real tokens), on rows_timed rows scaled to the batch, then
+    AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts' default
+    --fused-adamw on)."""
     net.train()
-    rows = rows_timed(batch, device)
+    rows = rows_timed(batch, length, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
     try:
         optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr, fused=True)
@@ -142,16 +135,21 @@ def train_step_seconds(net, batch, length, device):
         optimiser.step()
         optimiser.zero_grad(set_to_none=False)
 
-    widest = net.config.max_position_embeddings
-    widths = sorted({min(widest, max(2, round(length * f))) for f in WIDTHS})
-    steps = [timed(lambda x=random_batch(net, rows, w, device): forward_backward(x), device) for w in widths]
-    return statistics.mean(steps) * batch / rows + timed(update, device)
+    if net not in UPDATES:                   # AdamW's update costs the same whatever the batch: timed once a model
+        forward_backward(random_batch(net, rows, 2, device))       # gradients for the update to read
+        UPDATES[net] = timed(update, device)
+
+    inputs = random_batch(net, rows, min(net.config.max_position_embeddings, max(2, length)), device)
+    return timed(lambda: forward_backward(inputs), device) * batch / rows + UPDATES[net]
+
+
+UPDATES = {}             # {model: its AdamW update's seconds}
 
 
 def forward_seconds(net, batch, length, device):
-    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed(batch) rows of `length` tokens."""
+    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed rows of `length` tokens."""
     net.eval()
-    rows = rows_timed(batch, device)
+    rows = rows_timed(batch, length, device)
     inputs = random_batch(net, rows, length, device)
 
     def step():
@@ -184,20 +182,18 @@ def one_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-def calibrate(works, device, cache, say):
+def calibrate(works, device, cache, say, names=None):
     """Measure every unit of works not in the cache, into the cache; {model: why} for the models that could not be
-    loaded (their units stay unmeasured). say(line): one line per model measured."""
-    device, problems = pick_device(device), {}   # --device auto as every script resolves it
+    loaded (their units stay unmeasured). say(line): one line per model measured, naming it as names does (a model's
+    path as the log may show it; its path else)."""
+    device, problems, names = pick_device(device), {}, names or {}   # --device auto as every script resolves it
     transformers.logging.set_verbosity_error()           # a new head on an encoder is expected here
     transformers.logging.disable_progress_bar()
-    for script in dict.fromkeys(w.model for w in works if w.kind == "start"):
-        if work_key(Work("start", script), cache) not in cache:
-            cache[work_key(Work("start", script), cache)] = process_start(script)
     for model, head in dict.fromkeys((w.model, w.head) for w in works if w.kind != "start"):
         todo = [w for w in works if (w.model, w.head) == (model, head) and work_key(w, cache) not in cache]
         if not todo:
             continue
-        say(f"calibrating {model} ({head} head) on {device}")
+        say(f"calibrating {names.get(model, model)} ({head} head) on {device}")
         try:
             net, tokenizer, seconds = load(model, head, device)
         except (OSError, ValueError, RuntimeError, KeyError) as e:
@@ -224,8 +220,11 @@ def main(request_path):
     into its cache on its device; the cache and the problems written back to the same file."""
     request = read_json(request_path)
     works = [Work(**{**w, "texts": tuple(w["texts"])}) for w in request["works"]]
+    for script in dict.fromkeys(w.model for w in works if w.kind == "start"):
+        importlib.import_module(os.path.splitext(script)[0])            # what its process imports (nothing runs)
+    print(IMPORTED, flush=True)
     cache = request["cache"]
-    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True))
+    problems = calibrate(works, request["device"], cache, lambda line: print(line, flush=True), names=request.get("names"))
     write_atomic(request_path, json.dumps({"cache": cache, "problems": problems}))
     return 0
 

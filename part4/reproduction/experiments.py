@@ -383,6 +383,8 @@ def size(experiment, inputs):
 # --- Its estimate: the measured seconds of each unit, from the calibration cache, times its count ---
 
 CACHE = "reproduce_calibration.json"     # in the results folder: {device: {unit: seconds, or a length in tokens}}
+IMPORTED = "(the scripts imported)"      # the calibration's first line: its process has imported what the scripts import
+CALIBRATED = "calibrated"                # ... and under this key, when the units were measured, how long, at what load
 
 
 def device_key(device):

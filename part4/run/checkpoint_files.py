@@ -54,10 +54,11 @@ def plain(obj):
     return obj
 
 
-def save_atomic(obj, path):
-    """torch.save, written atomically (see write_atomic in part4/output/results_files.py): a checkpoint is whole or absent."""
+def save_atomic(obj, path, kept=""):
+    """torch.save, written atomically (see write_atomic in part4/output/results_files.py): a checkpoint is whole or absent;
+    one that cannot be written (no space left) is one line, ending with kept."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    replace_atomically(path, lambda tmp: torch.save(obj, tmp))
+    replace_atomically(path, lambda tmp: torch.save(obj, tmp), kept)
 
 
 # --- the checkpoint of one run: written, read back, refused when of other settings ---
@@ -66,8 +67,9 @@ class Checkpoint:
     """The checkpoint file of one run (path: results/<run name>.checkpoint) of these settings, shared by the processes
     that train the run together (each keeps its own RNG states and losses in it) on device."""
 
-    def __init__(self, path, settings, processes, device):
+    def __init__(self, path, settings, processes, device, again=""):
         self.path, self.settings, self.processes, self.device = path, settings, processes, device
+        self.again, self.step_kept = again, None        # the command that resumes it; the step of the one on disk
 
     def write_checkpoint(self, model, opt, sched, state, *, losses):
         """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses (losses: this
@@ -76,7 +78,14 @@ class Checkpoint:
         everyone = gather(self.processes, {"losses": [float(x) for x in losses], "rng": rng_states()})
         if self.processes.is_main:
             save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
-                         "sched": sched.state_dict(), "processes": everyone}, self.path)
+                         "sched": sched.state_dict(), "processes": everyone}, self.path, self.kept())
+            self.step_kept = state["step"]
+
+    def kept(self):
+        """What a run keeps when a write fails, and the command that goes on, as the end of its one line."""
+        kept = ("no checkpoint yet: the run starts over" if self.step_kept is None else
+                f"the checkpoint at step {self.step_kept} is kept")
+        return f"; {kept}; to resume once there is room: {self.again or 'run the same command again'}"
 
     def resume(self, model, opt, sched):
         """None when there is no checkpoint; else (its state, this process's unsummed losses on the run's device), after
@@ -100,6 +109,7 @@ class Checkpoint:
         sched.load_state_dict(ckpt["sched"])
         mine = ckpt["processes"][self.processes.rank]
         set_rng_states(mine["rng"])
+        self.step_kept = ckpt["state"]["step"]
         return ckpt["state"], [torch.tensor(x, device=self.device) for x in mine["losses"]]   # beside the losses to come
 
     def resumed(self, model, opt, sched, *, report, steps):

@@ -8,6 +8,8 @@ name."""
 
 import math
 import os
+import resource
+import shlex
 import signal
 import sys
 import threading
@@ -22,13 +24,14 @@ from part4.command_line.declarations import shown_duration
 from part4.command_line.errors import Fatal, Stopped, not_a_script
 from part4.command_line.fine_tune_settings import computed_on
 from part4.data.batches import collate, epoch_batches, to_device
-from part4.models.devices import WithoutCudnnAttention, has_fused_adamw, summed
+from part4.models.devices import WithoutCudnnAttention, autocast, has_fused_adamw, summed
 from part4.models.folders import loaded_record
 from part4.output import lines
 from part4.output.lines import RANDOM_HEAD, article
 from part4.output.log import Report
 from part4.output.plots import line_plot
-from part4.output.results_files import portable, replace_folder_atomically
+from part4.output.results_files import check_room, portable, replace_folder_atomically
+from part4.paper.article import FINETUNE
 from part4.paper.article_labels import ARTICLE_BEFORE
 from part4.paper.recipe import eval_every
 from part4.run.checkpoint_files import Checkpoint
@@ -36,6 +39,7 @@ from part4.run.packing import is_padding_free, with_real_tokens
 from part4.run.records import checkpoint_path, model_folders, recorded_command, run_name, run_settings
 
 HOST = torch.device("cpu")
+LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
 
 
 class TrainingRun:
@@ -62,7 +66,8 @@ class TrainingRun:
                                      dtype=self.dtype, processes=self.processes)
         main = plan.where.processes.is_main and self.processes.is_main
         self.report = Report(self.name, self.config.settings.results_dir, quiet=not main)
-        self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device)
+        self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device,
+                                     again=shlex.join(["python", FINETUNE, *self.config.settings.argv]))
         self.computed = computed_on(self.config.settings, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
         self.losses, self.stop = [], StopSignals()
 
@@ -80,6 +85,9 @@ class TrainingRun:
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
         self.eval_every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
+        weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())     # bytes, as saved
+        check_room([(self.checkpoint.path, 3 * weights, "a resume checkpoint (the model, AdamW's two moments)"),
+                    *[(f, weights, "the model saved") for f in model_folders(self.config, [self.job]) if c.save_model]])
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
         if loaded is None:
             state = self.begin()
@@ -96,7 +104,9 @@ class TrainingRun:
                                   how=self.computation())
         for line in preamble + self.checkpoint.started_over(self.steps):
             self.report.say(line)
+        start = time.perf_counter()
         before = self.dev_scores()
+        evaluation = time.perf_counter() - start
         init = config.settings.init
         if init == "random":
             fresh = "every weight random, --init random"
@@ -110,7 +120,37 @@ class TrainingRun:
             theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
         self.report.say(f"before fine-tuning ({fresh}): {scores}"
                         + family.baseline(self.data.majority, self.data.devs) + theirs)
+        self.report.say(self.cost_line(evaluation))
         return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
+
+    def cost_line(self, evaluation):
+        """What the run will cost here, said before its first step: its steps times one step timed (the first batch's
+        loss forward and back, its update left out; the RNG forked and the gradients cleared after: nothing of the run
+        changes), its dev evaluations times the one before training (evaluation, in seconds), and its memory at the
+        peak where it is large (this process's so far, after the step, with AdamW's two moments to come)."""
+        idx = epoch_batches(len(self.data.train["input_ids"]), self.job.batch_size, 1, self.job.seed)[0][0]
+        batch = collate(self.data.train, shard(idx, self.processes)[0], HOST, multiple=self.computed["pad_to_multiple_of"],
+                        max_width=self.family.max_len)
+        batch = to_device(with_real_tokens(batch) if self.packed else batch, self.device)
+        accelerators = [self.device] if self.device.type != "cpu" else []
+        with torch.random.fork_rng(accelerators, device_type=self.device.type if accelerators else "cuda"):
+            start = time.perf_counter()
+            with autocast(self.device, self.dtype):
+                self.family.loss(self.model, batch).backward()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            step = time.perf_counter() - start
+        self.model.zero_grad(set_to_none=True)
+        evals = self.steps // self.eval_every + (self.steps % self.eval_every > 0)
+        total = self.steps * step + evals * evaluation
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        peak = (torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)) + 2 * weights
+        memory = f"; memory about {peak / 1e9:.1f} GB at its peak" if peak >= LARGE_MEMORY else ""
+        shown = f"{total / 3600:.1f} h" if total >= 5400 else f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
+        evaluations = f"{evals} dev evaluation{'s' if evals > 1 else ''}"
+        return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about {shown} (one "
+                f"step and the evaluation before training timed on {self.device.type}{memory})")
 
     def __enter__(self):
         self.stop.__enter__()
@@ -263,7 +303,8 @@ class TrainingRun:
                   "weights": loaded_record(data.model_folder, data.head) if c.init == "pretrained" else None,
                   "computation": self.computation()}
         if c.save_model:
-            result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0]))
+            result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0],
+                                                               self.checkpoint.kept()))
             report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, config.test_dir)
         report.save(result, cli=recorded_command(c, task=config.task), device=self.device)
@@ -280,12 +321,13 @@ def best_seen(curve, family):
     return max(curve, key=lambda c: family.selection(c["dev"]))
 
 
-def save_model_folder(model, tok, path):
-    """save_pretrained into a temporary folder beside path, then rename: never half a model folder."""
+def save_model_folder(model, tok, path, kept=""):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder (one that cannot be
+    written is one line, ending with kept)."""
     def write(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-    return replace_folder_atomically(path, write)
+    return replace_folder_atomically(path, write, kept)
 
 
 # --- the processes that share a run: each its rows of every batch, the model DDP-wrapped, one decision to stop ---
