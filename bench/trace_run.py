@@ -1,16 +1,18 @@
 """How much of part4/ one run walks through: the files and the distinct functions of part4/ that a command runs.
 
 A reader who follows one run beside the article opens each of these rooms; the counts say how many. The command runs
-in this process under sys.setprofile (module bodies, lambdas and comprehensions not counted). By default it is
+in this process under sys.setprofile; only functions and methods are counted (module and class bodies, lambdas
+and comprehensions are not). By default it is
 `bert_part4_finetune.py mrpc 2e-5` on a tiny BERT built here with the real vocabulary (../shared/data), 32 training
 and 32 dev examples on the CPU, its results in a temporary folder:
 
-    python bench/trace_run.py                      # the MRPC run: files and functions, then each file's functions
+    python bench/trace_run.py                      # the MRPC run: files and functions, then the count of each file
     python bench/trace_run.py --script bert_part4_squad.py -- --v1-model M --only v1 --limit 8 --device cpu
 """
 
 import argparse
 import collections
+import inspect
 import os
 import runpy
 import sys
@@ -41,7 +43,8 @@ def traced(script, argv):
 
     def profile(frame, event, arg):
         code = frame.f_code
-        if event == "call" and code.co_filename.startswith(PACKAGE) and code.co_name not in SKIPPED:
+        if (event == "call" and code.co_filename.startswith(PACKAGE) and code.co_name not in SKIPPED
+                and code.co_flags & inspect.CO_OPTIMIZED):            # a function's code; a class body's is not
             seen[os.path.relpath(code.co_filename, ROOT)].add(f"{code.co_qualname}:{code.co_firstlineno}")
 
     sys.argv = [script, *argv]
@@ -59,7 +62,7 @@ def traced(script, argv):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--script", default="bert_part4_finetune.py", help="the script to trace (default: the fine-tune)")
-    parser.add_argument("--quiet", action="store_true", help="only the counts, not each file's functions")
+    parser.add_argument("--quiet", action="store_true", help="only the totals, not each file's count")
     parser.add_argument("argv", nargs="*", help="the script's own arguments (default: the MRPC run above)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
