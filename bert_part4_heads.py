@@ -20,7 +20,7 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import pick_device, run_cli, seed_everything
+from part4.models.devices import pick_device, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import load_model, model_problem
 from part4.output.lines import RANDOM_HEAD, article, rounded
@@ -28,6 +28,7 @@ from part4.output.log import Report, command_line
 from part4.output.results_files import check_writable_dir, portable
 from part4.paper.article import ARTICLE_MODEL
 from part4.paper.article_labels import HEADS_LABELS as ARTICLE
+from part4.run.plan import run_cli
 
 # The article's inputs (INPUTS.md) ...
 PAIR = ("A man is playing a guitar.", "A person is making music.")

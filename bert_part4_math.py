@@ -33,9 +33,9 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import pick_device, run_cli, seed_everything
+from part4.data.readers import file_problem, read_squad
+from part4.models.devices import pick_device, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.hub import file_problem
 from part4.models.loading import load_model, model_problem
 from part4.output.lines import UNTRAINED_HEAD, article, rounded
 from part4.output.log import Report, command_line
@@ -46,6 +46,7 @@ from part4.paper.article import TAU as ARTICLE_TAU
 from part4.paper.article_labels import MATH_LABELS as ARTICLE
 from part4.paper.article_labels import NULL_TAU_LABEL
 from part4.paper.recipe import MAX_LEN
+from part4.run.plan import run_cli
 from part4.tasks import squad_metric, squad_spans
 
 SST2_MODEL = "textattack/bert-base-uncased-SST-2"
@@ -541,7 +542,7 @@ def prepared_models(args, report):
     folders, problems = check_models({"--sst2-model": args.sst2_model, "--squad-model": args.squad_model,
                                       "--squad2-model": args.squad2_model}, args.flow_questions, args.flow_data)
     seed_everything(0)
-    flow_examples = (squad_spans.read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
+    flow_examples = (read_squad(args.flow_data, "1.1", "--flow-data")[:args.flow_questions]
                      if args.flow_questions and "--flow-data" not in problems else [])
     chosen = chosen_tau(args.tau, args.results_dir, args.squad2_model)           # (tau, where it comes from)
     loaded = load_models(folders, problems, device)

@@ -157,7 +157,7 @@ def time_trainer(model, tok, enc, batches, device, dtype, lr=2e-5):
 def training_data(args, tok):
     """Encoded training rows, the loss, and the rows' lengths when ours groups batches by length."""
     if args.task == "squad":
-        examples = squad_spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
+        examples = readers.read_squad_json(args.squad_data, "1.1", "--squad-data")
         enc = squad_spans.encode_squad(tok, examples, args.max_len or 384, 128)
         return enc, families.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]

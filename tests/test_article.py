@@ -12,8 +12,8 @@ from conftest import ROOT
 
 import bert_part4_math as math_script
 import bert_part4_squad as squad
+from part4.data.readers import TASKS
 from part4.paper import article, article_labels
-from part4.tasks.glue_tasks import TASKS
 
 ARTICLE_DIR = os.path.join(ROOT, "..", "shared", "article")
 ARTICLE_TEXT = os.path.join(ARTICLE_DIR, "bert_part4_article.txt")
@@ -108,7 +108,7 @@ def test_the_labels_are_built_from_the_entries():
 
 
 def test_the_tasks_paper_numbers_are_table_1s():
-    """part4/tasks/glue_tasks.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
+    """part4/tasks/readers.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
     for name, task in TASKS.items():
         assert task.paper_test == article.TABLE1_BASE.get(name, ()), name
     assert TASKS["sst2"].paper_dev == article.value("sst2.paper_dev") and TASKS["mrpc"].paper_dev == article.value(

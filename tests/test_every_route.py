@@ -18,10 +18,10 @@ import bert_part4_math as bm
 import bert_part4_squad as sq
 from part4.command_line import declarations, fine_tune_parser
 from part4.data import readers
-from part4.models.devices import run_cli
 from part4.output import log, plots
 from part4.output.results_files import portable
 from part4.paper import article_labels, recipe
+from part4.run.plan import run_cli
 from part4.tasks import squad_spans
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -246,7 +246,7 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     from transformers import AutoTokenizer, BertTokenizer
     BertTokenizer(vocab=os.path.join(SHARED_DATA, "bert-base-uncased", "vocab.txt")).save_pretrained(str(tmp_path))
     tok = AutoTokenizer.from_pretrained(str(tmp_path))
-    examples = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
+    examples = readers.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
     windows = squad_spans.make_windows(tok, examples, 384, 128)
     per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_heads as heads
-from part4.models.devices import run_cli
+from part4.run.plan import run_cli
 
 
 def test_classifier_logits_and_loss_against_a_loop_and_cross_entropy():

@@ -8,7 +8,7 @@ import re
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -240,7 +240,3 @@ def recorded_defaults(settings_class, place):
     return {dest(f): recorded_value(f, f.default) for f in fields(settings_class)
             if place in f.metadata.get("record", ()) and place not in f.metadata["unless_default"]
             and not f.metadata["recipe"] and f.default is not MISSING}
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/declarations.py"))

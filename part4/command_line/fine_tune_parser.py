@@ -7,7 +7,7 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 import sys
 
 from part4.command_line.declarations import check_given, given_or_default, parser_for
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 from part4.command_line.fine_tune_settings import Settings
 from part4.command_line.shared_settings import check_windows
 from part4.paper.recipe import GLUE_RECIPE, GLUE_TASKS, RECIPES, lr_tag
@@ -108,7 +108,3 @@ def parse(argv):
                 "stride": values["stride"] if task in DATA_FLAGS else None,
                 "argv": tuple(sys.argv[1:] if argv is None else argv)}
     return Settings(**{**values, **resolved})
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/fine_tune_parser.py", "python bert_part4_finetune.py (--help lists its flags)"))

@@ -4,7 +4,6 @@ file records it, and settings recorded by earlier versions read as this one reco
 that imports it). The defaults are the recipe's (part4/paper/recipe.py), read from there."""
 
 import math
-import sys
 from dataclasses import asdict, dataclass, fields
 
 from part4.command_line.declarations import (
@@ -17,7 +16,6 @@ from part4.command_line.declarations import (
     recorded_defaults,
     setting,
 )
-from part4.command_line.errors import not_a_script
 from part4.command_line.shared_settings import paper_defaults, shared
 from part4.paper.article import PAPER_OPTIMISER
 from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GLUE_RECIPE, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
@@ -227,7 +225,3 @@ def settings_diff(saved, ours, ignore=()):
     """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
     saved = saved or {}
     return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/fine_tune_settings.py", "python bert_part4_finetune.py (--help lists its flags)"))

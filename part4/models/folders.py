@@ -10,7 +10,6 @@ import json
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +19,7 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoTokenizer
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.errors import Fatal, preflight
 from part4.models.devices import DTYPE_NAMES
 from part4.models.loading import is_local, load_pretrained
 from part4.output.results_files import file_sha256, stand_in_record, weight_files
@@ -274,7 +273,3 @@ def architecture(config, folder, files):
     found = {name: getattr(config, key, None) for name, key in ARCHITECTURE_KEYS.items()}
     held = sum(saved_parameters(os.path.join(folder, f)) for f in files) if files else None
     return {**found, "parameters": held}
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/models/folders.py"))

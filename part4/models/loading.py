@@ -4,7 +4,6 @@ What its folder holds is read first (part4/models/folders.py)."""
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -12,7 +11,7 @@ import transformers
 from huggingface_hub import try_to_load_from_cache
 from transformers.utils import logging as hf_logging
 
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 from part4.models.hub import hub_reachable
 
 # --- a Hub id or a local folder, checked before any work ---
@@ -216,7 +215,3 @@ def model_type_note(model):
     """'' for a BERT (the article's architecture); otherwise which model type and class ran, for the log."""
     config = model.config
     return "" if config.model_type == "bert" else f" (model type {config.model_type}: {type(model).__name__})"
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/models/loading.py"))

@@ -12,7 +12,6 @@ import tokenizers
 import torch
 import transformers
 
-from part4.command_line.errors import not_a_script
 from part4.output.results_files import portable, write_atomic
 
 
@@ -67,7 +66,3 @@ def _jsonable(x):
     if isinstance(x, torch.Tensor):
         return x.tolist()
     return str(x)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/output/log.py"))

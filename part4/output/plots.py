@@ -4,8 +4,6 @@ skipped)."""
 import os
 import sys
 
-from part4.command_line.errors import not_a_script
-
 _PLOT_NOTICE = []
 
 
@@ -48,7 +46,3 @@ def line_plot(path, x, series, xlabel, ylabel=None, right=None):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/output/plots.py"))

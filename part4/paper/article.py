@@ -1,7 +1,7 @@
 """The article's numbers, one home: each as printed, what it measures, where it stands, and where ours comes from.
 
 Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py, or built from these entries, as
-part4/output/lines.py names the article's runs) and every row of the reproduction report (bert_part4_report.py) read
+part4/run/training_run.py names the article's runs) and every row of the reproduction report (bert_part4_report.py) read
 from here. An entry is a Number: `value` holds the digits the article prints (a
 list or a shape stays one entry), `where` the article's section and the reference log it comes from
 (../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
@@ -20,10 +20,7 @@ the reference, nothing to re-run).
 """
 
 import re
-import sys
 from dataclasses import dataclass
-
-from part4.command_line.errors import not_a_script
 
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
 SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (INPUTS.md)
@@ -413,7 +410,6 @@ def value(key):
 SPREAD = {("mrpc", 2e-5): tuple(sorted(float(value(k)) for k in ("mrpc.repeat.accuracy", "mrpc.lr2e-05.accuracy")))}
 
 
-
 # --- The article's other numbers: not results, each with its reason (the completeness test reads both lists) ---
 
 NOT_RESULTS = {
@@ -490,7 +486,3 @@ ARCHITECTURE = {"model_type": "bert", "layers": 12, "hidden": 768, "heads": 12, 
 ARTICLE_RUN = (32, 3, 0)                  # the article's batch size, epochs and seed: its numbers are for these only
 ARTICLE_SETTING = f"{BERT}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs, seed {ARTICLE_RUN[2]}"
 PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/paper/article.py", "python bert_part4_report.py (the article's numbers beside ours)"))

@@ -2,9 +2,8 @@
 `[article: ...]` labels of the heads, SQuAD and math scripts, the FINAL line's number for a run in the article's
 setting, and the paper's numbers the GLUE and SQuAD rooms print. No torch here."""
 
-import sys
 
-from part4.command_line.errors import not_a_script
+
 from part4.paper.article import (
     ARTICLE_SETTING,
     F1_ROWS,
@@ -99,7 +98,3 @@ PAPER_TEST = "paper Table 1, BERT-base test (GLUE server)"
 PAPER_SQUAD = {"1.1": f"paper, BERT-base dev (Table 2): {value('table2.base_dev')}",
                "2.0": f"paper, BERT-large dev (Table 3): EM 78.7, F1 {value('table3.large_dev')}; the paper gives no "
                       f"BERT-base v2.0 number"}
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/paper/article_labels.py", "python bert_part4_report.py (the article's numbers beside ours)"))

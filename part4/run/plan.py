@@ -1,22 +1,36 @@
 """The plan of one task's runs: which runs, how the processes share them (every batch split, or whole runs each),
 every input checked and the data read and tokenised once for all of them, the runs done before for the same settings
 found (and skipped), a results file of other settings never replaced, and every run's results collected from the
-processes. It answers the recipe's questions and never calls it: bert_part4_finetune.py trains each run itself."""
+processes. It answers the recipe's questions and never calls it: bert_part4_finetune.py trains each run itself. The
+processes torchrun starts are joined and left here too (`start_processes`, and `run_cli`, which every script's main runs
+in), with the error every process stops on (`all_agree`)."""
 
+import datetime
 import os
-import sys
 from dataclasses import dataclass, replace
 from functools import partial
 
-from part4.command_line.errors import Fatal, not_a_script, preflight
+import torch
+import torch.distributed as dist
+
+from part4.command_line.errors import Fatal, preflight, run_main
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
-from part4.models.devices import ALONE, all_agree, gather
+from part4.models.devices import ALONE, Processes, gather, pick_device
 from part4.models.folders import read_model_folder
 from part4.models.loading import check_positions, load_model, model_problem
-from part4.output.lines import skipped_line, split_line
 from part4.output.log import Report
 from part4.output.results_files import check_model_target, check_writable_dir, portable, read_results
-from part4.run.records import Config, Where, model_folders, results_path, run_name, run_settings, summarised_runs
+from part4.run.records import (
+    Config,
+    Where,
+    model_folders,
+    results_path,
+    run_name,
+    run_settings,
+    skipped_line,
+    split_line,
+    summarised_runs,
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ class Plan:
 
 
 def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_inputs.py): how the processes share them,
+    """Every run of one task's command planned (task: its TaskInputs, part4/run/command.py): how the processes share them,
     the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""
@@ -239,5 +253,59 @@ def work_split(parallel, many, processes, batch_sizes):
     return mode
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/plan.py", "python bert_part4_finetune.py (--help lists its flags)"))
+# --- The processes torchrun starts: their group joined and left, an error every process stops on ---
+
+def start_processes(device_name="auto", backend="auto"):
+    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
+    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
+    device = pick_device(device_name)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        if backend not in ("auto", None):
+            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
+        return device, ALONE
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
+    if backend not in ("nccl", "gloo"):
+        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
+                    f"(or auto) on the CPU")
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
+    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
+
+
+def end_processes():
+    """Leave the process group, if this process joined one (nothing to do when run alone)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def run_cli(main, argv=None):
+    """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
+    (part4/command_line/errors.py's run_main); the processes are ended last, whatever happened."""
+    return run_main(main, argv, end=end_processes)
+
+
+def all_agree(processes, work):
+    """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
+    one line (no process is left waiting for the others)."""
+    error = None
+    try:
+        result = work()
+    except Fatal as e:
+        error, result = (str(e), e.code), None
+    except OSError as e:                              # an unreadable file: as clear as any other bad input
+        error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
+    if processes.world > 1:
+        errors = [None] * processes.world
+        dist.all_gather_object(errors, error)
+        error = next((e for e in errors if e), None)
+    if error:
+        raise Fatal(error[0], error[1])
+    return result

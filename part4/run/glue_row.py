@@ -13,31 +13,31 @@ Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, sk
 same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in Table
 1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds with
 --seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
---glue-submission the test-set predictions of each task's chosen run (the GLUE server's files: part4/tasks/glue_submission.py).
+--glue-submission the test-set predictions of each task's chosen run (the GLUE server's
+files: part4/tasks/families.py's predict_tests, zipped here).
 Each run predicts its test sets when it ends, so no model has to be kept to reach the test set after the choice (a
 BERT-base is 440 MB; the paper's grid is 36 runs); the cost is one forward pass over the test sets per run.
 """
 
 import dataclasses
 import os
-import sys
+import zipfile
 
 import numpy as np
 
 from part4.command_line.declarations import TABLE, recorded
-from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.errors import Fatal, preflight
 from part4.command_line.fine_tune_settings import as_recorded_now
-from part4.data.readers import Sources, test_problems
+from part4.data.readers import TASKS, Sources, label_name, test_problems
 from part4.output.lines import fmt
 from part4.output.log import Report
-from part4.output.results_files import check_writable_dir, portable, write_atomic
+from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
 from part4.paper.article import PAPER_AVERAGE
 from part4.paper.article_labels import PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
 from part4.run.plan import check_not_replaced, existing_result
 from part4.run.records import NameParts, by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
-from part4.tasks.glue_submission import write_submission
-from part4.tasks.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
+from part4.tasks.families import HF_DEV, MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
 
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
@@ -379,6 +379,37 @@ def markdown(payload, table):
     return "\n".join(lines + [""] + notes(table)) + "\n"
 
 
+# --- The chosen run of every task: its files copied together and zipped (the glue command's end) ---
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/glue_row.py", "python bert_part4_finetune.py glue (--help says more)"))
+def write_submission(folder, rows, report):
+    """The submitted run's files of every task copied into folder, their rows checked against the full test sets,
+    and folder/submission.zip holding them, ready to upload."""
+    runs_dir, written = runs_folder(folder), {}
+    for t, row in rows.items():
+        expected = {f: n for _, f, n in TASKS[t].tests}
+        for rel in row["submitted"]["test_predictions"]:
+            name = os.path.basename(rel)
+            with open(os.path.join(runs_dir, rel), encoding="utf-8") as f:
+                text = f.read()
+            write_atomic(os.path.join(folder, name), text)
+            n = text.count("\n") - 1
+            written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
+            report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
+                       + (" (the training set's majority class, not the model: the paper's WNLI submission)"
+                          if t in MAJORITY_CLASS else "")
+                       + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
+                                                         f"rows: it will not take this file"))
+    every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
+    missing = [f for f in every if f not in written]
+    zip_path = os.path.join(folder, "submission.zip")
+    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
+    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
+               + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
+    return {"files": written, "missing": missing, "zip": portable(zip_path)}
+
+
+def write_zip(path, folder, names):
+    """The files names of folder, compressed into the zip file path (each under its own name)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in names:
+            z.write(os.path.join(folder, name), name)
