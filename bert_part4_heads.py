@@ -20,14 +20,12 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import pick_device, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem
-from part4.output.lines import RANDOM_HEAD, article, rounded
-from part4.output.log import Report, command_line
+from part4.models.loading import load_model, model_problem, pick_device, seed_everything
+from part4.output.log import RANDOM_HEAD, Report, article, command_line, rounded
 from part4.output.results_files import check_writable_dir, portable
 from part4.paper.article import ARTICLE_MODEL
-from part4.paper.article_labels import HEADS_LABELS as ARTICLE
+from part4.paper.article import HEADS_LABELS as ARTICLE
 from part4.run.plan import run_cli
 
 # The article's inputs (INPUTS.md) ...

@@ -34,17 +34,13 @@ import bert_part4_squad as squad
 from bert_part4_heads import PASSAGE, new_head_parameters
 from part4.command_line.errors import Fatal, preflight
 from part4.data.readers import file_problem, read_squad
-from part4.models.devices import pick_device, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem
-from part4.output.lines import UNTRAINED_HEAD, article, rounded
-from part4.output.log import Report, command_line
-from part4.output.plots import pyplot
+from part4.models.loading import load_model, model_problem, pick_device, seed_everything
+from part4.output.log import UNTRAINED_HEAD, Report, article, command_line, pyplot, rounded
 from part4.output.results_files import check_writable_dir, portable, read_results
-from part4.paper.article import TABLE1, TABLE2
+from part4.paper.article import MATH_LABELS as ARTICLE
+from part4.paper.article import NULL_TAU_LABEL, TABLE1, TABLE2
 from part4.paper.article import TAU as ARTICLE_TAU
-from part4.paper.article_labels import MATH_LABELS as ARTICLE
-from part4.paper.article_labels import NULL_TAU_LABEL
 from part4.paper.recipe import MAX_LEN
 from part4.run.plan import run_cli
 from part4.tasks import squad_metric, squad_spans

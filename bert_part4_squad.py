@@ -31,15 +31,20 @@ from transformers import AutoModelForQuestionAnswering
 from bert_part4_heads import PASSAGE, softmax_bias_gap, span_logits
 from part4.command_line.errors import Fatal, preflight
 from part4.data.readers import HUB_DATASETS, file_problem, read_squad
-from part4.models.devices import DTYPE_NAMES, Processes, autocast_dtype
 from part4.models.folders import loaded_record, read_model_folders, weights_line
-from part4.models.loading import check_positions, load_model, model_problem, model_type_note
-from part4.output.lines import article, fmt
-from part4.output.log import Report, command_line
-from part4.output.plots import line_plot
+from part4.models.loading import (
+    DTYPE_NAMES,
+    Processes,
+    autocast_dtype,
+    check_positions,
+    load_model,
+    model_problem,
+    model_type_note,
+)
+from part4.output.log import Report, article, command_line, fmt, line_plot
 from part4.output.results_files import check_writable_dir, portable, write_atomic
-from part4.paper.article_labels import SQUAD_LABELS as ARTICLE
-from part4.paper.article_labels import WINDOWS_LABEL
+from part4.paper.article import SQUAD_LABELS as ARTICLE
+from part4.paper.article import WINDOWS_LABEL
 from part4.run.plan import all_agree, run_cli, start_processes
 from part4.tasks.squad_spans import (
     SpanSearch,

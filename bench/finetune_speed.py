@@ -48,8 +48,14 @@ from transformers import (  # noqa: E402
 import bert_part4_finetune as ft  # noqa: E402
 from part4.data import readers  # noqa: E402
 from part4.data.batches import collate, epoch_batches  # noqa: E402
-from part4.models.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.models.loading import load_pretrained  # noqa: E402
+from part4.models.loading import (  # noqa: E402
+    ALONE,
+    autocast,
+    autocast_dtype,
+    has_fused_adamw,
+    load_pretrained,  # noqa: E402
+    pick_device,
+)
 from part4.run.packing import make_padding_free  # noqa: E402
 from part4.run.training_run import shard, wrapped  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402

@@ -23,8 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
 from part4.data import readers  # noqa: E402
-from part4.models.devices import autocast, autocast_dtype, pick_device  # noqa: E402
-from part4.models.loading import load_pretrained  # noqa: E402
+from part4.models.loading import (  # noqa: E402
+    autocast,
+    autocast_dtype,
+    load_pretrained,  # noqa: E402
+    pick_device,
+)
 from part4.tasks import squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")

@@ -216,7 +216,7 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
 
 def test_device_and_precision_choices():
     from part4.command_line.errors import Fatal
-    from part4.models.devices import autocast_dtype, pick_device
+    from part4.models.loading import autocast_dtype, pick_device
     cpu, mps = torch.device("cpu"), torch.device("mps")
     assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "auto", inference=True) is None
     assert autocast_dtype(mps, "auto") is None                       # no fp16 training without loss scaling

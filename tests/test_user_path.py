@@ -17,9 +17,9 @@ from test_glue import read_tsv, write_glue
 
 import bert_part4_finetune as ft
 from part4.data import readers
-from part4.models.devices import ALONE
+from part4.models.loading import ALONE
 from part4.output.log import Report
-from part4.run import checkpoint_files, command, records, training_run
+from part4.run import checkpoint_files, plan, records, training_run
 from part4.run.plan import run_cli
 from part4.run.records import Job
 
@@ -196,7 +196,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
     """grid_table() and the FINAL line ask the one predicate: batch 32, 3 epochs, seed 0, pre-trained weights."""
-    family = command.FAMILIES["sst2"]("sst2", 128)
+    family = plan.FAMILIES["sst2"]("sst2", 128)
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
@@ -216,10 +216,10 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     curve = [{"step": 1, "dev": {"dev": {"accuracy": 0.70, "mcc": 0.00}}},
              {"step": 2, "dev": {"dev": {"accuracy": 0.60, "mcc": 0.20}}},
              {"step": 3, "dev": {"dev": {"accuracy": 0.65, "mcc": 0.10}}}]
-    assert training_run.best_seen(curve, command.FAMILIES["cola"]("cola", 128))["step"] == 2
+    assert training_run.best_seen(curve, plan.FAMILIES["cola"]("cola", 128))["step"] == 2
     stsb = [{"step": 1, "dev": {"dev": {"pearson": 0.9, "spearman": 0.1}}},
             {"step": 2, "dev": {"dev": {"pearson": 0.5, "spearman": 0.6}}}]
-    assert training_run.best_seen(stsb, command.FAMILIES["stsb"]("stsb", 128))["step"] == 2
+    assert training_run.best_seen(stsb, plan.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
 @pytest.mark.parametrize("module", ["run.glue_row", "run.command", "run.records", "models.devices",

@@ -6,10 +6,9 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 
 import sys
 
-from part4.command_line.declarations import check_given, given_or_default, parser_for
+from part4.command_line.declarations import check_given, check_windows, given_or_default, parser_for
 from part4.command_line.errors import Fatal
 from part4.command_line.fine_tune_settings import Settings
-from part4.command_line.shared_settings import check_windows
 from part4.paper.recipe import GLUE_RECIPE, GLUE_TASKS, RECIPES, lr_tag
 
 ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}

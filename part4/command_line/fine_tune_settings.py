@@ -13,10 +13,11 @@ from part4.command_line.declarations import (
     Range,
     duration,
     flag_name,
+    paper_defaults,
     recorded_defaults,
     setting,
+    shared,
 )
-from part4.command_line.shared_settings import paper_defaults, shared
 from part4.paper.article import PAPER_OPTIMISER
 from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GLUE_RECIPE, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
@@ -47,7 +48,7 @@ def learning_rate_range(lr):
 class Settings:
     """What one command line asks, each setting declared once here: its flag, default (the recipe's,
     part4/paper/recipe.py, where the paper sets it), help, range or choices and where it is recorded
-    (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/shared_settings.py's).
+    (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/declarations.py's).
     The parser, the checks, --help and the recorded settings are made from these declarations; parse makes the
     Settings once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which
     holds these), never the flags. Adding a setting: one declaration here, and the line that reads it."""

@@ -1,6 +1,6 @@
 """The settings of bert_part4_heads.py, bert_part4_squad.py, bert_part4_math.py, bert_part4_report.py and
 bert_part4_reproduce.py, each script's in one dataclass, each setting declared once (part4/command_line/declarations.py's
-setting; those several scripts take, part4/command_line/shared_settings.py's): the parser and --help made from them,
+setting; those several scripts take, part4/command_line/declarations.py's): the parser and --help made from them,
 their checks, and the settings the command line becomes, once, by keyword. Every setting is recorded with the command
 line in the script's results file (run.config). No torch here (nor anything that imports it), so that --help and a
 refused flag answer at once, before a script loads torch. bert_part4_finetune.py's settings are
@@ -14,13 +14,14 @@ from part4.command_line.declarations import (
     Range,
     auto_or_positive,
     auto_or_whole,
+    check_windows,
     duration,
     parser_for,
     setting,
     settings_from,
+    shared,
 )
 from part4.command_line.errors import Fatal
-from part4.command_line.shared_settings import check_windows, shared
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
 

@@ -20,8 +20,7 @@ from transformers import AutoConfig, AutoTokenizer
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import DTYPE_NAMES
-from part4.models.loading import is_local, load_pretrained
+from part4.models.loading import DTYPE_NAMES, is_local, load_pretrained
 from part4.output.results_files import file_sha256, stand_in_record, weight_files
 
 SAFETENSORS_DTYPES = {"F64": "fp64", "F32": "fp32", "BF16": "bf16", "F16": "fp16"}

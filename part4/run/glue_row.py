@@ -29,14 +29,22 @@ from part4.command_line.declarations import TABLE, recorded
 from part4.command_line.errors import Fatal, preflight
 from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.data.readers import TASKS, Sources, label_name, test_problems
-from part4.output.lines import fmt
-from part4.output.log import Report
+from part4.output.log import Report, fmt
 from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
-from part4.paper.article import PAPER_AVERAGE
-from part4.paper.article_labels import PAPER_DEV, PAPER_TEST
+from part4.paper.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
-from part4.run.plan import check_not_replaced, existing_result
-from part4.run.records import NameParts, by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
+from part4.run.records import (
+    NameParts,
+    by_setting,
+    check_not_replaced,
+    existing_result,
+    file_name,
+    job_of,
+    mean_and_std,
+    results_path,
+    runs_folder,
+    unless_paper,
+)
 from part4.tasks.families import HF_DEV, MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
 

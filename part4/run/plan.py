@@ -1,28 +1,34 @@
-"""The plan of one task's runs: which runs, how the processes share them (every batch split, or whole runs each),
-every input checked and the data read and tokenised once for all of them, the runs done before for the same settings
-found (and skipped), a results file of other settings never replaced, and every run's results collected from the
-processes. It answers the recipe's questions and never calls it: bert_part4_finetune.py trains each run itself. The
-processes torchrun starts are joined and left here too (`start_processes`, and `run_cli`, which every script's main runs
-in), with the error every process stops on (`all_agree`)."""
+"""One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the report
+each task's runs go to, their results collected and summed up, the GLUE table at the end), and the plan of one task's
+runs: which runs, how the processes share them (every batch split, or whole runs each), every input checked and the
+data read and tokenised once for all of them, the runs done before for the same settings found (and skipped), and every
+run's results collected from the processes. It answers the recipe's questions and never calls it:
+bert_part4_finetune.py trains each run itself. The processes torchrun starts are joined and left here too
+(`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
+(`all_agree`)."""
 
 import datetime
 import os
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
 from part4.command_line.errors import Fatal, preflight, run_main
-from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
-from part4.models.devices import ALONE, Processes, gather, pick_device
+from part4.data.readers import TASKS, Sources
 from part4.models.folders import read_model_folder
-from part4.models.loading import check_positions, load_model, model_problem
+from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, load_model, model_problem, pick_device
 from part4.output.log import Report
-from part4.output.results_files import check_model_target, check_writable_dir, portable, read_results
+from part4.output.results_files import check_model_target, check_writable_dir
+from part4.paper.recipe import ONCE_PER_EPOCH
+from part4.run import glue_row, records
 from part4.run.records import (
     Config,
     Where,
+    check_not_replaced,
+    existing_result,
     model_folders,
     results_path,
     run_name,
@@ -30,8 +36,92 @@ from part4.run.records import (
     skipped_line,
     split_line,
     summarised_runs,
+    task_config,
 )
+from part4.tasks.families import Classification, Family, MultipleChoice, SpanExtraction
 
+# --- One fine-tuning command across its tasks: where it runs, each task's share, the report its runs go to ---
+
+class Command:
+    """What bert_part4_finetune.py's main steps through:
+
+        command = Command(settings)
+        for task in command.each_task():
+            plan = command.plan_task(task, jobs)          # the task's runs planned, the data read once
+            ...                                      # each run of this process's share, unless done
+            command.collect(plan, results)
+        return command.finish()
+    """
+
+    def __init__(self, settings):
+        self.settings, self.rows = settings, {}
+        device, self.processes = start_processes(settings.device, settings.backend)
+        self.where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=self.processes)
+        self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
+        if self.in_table:
+            self.to_run, self.absent = glue_row.runnable(settings)
+            self.table = glue_row.start(settings, self.to_run, self.absent, self.processes)
+        else:
+            self.to_run, self.absent, self.table = settings.tasks, {}, None
+
+    def each_task(self):
+        """Each task's inputs (its Config, family and data sources), in the command's order."""
+        for name in self.to_run:
+            yield task_inputs(self.settings, name, ONCE_PER_EPOCH if self.in_table else ())
+
+    def plan_task(self, task, jobs):
+        """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the
+        task's own summary of its grid or restarts."""
+        config = task.config
+        if self.in_table:
+            report = self.table
+        else:
+            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
+        return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
+                         header=records.grid_header(config, len(jobs), self.in_table))
+
+    def collect(self, plan, mine):
+        """Every run's results gathered (mine: this process's, by their place in plan.jobs); on the first process the
+        task's row of the GLUE table chosen, or its grid or restarts summed up."""
+        results = collected(plan, mine)
+        if not self.processes.is_main:
+            return
+        if self.in_table:
+            self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
+        elif self.settings.many:
+            records.summarise(plan.config, plan.family, results, report=plan.report, device=self.where.device)
+
+    def finish(self):
+        """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
+        if self.processes.is_main and self.in_table:
+            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.table,
+                        cli=records.recorded_command(self.settings), device=self.where.device)
+        return 0
+
+
+
+# --- Each task of the command: its Config, its head family, where its data comes from ---
+
+FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
+            "squad_v2": SpanExtraction}
+
+
+class TaskInputs(NamedTuple):
+    """One task's share of the command."""
+    config: Config                     # its Config, made for it
+    family: Family                     # its head family
+    sources: Sources                   # where its data comes from
+
+
+def task_inputs(settings, task, once_per_epoch=()):
+    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
+    windows = {"stride": settings.stride} if FAMILIES[task] is SpanExtraction else {}     # SQuAD's alone
+    family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
+    sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
+    return TaskInputs(config=task_config(settings, task, family, once_per_epoch), family=family, sources=sources)
+
+
+# --- The plan of one task's runs: the data read once, the work split, the runs done before ---
 
 @dataclass(frozen=True)
 class TaskData:
@@ -89,7 +179,7 @@ class Plan:
 
 
 def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/run/command.py): how the processes share them,
+    """Every run of one task's command planned (task: its TaskInputs, part4/run/plan.py): how the processes share them,
     the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""
@@ -197,41 +287,6 @@ def checked_head(config, family):
     if c.init != "pretrained":
         return None
     return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]
-
-
-# --- one results file: the same settings, or never replaced ---
-
-def existing_result(path, settings, ignore=("processes",)):
-    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
-    done = read_results(path)
-    if done is None:
-        return None
-
-    def same(s):
-        return {k: v for k, v in s.items() if k not in ignore}
-
-    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
-
-
-def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
-    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
-    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
-    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
-    saved = read_results(path)
-    if saved is None:
-        return
-    if recorded is None:                        # a run's settings, each side as this version records them
-        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
-    else:
-        theirs = recorded(saved)
-    if theirs is None:
-        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
-                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
-    diff = settings_diff(theirs, ours, ignore)
-    diff = diff if len(diff) < 400 else diff[:400] + " ..."
-    if diff:
-        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
-                    f"delete it")
 
 
 # --- how the processes share the work ---

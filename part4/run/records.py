@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from part4.command_line.declarations import RUN, recorded
-from part4.command_line.fine_tune_settings import as_recorded_now, flags_record
-from part4.models.devices import DTYPE_NAMES
+from part4.command_line.errors import Fatal
+from part4.command_line.fine_tune_settings import as_recorded_now, flags_record, settings_diff
+from part4.models.loading import DTYPE_NAMES
 from part4.output.log import command_line
-from part4.output.results_files import portable
-from part4.paper.article import ARTICLE_RUN
-from part4.paper.article_labels import article_final
+from part4.output.results_files import portable, read_results
+from part4.paper.article import ARTICLE_RUN, article_final
 from part4.paper.recipe import RECIPES, grid_description, lr_tag
 from part4.tasks.metrics import METRIC_NAMES
 
@@ -262,3 +262,38 @@ def skipped_line(result):
 def article_setting(job, init):
     """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
     return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
+
+
+# --- One results file: the same settings, or never replaced ---
+
+def existing_result(path, settings, ignore=("processes",)):
+    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
+    done = read_results(path)
+    if done is None:
+        return None
+
+    def same(s):
+        return {k: v for k, v in s.items() if k not in ignore}
+
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
+
+
+def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
+    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    saved = read_results(path)
+    if saved is None:
+        return
+    if recorded is None:                        # a run's settings, each side as this version records them
+        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
+    else:
+        theirs = recorded(saved)
+    if theirs is None:
+        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+    diff = settings_diff(theirs, ours, ignore)
+    diff = diff if len(diff) < 400 else diff[:400] + " ..."
+    if diff:
+        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
+                    f"delete it")

@@ -23,15 +23,11 @@ from part4.command_line.errors import Fatal, Stopped
 from part4.command_line.fine_tune_settings import computed_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
-from part4.models.devices import WithoutCudnnAttention, has_fused_adamw, summed
 from part4.models.folders import loaded_record, weights_line
-from part4.models.loading import model_type_note
-from part4.output.lines import RANDOM_HEAD, article
-from part4.output.log import Report
-from part4.output.plots import line_plot
+from part4.models.loading import WithoutCudnnAttention, has_fused_adamw, model_type_note, summed
+from part4.output.log import RANDOM_HEAD, Report, article, line_plot
 from part4.output.results_files import portable, replace_folder_atomically
-from part4.paper.article import ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER
-from part4.paper.article_labels import ARTICLE_BEFORE, ARTICLE_FINAL, article_final
+from part4.paper.article import ARTICLE_BEFORE, ARTICLE_FINAL, ARTICLE_MODEL, ARTICLE_RUN, PAPER_OPTIMISER, article_final
 from part4.paper.recipe import eval_every, lr_tag
 from part4.run.checkpoint_files import Checkpoint
 from part4.run.packing import is_padding_free, padding_free_problem, with_real_tokens
@@ -303,7 +299,7 @@ def shard(idx, processes):
 
 def wrapped(model, processes, device, cudnn_attention=True):
     """The model each step trains through: itself alone, DistributedDataParallel across several processes; on
-    CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/models/devices.py
+    CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/models/loading.py
     WithoutCudnnAttention). Elsewhere there is no cuDNN attention: the model as it is."""
     net = model
     if processes.world > 1:

@@ -1,4 +1,4 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (part4/run/command.py says which
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/run/plan.py says which
 task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
@@ -28,9 +28,9 @@ from part4.data.readers import (
     read_squad_task,
     read_swag,
 )
-from part4.output.lines import fmt
+from part4.output.log import fmt
 from part4.output.results_files import write_atomic
-from part4.paper.article_labels import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
+from part4.paper.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
 from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics, predict_logits

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from part4.data.batches import batches_by_length, collate, row_length
-from part4.models.devices import autocast
+from part4.models.loading import autocast
 
 
 def accuracy(pred, gold):

@@ -14,7 +14,7 @@ import transformers
 from tqdm import tqdm
 
 from part4.data.batches import batches_by_length, collate
-from part4.models.devices import ALONE, autocast, gather
+from part4.models.loading import ALONE, autocast, gather
 from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
 from part4.tasks.squad_metric import question_scores
 
