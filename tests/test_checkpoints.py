@@ -866,7 +866,7 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
-    assert folders.model_folder("someone/tiny-bert") == snapshot
+    assert folders.local_folder("someone/tiny-bert") == snapshot
     line = folders.weights_line(folders.read_model_folder("someone/tiny-bert"))
     assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))

@@ -84,9 +84,9 @@ SCRIPT_IMPORTS_BEING_MOVED = {   # what these scripts share moves into part4/ on
 
 
 def folder_order():
-    """The folders of part4/ in docs/layout.md's order, ground first (its `### `part4/<folder>/`` headings)."""
+    """The folders of part4/ in docs/layout.md's order, ground first (its numbered list: "1. `paper`: ...")."""
     with open(os.path.join(ROOT, "docs", "layout.md"), encoding="utf-8") as f:
-        return re.findall(r"^### `part4/(\w+)/`", f.read(), re.M)
+        return re.findall(r"^\d+\. `(\w+)`: ", f.read(), re.M)
 
 
 def imported(path):
@@ -128,6 +128,8 @@ def test_each_folder_imports_only_the_folders_before_it_and_no_script_another():
                                    if os.path.isfile(os.path.join(ROOT, "part4", d, "__init__.py")))
     found = [line for path in checked_files() for line in against_the_order(path, order)]
     assert not found, "\n".join(found)
+    with open(os.path.join(ROOT, "docs", "layout.md"), encoding="utf-8") as f:
+        assert re.findall(r"^### `part4/(\w+)/`", f.read(), re.M) == order        # its tables in the same order
 
 
 def test_no_two_rooms_of_a_folder_import_each_other():

@@ -81,14 +81,6 @@ def refuse_conflicts(a, task):
             raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
 
 
-def check_flags(a, task):
-    """Every flag given, before any default: those the task does not read, those that contradict each other, then
-    each against its declaration (its range)."""
-    refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
-    refuse_conflicts(a, task)
-    check_given(vars(a), Settings)
-
-
 # --- The command line, checked, as Settings ---
 
 def parse(argv):
@@ -97,7 +89,11 @@ def parse(argv):
     the tasks of glue, the learning rate, the grid and the stride are resolved here."""
     a = build_parser().parse_intermixed_args(argv)
     task = task_name(a.task)
-    check_flags(a, task)
+    # every flag given, before any default: those the task does not read, those that contradict each other, then each
+    # against its declaration (its range)
+    refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
+    refuse_conflicts(a, task)
+    check_given(vars(a), Settings)
     recipe = RECIPES.get(task, GLUE_RECIPE)                  # the glue command: GLUE's recipe
     values = given_or_default(vars(a), Settings, recipe)
     if task in DATA_FLAGS:

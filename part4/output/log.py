@@ -41,8 +41,10 @@ class Report:
         so ("written: results/<name>.log, .json", in the folder as the user gave it; also: what else the command
         wrote, on the same line). cli: the command line as recorded by command_line."""
         payload = dict(payload)
+        versions = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+                    "tokenizers": tokenizers.__version__, "numpy": np.__version__}
         payload["run"] = {**(cli or command_line(None, None)), "device": str(device) if device is not None else None,
-                          "seconds": round(time.time() - self.started, 3), "versions": library_versions()}
+                          "seconds": round(time.time() - self.started, 3), "versions": versions}
         os.makedirs(self.results_dir, exist_ok=True)
         base = os.path.join(self.results_dir, self.name)
         self.say(f"written: {base}.log, .json{also}")
@@ -56,11 +58,6 @@ def command_line(argv, flags):
     local paths made portable."""
     return {"argv": [portable(a) for a in list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:])],
             "config": {k: portable(v) for k, v in flags.items()} if flags is not None else None}
-
-
-def library_versions():
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__, "numpy": np.__version__}
 
 
 def _jsonable(x):

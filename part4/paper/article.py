@@ -491,12 +491,9 @@ PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bi
 
 # --- The article's numbers as the scripts print them beside ours ([article: ...]) ---
 
-def final_text(at):
-    """'0.9255 (807/872), F1 0.9279': an entry group's FINAL numbers, as the log prints them."""
-    return f"{value(at + '.accuracy')} ({value(at + '.correct')}/{value(at + '.n')}), F1 {value(at + '.f1')}"
-
-
-ARTICLE_FINAL = {(task, lr): final_text(f"{task}.lr{lr:g}") for task, lr in FINAL_ROWS}
+# an entry group's FINAL numbers as the log prints them: '0.9255 (807/872), F1 0.9279'
+ARTICLE_FINAL = {(task, lr): f"{value(at + '.accuracy')} ({value(at + '.correct')}/{value(at + '.n')}), F1 {value(at + '.f1')}"
+                 for task, lr in FINAL_ROWS for at in [f"{task}.lr{lr:g}"]}
 ARTICLE_REPEAT = {("mrpc", 2e-5): f"{value('mrpc.repeat.accuracy')} ({value('mrpc.repeat.correct')}/"
                                   f"{value('mrpc.lr2e-05.n')}), F1 {value('mrpc.repeat.f1')}"}
 ARTICLE_BEFORE = {"sst2": f"dev accuracy {value('sst2.before')}", "mrpc": f"dev accuracy {value('mrpc.before')}"}
@@ -528,26 +525,12 @@ SQUAD_LABELS = {
 WINDOWS_LABEL = f"{value('v1.dev.windows')} windows, no breakdown printed"
 
 
-def _sst2_label(k):
-    return {name: value(f"sst2.{k}.{name}") for name in ("logits", "softmax", "loss", "gap")} | {"CW": value(f"sst2.{k}.CW")}
-
-
-def _null_label(k):
-    return {"s_null": f"{value(f'null.{k}.S.C')} + {value(f'null.{k}.E.C')} = {value(f'null.{k}.s_null')}",
-            "s_hat": f"{value(f'null.{k}.S.T_i')} + {value(f'null.{k}.E.T_j')} = {value(f'null.{k}.s_hat')}",
-            "answer": (value(f"null.{k}.answer+0.00"), value(f"null.{k}.answer{TAU:+.2f}"))}
-
-
-def _gold_label(k, text):
-    return {"span": f'"{text}" (tokens {value(f"gold.{k}.tokens")}, score {value(f"gold.{k}.score")})',
-            "p": f"P_start {value(f'gold.{k}.p_start')}, P_end {value(f'gold.{k}.p_end')}, loss {value(f'gold.{k}.loss')}"}
-
-
 MATH_LABELS = {
     "glue_p": value("toy.glue.p"), "glue_loss": value("toy.glue.loss"), "span_best": value("toy.span.best"),
     "span_loss": value("toy.span.loss4"), "swag_p": value("toy.swag.p"), "swag_loss": value("toy.swag.loss"),
     "f1": [value(f"f1.{k}.f1") for k in range(len(F1_ROWS))],
-    "sst2": [_sst2_label(k) for k in range(len(SST2_ROWS))],
+    "sst2": [{name: value(f"sst2.{k}.{name}") for name in ("logits", "softmax", "loss", "gap", "CW")}
+             for k in range(len(SST2_ROWS))],
     "weights": {"total": value("weights.total"), "new": value("weights.new")}
     | {label: value(f"weights.{label}") for label in ("GLUE, K = 2 (SST-2)", "GLUE, K = 3 (MNLI)", "SQuAD (S and E)",
                                                       "SWAG (one vector V)")},
@@ -556,8 +539,12 @@ MATH_LABELS = {
     "table1": {name: value(f"table1.{name}.gain") for name in ("BERT-base", "BERT-large")},
     "table2": value("table2.margin"),
     "table2_single": f"yes, '{TABLE2_SENTENCE}'",
-    "span_real": [_gold_label(0, "Bidirectional Encoder Representations from Transformers"), _gold_label(1, "Transformers")],
-    "null": [_null_label(k) for k in range(len(NULL_ROWS))],
+    "span_real": [{"span": f'"{text}" (tokens {value(f"gold.{k}.tokens")}, score {value(f"gold.{k}.score")})',
+                   "p": f"P_start {value(f'gold.{k}.p_start')}, P_end {value(f'gold.{k}.p_end')}, loss {value(f'gold.{k}.loss')}"}
+                  for k, text in enumerate(("Bidirectional Encoder Representations from Transformers", "Transformers"))],
+    "null": [{"s_null": f"{value(f'null.{k}.S.C')} + {value(f'null.{k}.E.C')} = {value(f'null.{k}.s_null')}",
+              "s_hat": f"{value(f'null.{k}.S.T_i')} + {value(f'null.{k}.E.T_j')} = {value(f'null.{k}.s_hat')}",
+              "answer": (value(f"null.{k}.answer+0.00"), value(f"null.{k}.answer{TAU:+.2f}"))} for k in range(len(NULL_ROWS))],
 }
 NULL_TAU_LABEL = f"{SQUAD_V2}, tau {value('v2.dev.tau')} chosen on all {value('v2.dev.n')} dev questions"
 

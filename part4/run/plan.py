@@ -60,9 +60,9 @@ class Command:
         self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
         if self.in_table:
             self.to_run, self.absent = glue_row.runnable(settings)
-            self.table = glue_row.start(settings, self.to_run, self.absent, self.processes)
+            self.glue_log = glue_row.start(settings, self.to_run, self.absent, self.processes)
         else:
-            self.to_run, self.absent, self.table = settings.tasks, {}, None
+            self.to_run, self.absent, self.glue_log = settings.tasks, {}, None
 
     def each_task(self):
         """Each task's inputs (its Config, family and data sources), in the command's order."""
@@ -74,7 +74,7 @@ class Command:
         task's own summary of its grid or restarts."""
         config = task.config
         if self.in_table:
-            report = self.table
+            report = self.glue_log
         else:
             report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
         return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
@@ -94,7 +94,7 @@ class Command:
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
         if self.processes.is_main and self.in_table:
-            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.table,
+            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.glue_log,
                         cli=records.recorded_command(self.settings), device=self.where.device)
         return 0
 
@@ -196,8 +196,13 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     train_rows = len(data.train["input_ids"])
     earlier = {}
     for k in plan.mine():
-        result = job_done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
-        if result:
+        # where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
+        # --glue-submission): skipped; its test predictions missing, it is run again
+        ours = run_settings(config, jobs[k], family=family, train_rows=train_rows, dtype=where.dtype, processes=ALONE)
+        result = reusable(config, jobs[k], ours)
+        files = (result or {}).get("test_predictions")
+        if result and not (config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                                   for f in files))):
             earlier[k] = result
     return replace(plan, earlier=earlier)
 
@@ -219,17 +224,6 @@ def collected(plan, mine):
 
 # --- the runs done before for the same settings, and no results file of other settings replaced ---
 
-def job_done_before(config, job, family, train_rows, dtype):
-    """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
-    --glue-submission), else None."""
-    earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))
-    files = (earlier or {}).get("test_predictions")
-    if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
-                                                          for f in files)):
-        return None                                    # its test predictions are missing: the run is run again
-    return earlier
-
-
 def reusable(config, job, settings):
     """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
     The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
@@ -237,14 +231,6 @@ def reusable(config, job, settings):
     if not config.settings.reuse:
         return None
     return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
-
-
-def check_not_overwritten(config, jobs, family, train_rows, dtype):
-    """No run replaces the results of a run with other settings: stop before any training, naming what differs."""
-    for job in jobs:
-        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
-        if not reusable(config, job, ours):            # a reused result is not overwritten
-            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
 
 
 # --- every input checked, the data read and tokenised once ---
@@ -272,7 +258,10 @@ def prepare(config, family, sources, jobs, dtype):
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
-    check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
+    for job in jobs:            # no run replaces the results of a run with other settings: stopped before any training
+        ours = run_settings(config, job, family=family, train_rows=len(enc_train["input_ids"]), dtype=dtype, processes=ALONE)
+        if not reusable(config, job, ours):            # a reused result is not overwritten
+            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
     return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder, head=head,
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},

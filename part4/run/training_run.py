@@ -217,7 +217,7 @@ class TrainingRun:
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
         shown = self.family.format(scores) if self.processes.is_main else ""
-        self.report.say(step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
+        self.report.say(f"step {self.step:>5}/{self.steps}  epoch {epoch}  train loss {mean:.4f}  {shown}  ({seconds:.0f} s)")
         return point
 
     # --- the end: the FINAL line and the results saved ---
@@ -416,11 +416,6 @@ def cut_lines(config, data, *, steps, every, job):
         lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
                      f"{job.evals}, which are for full runs; --evals sets them)")
     return lines
-
-
-def step_line(step, steps, epoch, loss, scores, seconds):
-    """'step   100/6315  epoch 1  train loss 0.3120  dev accuracy 0.9060  (95 s)' (scores: the family's, formatted)."""
-    return f"step {step:>5}/{steps}  epoch {epoch}  train loss {loss:.4f}  {scores}  ({seconds:.0f} s)"
 
 
 def best_seen_line(best, final, family):

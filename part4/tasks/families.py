@@ -124,13 +124,6 @@ def paper_test_text(name):
                                                                                   else "")
 
 
-def glue_references(name):
-    """The published numbers printed beside ours for one GLUE task, each labelled with what it is."""
-    task = TASKS[name]
-    return [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev), (PAPER_TEST, paper_test_text(name)),
-                                                     (HF_DEV, task.hf_dev)) if value]
-
-
 # --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
 
 def segments(enc, rows):
@@ -265,7 +258,9 @@ class Classification:
 
     def references(self):
         """The published numbers the FINAL line prints beside ours, each labelled."""
-        return glue_references(self.name)
+        task = TASKS[self.name]
+        return [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev), (PAPER_TEST, paper_test_text(self.name)),
+                                                         (HF_DEV, task.hf_dev)) if value]
 
     def read_tests(self, sources):
         return read_glue_tests(sources)
