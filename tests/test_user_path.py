@@ -222,8 +222,8 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     assert training_run.best_seen(stsb, plan.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module", ["run.glue_row", "run.command", "run.records", "models.devices",
-                                    "command_line.fine_tune_parser", "paper.recipe", "output.lines", "command_line.errors"])
+@pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.records", "models.loading",
+                                    "command_line.fine_tune_parser", "paper.recipe", "output.log", "command_line.errors"])
 @pytest.mark.slow
 def test_a_room_run_as_a_module_does_nothing(module):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,
