@@ -17,7 +17,7 @@ import bert_part4_finetune as ft
 from part4.command_line import fine_tune_parser
 from part4.command_line.declarations import RUN, TABLE, Range, setting
 from part4.command_line.errors import Fatal
-from part4.command_line.fine_tune_settings import Settings, computed_on, flags_record
+from part4.command_line.fine_tune_settings import Settings, computation_on, flags_record
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
@@ -90,11 +90,11 @@ def test_how_the_steps_are_computed_is_the_devices_unless_given():
     of 8 and attention without cuDNN's kernels; elsewhere each batch its own width and no cuDNN to use."""
     auto = fine_tune_parser.parse(["rte"])
     assert (auto.pad_to_multiple_of, auto.cudnn_attention) == (None, None)
-    assert computed_on(auto, "cpu") == computed_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
-    assert computed_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
+    assert computation_on(auto, "cpu") == computation_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
+    assert computation_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
     given = fine_tune_parser.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
-    assert computed_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
-    assert computed_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
+    assert computation_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
+    assert computation_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
 
 @pytest.mark.slow

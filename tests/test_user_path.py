@@ -202,7 +202,7 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
     for init, shown in (("pretrained", True), ("random", False)):
         report = Report("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
-        records.grid_table(config, family, [result], report, labels=records.article_labels("sst2", [result], init))
+        records.grid_table(config, family, [result], report, labels=records.article_numbers("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
         final = training_run.final_line("sst2", family, job, result["final"], 60.0, init)

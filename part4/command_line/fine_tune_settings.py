@@ -129,7 +129,7 @@ class Settings:
                                      "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
                                      "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
                                      "run made that way)")
-    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computed_on); recorded apart
+    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computation_on); recorded apart
                                       help="each training batch padded to a width that is a multiple of N tokens (as "
                                            "Hugging Face's DataCollatorWithPadding(pad_to_multiple_of=N)): far fewer "
                                            "distinct shapes for a GPU's kernels. Attention is masked, so each row's "
@@ -182,7 +182,7 @@ class Settings:
 
 # --- how the training steps are computed on a device, where the settings leave it to the device ---
 
-def computed_on(settings, device_type):
+def computation_on(settings, device_type):
     """{pad_to_multiple_of, cudnn_attention}: how a run's training steps are computed on a device ("cuda", "cpu",
     "mps"), each as given, else the device's: on CUDA batches padded to multiples of CUDA_PAD_MULTIPLE and attention
     without cuDNN's kernels; elsewhere each batch its own width, as the recipe, and no cuDNN attention to use."""

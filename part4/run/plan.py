@@ -247,7 +247,10 @@ def prepare(config, family, sources, jobs, dtype):
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
     check_positions(family.max_len, model_folder.config)
-    head = checked_head(config, family)
+    # the weights loaded once per task before any work, then let go (each run loads them again for its own model), so
+    # that the loading report and the task head (--head) are refused before the first line: the Head every run records
+    # (none for --init random, which reads no weights)
+    head = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1] if c.init == "pretrained" else None
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
@@ -266,16 +269,6 @@ def prepare(config, family, sources, jobs, dtype):
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
-
-
-def checked_head(config, family):
-    """The model's weights loaded before any work, once per task, then let go (each run loads them again for its own
-    model), so that its loading report and its task head (--head) are refused before the first line, not at the start
-    of a later run: the Head every run of the task records. None for --init random, which reads no weights."""
-    c = config.settings
-    if c.init != "pretrained":
-        return None
-    return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]
 
 
 # --- how the processes share the work ---

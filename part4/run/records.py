@@ -231,7 +231,7 @@ def grid_header(config, n_runs, in_table):
             + (f", x {c.seeds} seeds = {n_runs} runs" if c.seeds else "")]
 
 
-def article_labels(task, results, init):
+def article_numbers(task, results, init):
     """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
     return {r["name"]: article_final(task, r["lr"]) for r in results
             if article_setting(job_of(r), init)}
@@ -241,7 +241,7 @@ def summarise(config, family, results, *, report, device):
     """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
     the article's number beside a run in its setting."""
     c = config.settings
-    labels = article_labels(config.task, results, c.init)
+    labels = article_numbers(config.task, results, c.init)
     payload = (grid_table(config, family, results, report, labels=labels) if c.grid
                else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
     save_summary(report, config, payload, device)

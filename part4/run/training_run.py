@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from part4.command_line.declarations import shown_duration
 from part4.command_line.errors import Fatal, Stopped
-from part4.command_line.fine_tune_settings import computed_on
+from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
 from part4.models.folders import loaded_record, weights_line
@@ -61,7 +61,8 @@ class TrainingRun:
         main = plan.where.processes.is_main and self.processes.is_main
         self.report = Report(self.name, self.config.settings.results_dir, quiet=not main)
         self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device)
-        self.computed = computed_on(self.config.settings, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
+        # {"pad_to_multiple_of", "cudnn_attention"}: how the steps are computed on this device
+        self.device_computation = computation_on(self.config.settings, self.device.type)
         self.losses, self.stop = [], StopSignals()
 
     @property
@@ -85,7 +86,7 @@ class TrainingRun:
             state, self.losses = loaded
         self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
         self.t0 = time.time() - state["elapsed"]
-        return wrapped(model, self.processes, self.device, cudnn_attention=self.computed["cudnn_attention"])
+        return wrapped(model, self.processes, self.device, cudnn_attention=self.device_computation["cudnn_attention"])
 
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
@@ -130,7 +131,7 @@ class TrainingRun:
         train, job = self.data.train, self.job
         lengths = train["full_lengths"] if self.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
-        multiple, packed = self.computed["pad_to_multiple_of"], self.packed
+        multiple, packed = self.device_computation["pad_to_multiple_of"], self.packed
         every_batch = []
         for epoch, in_epoch in enumerate(epochs, start=1):
             for idx in in_epoch:
@@ -242,7 +243,7 @@ class TrainingRun:
         or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
         (padding_free_steps ran; the flag --padding-free is the command's padding_free)."""
         return {"padding_free_steps": self.packed,
-                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.computed}
+                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.device_computation}
 
     def save_results(self, seconds, final):
         """The results JSON and log of the run (its steps, warmup steps, scores before and after, curve and seconds;
@@ -360,7 +361,7 @@ def preamble(config, run, *, steps, warm, every, how):
     lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
                  f"steps, weight decay {c.weight_decay}")
     cut = cut_lines(config, data, steps=steps, every=every, job=job)
-    return lines + computed(config, run, job, how) + cut + weights_lines(config, run)
+    return lines + computation_lines(config, run, job, how) + cut + weights_lines(config, run)
 
 
 def weights_lines(config, run):
@@ -375,7 +376,7 @@ def weights_lines(config, run):
     return lines + list(folder.notes)
 
 
-def computed(config, run, job, how):
+def computation_lines(config, run, job, how):
     """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
     do not compute trains padded, and the first line says why."""
     c, model, packed = config.settings, run.model.config, how["padding_free_steps"]
