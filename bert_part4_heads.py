@@ -20,14 +20,13 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import pick_device, run_cli, seed_everything
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem, new_head_parameters
-from part4.output.lines import RANDOM_HEAD, article, rounded
-from part4.output.log import Report, command_line
+from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, seed_everything
+from part4.output.log import RANDOM_HEAD, Report, article, command_line, rounded
 from part4.output.results_files import check_writable_dir, portable
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
-from part4.paper.article_labels import HEADS_LABELS as ARTICLE
+from part4.paper.article import HEADS_LABELS as ARTICLE
+from part4.run.plan import run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
 # The article's inputs (as ../shared/article/INPUTS.md, beside the article, lists them: not in the checkout); its passage,
@@ -40,7 +39,7 @@ SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge s
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
 build_parser, parse_args = script_settings.heads_parser, script_settings.parse_heads   # without torch (part4/command_line)
-# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; the numbers of its randomly initialised head are labelled as not expected to match.
 
 

@@ -32,19 +32,23 @@ from tqdm import tqdm
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.command_line.errors import Fatal, preflight
-from part4.models.devices import pick_device, run_cli, seed_everything
+from part4.data.readers import file_problem, read_squad
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.hub import file_problem
-from part4.models.loading import load_model, load_qa_model, model_problem, new_head_parameters
-from part4.output.lines import UNTRAINED_HEAD, article, rounded
-from part4.output.log import Report, command_line
-from part4.output.plots import pyplot
+from part4.models.loading import (
+    load_model,
+    load_qa_model,
+    model_problem,
+    new_head_parameters,
+    pick_device,
+    seed_everything,
+)
+from part4.output.log import UNTRAINED_HEAD, Report, article, command_line, pyplot, rounded
 from part4.output.results_files import check_writable_dir, portable, read_results
-from part4.paper.article import ARCHITECTURE, PASSAGE, SQUAD_V1, SST2, TABLE1, TABLE2
+from part4.paper.article import ARCHITECTURE, NULL_TAU_LABEL, PASSAGE, SQUAD_V1, SST2, TABLE1, TABLE2
+from part4.paper.article import MATH_LABELS as ARTICLE
 from part4.paper.article import TAU as ARTICLE_TAU
-from part4.paper.article_labels import MATH_LABELS as ARTICLE
-from part4.paper.article_labels import NULL_TAU_LABEL
 from part4.paper.recipe import MAX_LEN
+from part4.run.plan import run_cli
 from part4.tasks import squad_metric, squad_spans
 
 # The toy inputs (printed at the top of the article's math log; as ../shared/article/INPUTS.md, beside the article, lists
@@ -65,7 +69,7 @@ NULL_QUESTIONS = ["What does BERT stand for?", "Who won the football world cup i
 F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("Bidirectional Encoder Representations", "Bidirectional Encoder Representations from Transformers"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
-# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; its models (SST2, SQUAD_V1) and passage (PASSAGE, the BERT abstract) are there too.
 build_parser, parse_args = script_settings.math_parser, script_settings.parse_math   # without torch (part4/command_line)
 
@@ -546,7 +550,7 @@ def prepared_models(models, flow, *, device, tau, results_dir, report):
     (flow_questions, flow_data), device = flow, pick_device(device)
     folders, problems = check_models(models, flow_questions, flow_data)
     seed_everything(0)
-    flow_examples = (squad_spans.read_squad(flow_data, "1.1", "--flow-data")[:flow_questions]
+    flow_examples = (read_squad(flow_data, "1.1", "--flow-data")[:flow_questions]
                      if flow_questions and "--flow-data" not in problems else [])
     chosen = chosen_tau(tau, results_dir, models["--squad2-model"])             # (tau, where it comes from)
     loaded = load_models(folders, problems, device)

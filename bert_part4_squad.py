@@ -28,24 +28,19 @@ from functools import partial
 import torch
 
 from part4.command_line.errors import preflight
-from part4.models.devices import DTYPE_NAMES, Processes, all_agree, autocast_dtype, run_cli, start_processes
+from part4.data.readers import HUB_DATASETS, file_problem, read_squad
 from part4.models.folders import loaded_record, read_model_folders, weights_line
-from part4.models.hub import file_problem
-from part4.models.loading import load_qa_model, model_problem, model_type_note
-from part4.output.lines import article, fmt
-from part4.output.log import Report, command_line
-from part4.output.plots import line_plot
+from part4.models.loading import DTYPE_NAMES, Processes, autocast_dtype, load_qa_model, model_problem, model_type_note
+from part4.output.log import Report, article, command_line, fmt, line_plot
 from part4.output.results_files import check_writable_dir, portable, write_atomic
-from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2
-from part4.paper.article_labels import SQUAD_LABELS as ARTICLE
-from part4.paper.article_labels import WINDOWS_LABEL
+from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2, WINDOWS_LABEL
+from part4.paper.article import SQUAD_LABELS as ARTICLE
+from part4.run.plan import all_agree, run_cli, start_processes
 from part4.tasks.squad_spans import (
-    HUB_DATASETS,
     SpanSearch,
     coverage_line,
     demo_one,
     predict,
-    read_squad,
     score_v1,
     score_v2,
     tau_grid,
@@ -58,7 +53,7 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": SQUAD_V1, "v2": SQUAD_V2}      # the article's public checkpoints (part4/paper/article.py)
 build_parser, parse_args = script_settings.squad_parser, script_settings.parse_squad   # without torch (part4/command_line)
-# What the article printed (ARTICLE, from part4/paper/article_labels.py, built from part4/paper/article.py) is shown
+# What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route. The passage of every demo is the article's, the BERT abstract (PASSAGE, in
 # part4/paper/article.py).
 

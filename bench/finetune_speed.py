@@ -48,8 +48,14 @@ from transformers import (  # noqa: E402
 import bert_part4_finetune as ft  # noqa: E402
 from part4.data import readers  # noqa: E402
 from part4.data.batches import collate, epoch_batches  # noqa: E402
-from part4.models.devices import ALONE, autocast, autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.models.loading import load_pretrained  # noqa: E402
+from part4.models.loading import (  # noqa: E402
+    ALONE,
+    autocast,
+    autocast_dtype,
+    has_fused_adamw,
+    load_pretrained,  # noqa: E402
+    pick_device,
+)
 from part4.run.packing import make_padding_free  # noqa: E402
 from part4.run.training_run import shard, wrapped  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402
@@ -157,7 +163,7 @@ def time_trainer(model, tok, enc, batches, device, dtype, lr=2e-5):
 def training_data(args, tok):
     """Encoded training rows, the loss, and the rows' lengths when ours groups batches by length."""
     if args.task == "squad":
-        examples = squad_spans.read_squad_json(args.squad_data, "1.1", "--squad-data")
+        examples = readers.read_squad_json(args.squad_data, "1.1", "--squad-data")
         enc = squad_spans.encode_squad(tok, examples, args.max_len or 384, 128)
         return enc, families.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]

@@ -22,8 +22,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertTokenizer  # noqa: E402
 
-from part4.models.devices import autocast, autocast_dtype, pick_device  # noqa: E402
-from part4.models.loading import load_pretrained  # noqa: E402
+from part4.data import readers  # noqa: E402
+from part4.models.loading import (  # noqa: E402
+    autocast,
+    autocast_dtype,
+    load_pretrained,  # noqa: E402
+    pick_device,
+)
 from part4.tasks import squad_spans  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
@@ -89,7 +94,7 @@ def main(argv=None):
         model, tok = load_pretrained(BertForQuestionAnswering, args.model), load_pretrained(AutoTokenizer, args.model)
         name = args.model
     model = model.to(device).eval()
-    examples = squad_spans.read_squad_json(args.data, "1.1", "--data")[:args.limit]
+    examples = readers.read_squad_json(args.data, "1.1", "--data")[:args.limit]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
     search = squad_spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,

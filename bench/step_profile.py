@@ -23,7 +23,7 @@ from finetune_speed import add_model_flags, synchronize, time_steps, tokenizer_a
 
 from part4.data import readers  # noqa: E402
 from part4.data.batches import epoch_batches  # noqa: E402
-from part4.models.devices import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
+from part4.models.loading import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
 from part4.run.packing import make_padding_free  # noqa: E402
 from part4.tasks import families  # noqa: E402
 

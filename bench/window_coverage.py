@@ -38,6 +38,7 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import bert_part4_squad as sq
+from part4.data import readers  # noqa: E402
 from part4.output.results_files import portable  # noqa: E402
 from part4.tasks import squad_metric, squad_spans  # noqa: E402
 
@@ -117,7 +118,7 @@ def fmt(score):
 def main(argv=None):
     args = parse_args(argv)
     say = print
-    examples = squad_spans.read_squad_json(args.data, "1.1", "--data")
+    examples = readers.read_squad_json(args.data, "1.1", "--data")
     transformers.logging.set_verbosity_error()      # no "longer than 512 tokens" warning: windows are cut on purpose
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     say(f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__}, tokenizer {portable(args.tokenizer)} "

@@ -12,8 +12,8 @@ from conftest import ROOT
 
 import bert_part4_math as math_script
 import bert_part4_squad as squad
-from part4.paper import article, article_labels
-from part4.tasks.glue_tasks import TASKS
+from part4.data.readers import TASKS
+from part4.paper import article
 
 ARTICLE_DIR = os.path.join(ROOT, "..", "shared", "article")
 ARTICLE_TEXT = os.path.join(ARTICLE_DIR, "bert_part4_article.txt")
@@ -90,25 +90,25 @@ def test_every_entry_says_what_it_is_and_where_ours_comes_from():
 @needs_article
 def test_the_sentence_the_math_script_quotes_is_the_articles():
     assert f'"{article.TABLE2_SENTENCE}"' in read(ARTICLE_TEXT)
-    assert article_labels.MATH_LABELS["table2_single"] == f"yes, '{article.TABLE2_SENTENCE}'"
+    assert article.MATH_LABELS["table2_single"] == f"yes, '{article.TABLE2_SENTENCE}'"
 
 
 def test_the_labels_are_built_from_the_entries():
-    assert article_labels.ARTICLE_FINAL[("mrpc", 5e-5)] == "0.8701 (355/408), F1 0.9094"
-    assert article_labels.SQUAD_LABELS["v1_dev"] == "EM 80.79, F1 88.08, 10753 windows, 9.3 min"
-    assert article_labels.SQUAD_LABELS["v2_best"] == "tau +4.00, F1 78.98, EM 76.22, 52.1%, 8.2 min"
-    assert article_labels.HEADS_LABELS["new_params"] == "2,307 out of 109,484,547 (0.0021%)"
-    assert article_labels.MATH_LABELS["null"][2] == {"s_null": "6.61 + 6.58 = 13.19", "s_hat": "8.45 + 7.71 = 16.16",
+    assert article.ARTICLE_FINAL[("mrpc", 5e-5)] == "0.8701 (355/408), F1 0.9094"
+    assert article.SQUAD_LABELS["v1_dev"] == "EM 80.79, F1 88.08, 10753 windows, 9.3 min"
+    assert article.SQUAD_LABELS["v2_best"] == "tau +4.00, F1 78.98, EM 76.22, 52.1%, 8.2 min"
+    assert article.HEADS_LABELS["new_params"] == "2,307 out of 109,484,547 (0.0021%)"
+    assert article.MATH_LABELS["null"][2] == {"s_null": "6.61 + 6.58 = 13.19", "s_hat": "8.45 + 7.71 = 16.16",
                                               "answer": ("yes", "no")}
-    assert article_labels.MATH_LABELS["flow"][11] == (0.087, 0.045, 0.740)
-    assert list(article_labels.SQUAD_LABELS["v1_demo"]) == squad.V1_QUESTIONS
-    assert list(article_labels.SQUAD_LABELS["v2_demo"]) == squad.V2_QUESTIONS
+    assert article.MATH_LABELS["flow"][11] == (0.087, 0.045, 0.740)
+    assert list(article.SQUAD_LABELS["v1_demo"]) == squad.V1_QUESTIONS
+    assert list(article.SQUAD_LABELS["v2_demo"]) == squad.V2_QUESTIONS
     assert [q for q, _ in math_script.GOLD_SPANS] == [squad.V1_QUESTIONS[0], squad.V1_QUESTIONS[3]]
     assert math_script.NULL_QUESTIONS == [squad.V2_QUESTIONS[0]] + squad.V2_QUESTIONS[2:]
 
 
 def test_the_tasks_paper_numbers_are_table_1s():
-    """part4/tasks/glue_tasks.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
+    """part4/tasks/readers.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
     for name, task in TASKS.items():
         assert task.paper_test == article.TABLE1_BASE.get(name, ()), name
     assert TASKS["sst2"].paper_dev == article.value("sst2.paper_dev") and TASKS["mrpc"].paper_dev == article.value(

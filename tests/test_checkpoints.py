@@ -49,10 +49,10 @@ import bert_part4_squad as sq
 from part4.data import readers
 from part4.data.batches import collate
 from part4.models import folders, loading
-from part4.models.devices import run_cli
 from part4.output.results_files import fingerprint, weight_files
-from part4.run import packing
-from part4.tasks import families, metrics, task_inputs
+from part4.run import packing, plan
+from part4.run.plan import run_cli
+from part4.tasks import families, metrics
 
 CPU = torch.device("cpu")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -114,7 +114,7 @@ def fails_in_one_line(main, argv, capsys, out):
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
-    family = task_inputs.FAMILIES["sst2"]("sst2", 128)
+    family = plan.FAMILIES["sst2"]("sst2", 128)
     model = ft.new_model(family, folder, "pretrained", "new")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
@@ -213,7 +213,7 @@ def test_the_span_search_on_other_question_answering_models(checkpoints, model_t
     model = AutoModelForQuestionAnswering.from_pretrained(folder).eval()
     tok = AutoTokenizer.from_pretrained(folder)
     for data, file in ((v1, "squad_v1_predictions.json"), (v2, "squad_v2_nonnull_predictions.json")):
-        examples = sq.read_squad(data, "2.0" if data == v2 else "1.1", "--data")
+        examples = readers.read_squad(data, "2.0" if data == v2 else "1.1", "--data")
         expected = brute_force_answers(model, tok, examples, 48, 16)
         predicted = json.loads((out / file).read_text())
         assert [predicted[ex["id"]] for ex in examples] == [text for _, text, _ in expected]
@@ -630,7 +630,7 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
         "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
-    model = ft.new_model(task_inputs.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
+    model = ft.new_model(plan.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
@@ -866,7 +866,7 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
-    assert folders.model_folder("someone/tiny-bert") == snapshot
+    assert folders.local_folder("someone/tiny-bert") == snapshot
     line = folders.weights_line(folders.read_model_folder("someone/tiny-bert"))
     assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))

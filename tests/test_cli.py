@@ -17,12 +17,11 @@ import bert_part4_finetune as ft
 from part4.command_line import fine_tune_parser
 from part4.command_line.declarations import RUN, TABLE, Range, setting
 from part4.command_line.errors import Fatal
-from part4.command_line.fine_tune_settings import Settings, computed_on, flags_record
+from part4.command_line.fine_tune_settings import Settings, computation_on, flags_record
 from part4.data import readers
-from part4.models.devices import ALONE
+from part4.models.loading import ALONE
 from part4.paper import recipe
-from part4.run import plan, records
-from part4.tasks import glue_row, glue_tasks, task_inputs
+from part4.run import glue_row, plan, records
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -91,11 +90,11 @@ def test_how_the_steps_are_computed_is_the_devices_unless_given():
     of 8 and attention without cuDNN's kernels; elsewhere each batch its own width and no cuDNN to use."""
     auto = fine_tune_parser.parse(["rte"])
     assert (auto.pad_to_multiple_of, auto.cudnn_attention) == (None, None)
-    assert computed_on(auto, "cpu") == computed_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
-    assert computed_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
+    assert computation_on(auto, "cpu") == computation_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
+    assert computation_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
     given = fine_tune_parser.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
-    assert computed_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
-    assert computed_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
+    assert computation_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
+    assert computation_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
 
 @pytest.mark.slow
@@ -108,8 +107,8 @@ def test_the_command_line_room_imports_no_torch():
 
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
-    assert recipe.GLUE_TASKS == tuple(glue_tasks.TASKS)
-    assert set(recipe.RECIPES) == set(task_inputs.FAMILIES)
+    assert recipe.GLUE_TASKS == tuple(readers.TASKS)
+    assert set(recipe.RECIPES) == set(plan.FAMILIES)
     assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384
     assert recipe.STRIDE == fine_tune_parser.parse(["squad"]).stride == 128
 
@@ -121,8 +120,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
                                        "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
-    mnli, _, _ = task_inputs.task_inputs(settings, "mnli", ("mnli",))
-    rte, _, sources = task_inputs.task_inputs(settings, "rte", ("mnli",))
+    mnli, _, _ = plan.task_inputs(settings, "mnli", ("mnli",))
+    rte, _, sources = plan.task_inputs(settings, "rte", ("mnli",))
     assert mnli.settings is settings and rte.settings is settings
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
@@ -138,7 +137,7 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     a3 = recipe.grid_settings("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
     settings = fine_tune_parser.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
-    jobs = ft.planned_runs(task_inputs.task_inputs(settings, "rte")[0])
+    jobs = ft.planned_runs(plan.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
@@ -194,22 +193,22 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     fp32, is still the same settings (reused, never refused as other settings)."""
     import torch
     settings = fine_tune_parser.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
-    config, family, _ = task_inputs.task_inputs(settings, "rte")
+    config, family, _ = plan.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
     ours = records.run_settings(config, job, family, 10, None, ALONE)
     assert ours["dtype"] == "fp32" and records.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
-    assert plan.existing_result(str(path), ours) is not None
-    plan.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
+    assert records.existing_result(str(path), ours) is not None
+    records.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
     path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
-    assert plan.existing_result(str(path), ours) is None
+    assert records.existing_result(str(path), ours) is None
 
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
     from part4.command_line.errors import Fatal
-    from part4.tasks import glue_row
+    from part4.run import glue_row
     settings = fine_tune_parser.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
     recorded = glue_row.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
@@ -245,13 +244,13 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     assert glue_row.table_settings(fine_tune_parser.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
-        config, family, _ = task_inputs.task_inputs(settings, "rte")
+        config, family, _ = plan.task_inputs(settings, "rte")
         ours[name] = records.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
-    assert plan.existing_result(str(earlier), ours["default"]) is not None
-    assert plan.existing_result(str(earlier), ours["given"]) is None
+    assert records.existing_result(str(earlier), ours["default"]) is not None
+    assert records.existing_result(str(earlier), ours["given"]) is None
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
                     "--device", "cpu", "--results-dir", str(tmp_path / "r"), "--dummy-share", "0.5"]) == 0
@@ -270,7 +269,7 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
     for argv, count in ((["squad"], 3), (["squad_v2"], 2), (["swag", "--epochs", "4"], 4), (["sst2"], 30),
                         (["squad", "--evals", "7"], 7)):
         settings = fine_tune_parser.parse(argv)
-        config, family, _ = task_inputs.task_inputs(settings, settings.task)
+        config, family, _ = plan.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.evals == count and type(job.evals) is int
         recorded = records.run_settings(config, job, family, 10, None, ALONE)
@@ -301,12 +300,12 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
         saved = json.load(f)
     settings = fine_tune_parser.parse(saved["run"]["argv"][1:])
     once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
-    config, family, _ = task_inputs.task_inputs(settings, saved["task"], once)
+    config, family, _ = plan.task_inputs(settings, saved["task"], once)
     job = next(j for j in ft.planned_runs(config) if records.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
     ours = records.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
-    assert plan.existing_result(path, ours) is not None
-    plan.check_not_replaced(path, ours, "holds a result of other settings")
+    assert records.existing_result(path, ours) is not None
+    records.check_not_replaced(path, ours, "holds a result of other settings")
     assert records.job_of(saved) == job
 
 
@@ -317,4 +316,4 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
         saved = json.load(f)
     ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_parser.parse(saved["run"]["argv"][1:]))}
     assert glue_row.saved_table_settings(saved) == ours
-    plan.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)
+    records.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)

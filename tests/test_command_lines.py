@@ -14,9 +14,8 @@ import pytest
 from conftest import ROOT
 
 from part4.command_line import fine_tune_parser
-from part4.command_line.declarations import POSITIVE, parser_for, setting
+from part4.command_line.declarations import POSITIVE, parser_for, setting, shared
 from part4.command_line.errors import Fatal
-from part4.command_line.shared_settings import shared
 
 NAMES = sorted(os.path.basename(p)[len("bert_part4_"):-3] for p in glob.glob(os.path.join(ROOT, "bert_part4_*.py")))
 

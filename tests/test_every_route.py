@@ -18,10 +18,10 @@ import bert_part4_math as bm
 import bert_part4_squad as sq
 from part4.command_line import declarations, fine_tune_parser
 from part4.data import readers
-from part4.models.devices import run_cli
-from part4.output import log, plots
+from part4.output import log
 from part4.output.results_files import portable
-from part4.paper import article_labels, recipe
+from part4.paper import article, recipe
+from part4.run.plan import run_cli
 from part4.tasks import squad_spans
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -73,8 +73,8 @@ def test_missing_matplotlib_is_said_once(monkeypatch, capsys):
             raise ImportError(name)
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    monkeypatch.setattr(plots, "_PLOT_NOTICE", [])
-    assert plots.pyplot() is None and plots.pyplot() is None
+    monkeypatch.setattr(log, "_PLOT_NOTICE", [])
+    assert log.pyplot() is None and log.pyplot() is None
     err = capsys.readouterr().err.splitlines()
     assert err == ["plots skipped: matplotlib is not installed (pip install matplotlib to get them)"]
 
@@ -147,10 +147,10 @@ def test_committed_results_hold_no_absolute_paths():
 # --- fine-tuning: the article's column, its spread, the baseline, the grid's size ---
 
 def test_the_article_final_line_and_its_repeat():
-    assert article_labels.article_final("mrpc", 2e-5) == (
+    assert article.article_final("mrpc", 2e-5) == (
         "   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
         "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
-    assert "0.8701 (355/408)" in article_labels.article_final("mrpc", 5e-5) and article_labels.article_final("rte", 2e-5) == ""
+    assert "0.8701 (355/408)" in article.article_final("mrpc", 5e-5) and article.article_final("rte", 2e-5) == ""
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                                     "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
     assert recipe.grid_description("glue", 32, 3) == "grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs"
@@ -246,7 +246,7 @@ def test_the_v1_dev_windows_with_the_real_vocabulary(tmp_path):
     from transformers import AutoTokenizer, BertTokenizer
     BertTokenizer(vocab=os.path.join(SHARED_DATA, "bert-base-uncased", "vocab.txt")).save_pretrained(str(tmp_path))
     tok = AutoTokenizer.from_pretrained(str(tmp_path))
-    examples = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
+    examples = readers.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "x")
     windows = squad_spans.make_windows(tok, examples, 384, 128)
     per_question = np.bincount([w["example"] for w in windows], minlength=len(examples)).tolist()
     assert len(windows) == 10784 and sum(n > 1 for n in per_question) == 183 and per_question.count(3) == 31

@@ -14,10 +14,10 @@ from transformers import BertForSequenceClassification, get_linear_schedule_with
 
 import bert_part4_finetune as ft
 from part4.data import readers
-from part4.models.devices import run_cli
 from part4.paper import recipe
+from part4.run.plan import run_cli
 from part4.run.training_run import TrainingRun
-from part4.tasks import glue_tasks, metrics
+from part4.tasks import metrics
 
 # --- the schedule and the optimiser ---
 
@@ -266,7 +266,7 @@ def test_ctrl_c_leaves_no_finished_looking_result(tiny_bert_dir, glue_dir, tmp_p
 def test_glue_readers_on_the_real_files(task, split, rows):
     examples = readers.read_split(os.path.join(SHARED_DATA, "glue_data"), task, split)
     assert len(examples) == rows
-    n_texts = len(glue_tasks.TASKS[task].columns)
+    n_texts = len(readers.TASKS[task].columns)
     assert all(len(texts) == n_texts and all(isinstance(t, str) and t for t in texts) for texts, _ in examples[:200])
 
 
@@ -323,10 +323,10 @@ def test_qqp_tsv_layout(tmp_path):
     assert readers.read_split(str(tmp_path), "qqp", "dev") == [(["Is it good?", "Is it great?"], 1), (["Why?", "How?"], 0)]
 
 
-@pytest.mark.parametrize("task", sorted(glue_tasks.TASKS))
+@pytest.mark.parametrize("task", sorted(readers.TASKS))
 def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
     """Without --data-dir the Hub dataset nyu-mll/glue is read; its columns map onto (texts, label)."""
-    spec = glue_tasks.TASKS[task]
+    spec = readers.TASKS[task]
     rows = [{**{c: f"{c} {k}" for c in spec.hub_columns}, "label": k % max(2, len(spec.labels))} for k in range(4)]
     asked = []
 

@@ -17,9 +17,9 @@ import bert_part4_squad as sq
 from part4.command_line import fine_tune_parser
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches
-from part4.models.devices import run_cli
-from part4.run import training_run
-from part4.tasks import families, squad_metric, squad_spans, task_inputs
+from part4.run import plan, training_run
+from part4.run.plan import run_cli
+from part4.tasks import families, squad_metric, squad_spans
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
 
@@ -266,7 +266,7 @@ def test_squad_defaults_are_the_papers():
     assert fine_tune_parser.parse(["squad"]).max_len == 384 and fine_tune_parser.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = fine_tune_parser.parse([task])
-        assert [job.evals for job in ft.planned_runs(task_inputs.task_inputs(settings, task)[0])] == [evals]
+        assert [job.evals for job in ft.planned_runs(plan.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -375,7 +375,7 @@ def test_the_offline_squad_split_encodes_every_answer(tmp_path):
     folder = str(tmp_path / "tok")
     tok.save_pretrained(folder)
     fast = AutoTokenizer.from_pretrained(folder)
-    examples = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
+    examples = readers.read_squad_json(os.path.join(SHARED_DATA, "squad", "offline-train-v1.1.json"), "1.1", "x")[:400]
     enc = squad_spans.encode_squad(fast, examples, 384, 128)
     windows = squad_spans.make_windows(fast, examples, 384, 128)
     assert enc["skipped"] == 0 and enc["questions"] == 400
@@ -400,12 +400,11 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
-    monkeypatch.setattr(squad_spans, "load_hub_dataset", fake_hub)
-    train, devs = readers.read_swag(task_inputs.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(plan.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = readers.read_squad_task(task_inputs.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(plan.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and squad_spans.answer_chars(train[0]) == (4, 5)
 
@@ -418,6 +417,6 @@ def test_every_family_has_every_member_of_the_written_interface():
     assert "loss" in members and len(members) >= 25
     assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
     for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
-        family = task_inputs.FAMILIES[task](task, 64, **({"stride": 32} if task.startswith("squad") else {}))
+        family = plan.FAMILIES[task](task, 64, **({"stride": 32} if task.startswith("squad") else {}))
         assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
     assert families.MultipleChoice.loss is families.Classification.loss

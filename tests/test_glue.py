@@ -1,4 +1,4 @@
-"""The GLUE row in one command (bert_part4_finetune.py glue, part4/tasks/glue_row.py): the choice of learning rate, the
+"""The GLUE row in one command (bert_part4_finetune.py glue, part4/run/glue_row.py): the choice of learning rate, the
 table and its average, the test-server files, random-weight runs, and the faults a new user met (each test here
 failed on the code before this command existed)."""
 
@@ -18,13 +18,12 @@ import bert_part4_finetune as ft
 from part4.command_line import fine_tune_parser
 from part4.command_line.errors import Fatal
 from part4.data import readers
-from part4.models.devices import run_cli
-from part4.output import lines
-from part4.output.lines import fmt
-from part4.output.log import Report
+from part4.output.log import Report, fmt
 from part4.paper import article, recipe
+from part4.run import glue_row, plan, records, training_run
+from part4.run.plan import run_cli
 from part4.run.records import Job
-from part4.tasks import glue_row, glue_submission, glue_tasks, metrics, task_inputs
+from part4.tasks import families, metrics
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
 
@@ -87,7 +86,7 @@ def glue_data(tmp_path_factory):
 
 def config_for(argv):
     settings = fine_tune_parser.parse(argv)
-    return task_inputs.task_inputs(settings, settings.tasks[0])[0]
+    return plan.task_inputs(settings, settings.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, extra=()):
@@ -110,7 +109,7 @@ def fake_run(lr, seed, final, task="cola"):
 
 def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     """CoLA: lr 5e-5 has the best accuracy, 3e-5 the best MCC over two seeds, 2e-5 the best single seed: 3e-5 wins."""
-    family = task_inputs.FAMILIES["cola"]("cola", 128)
+    family = plan.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     dev = {5e-5: [(0.80, 0.00), (0.80, 0.00)], 3e-5: [(0.70, 0.30), (0.72, 0.20)], 2e-5: [(0.60, 0.40), (0.60, 0.00)]}
     results = [fake_run(lr, s, {"dev": {"accuracy": a, "mcc": m}}) for lr, runs in dev.items() for s, (a, m) in enumerate(runs)]
@@ -119,7 +118,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     assert chosen["dev"] == pytest.approx([25.0])                         # the mean over the seeds, in percent
     assert chosen["submitted"]["seed"] == 0                               # the better seed's test predictions
     assert {s["lr"]: round(s["dev"], 6) for s in chosen["settings"]} == {5e-5: 0.0, 3e-5: 25.0, 2e-5: 20.0}
-    stsb = task_inputs.FAMILIES["stsb"]("stsb", 128)
+    stsb = plan.FAMILIES["stsb"]("stsb", 128)
     results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
                ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
     assert glue_row.choose(results, stsb, config)["lr"] == 2e-5
@@ -127,7 +126,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
 
 def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
     """Two learning rates with the same dev score: the first of the grid is chosen, and the table says why."""
-    family = task_inputs.FAMILIES["cola"]("cola", 128)
+    family = plan.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     table = types.SimpleNamespace(grid="glue", seeds=None)
     for mcc, tie in (((0.3, 0.3, 0.1), True), ((0.2, 0.3, 0.3), True), ((0.3, 0.2, 0.1), False)):
@@ -144,16 +143,16 @@ def test_the_majority_class_is_scored_as_the_runs_are():
     """Always the majority class, in Table 1's metric: accuracy = its share of dev; F1 of label 1 = 2p / (1 + p) when
     the class is 1 (precision p, recall 1), 0 when it is 0; MCC 0; one per dev set (MNLI); none for STS-B's scores."""
     dev = {"dev": {"labels": [1, 1, 1, 0, 0, 1, 0, 1]}}                                  # p = 5/8
-    mrpc, cola, rte = (task_inputs.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
+    mrpc, cola, rte = (plan.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
     assert mrpc.majority_scores(1, dev) == pytest.approx([100 * 2 * 5 / 8 / (1 + 5 / 8)])
     assert mrpc.majority_scores(0, dev) == [0.0] and cola.majority_scores(1, dev) == [0.0]
     assert rte.majority_scores(0, dev) == pytest.approx([100 * 3 / 8])
-    mnli = task_inputs.FAMILIES["mnli"]("mnli", 128)
+    mnli = plan.FAMILIES["mnli"]("mnli", 128)
     two = {"dev_matched": {"labels": [2, 2, 0, 1]}, "dev_mismatched": {"labels": [2, 0, 0, 0, 1]}}
     assert mnli.majority_scores(2, two) == pytest.approx([50.0, 20.0])
-    assert task_inputs.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
-    assert glue_tasks.label_name("wnli", 0) == "not_entailment (0)" and glue_tasks.label_name("rte", 1) == "not_entailment"
-    assert glue_tasks.label_name("mrpc", 1) == "equivalent (1)"
+    assert plan.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
+    assert readers.label_name("wnli", 0) == "not_entailment (0)" and readers.label_name("rte", 1) == "not_entailment"
+    assert readers.label_name("mrpc", 1) == "equivalent (1)"
 
 
 def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
@@ -162,12 +161,12 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
             ("cola", [{"accuracy": 0.69, "mcc": 0.0}, {"accuracy": 0.68, "mcc": 0.0727}], 1),
             ("mrpc", [{"accuracy": 0.70, "f1": 0.60}, {"accuracy": 0.68, "f1": 0.81}], 1),
             ("stsb", [{"pearson": 0.80, "spearman": 0.60}, {"pearson": 0.70, "spearman": 0.75}], 1)):
-        family = task_inputs.FAMILIES[task](task, 128)
+        family = plan.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Report("x", str(tmp_path), quiet=True)
         config = SimpleNamespace(task=task, settings=SimpleNamespace(grid="glue", seeds=None))
-        ranked = lines.grid_table(config, family, results, report)["runs"]
+        ranked = records.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
@@ -179,11 +178,11 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
     paper = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "stsb": "spearman", "qqp": "f1", "mnli": "accuracy",
              "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy", "swag": "accuracy", "squad": "f1",
              "squad_v2": "f1"}
-    assert set(paper) == set(task_inputs.FAMILIES)
+    assert set(paper) == set(plan.FAMILIES)
     names = ("accuracy", "f1", "mcc", "pearson", "spearman", "em")
     scores = {"dev_matched": {m: 0.1 * (k + 1) for k, m in enumerate(names)}, "dev_mismatched": dict.fromkeys(names, 9.0)}
     for task, metric in paper.items():
-        family = task_inputs.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
+        family = plan.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
         assert family.selection_name == metrics.METRIC_NAMES[metric], task
@@ -202,7 +201,7 @@ def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
     assert round(glue_row.average(list(glue_row.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
     assert "wnli" not in glue_row.paper_columns() and len(glue_row.paper_columns()) == 9
-    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in glue_tasks.TASKS}
+    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in readers.TASKS}
     rows["wnli"] = {"dev": [0.0]}
     cols = glue_row.columns(rows)
     assert "wnli" not in cols and glue_row.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
@@ -214,17 +213,17 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
     sub = tmp_path / "submission"
     assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--glue-submission", str(sub)])) == 0
     table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
-    assert all(table["tasks"][t]["run"] for t in glue_tasks.TASKS) and table["average"]["ours"] is not None
+    assert all(table["tasks"][t]["run"] for t in readers.TASKS) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
         run = json.loads((tmp_path / f"{row['runs'][0]}.json").read_text())
-        metric = glue_tasks.TASKS[t].selection_metric
+        metric = readers.TASKS[t].selection_metric
         assert row["dev"] == pytest.approx([100 * s[metric] for s in run["final"].values()])
-        assert row["paper_test"] == glue_tasks.paper_test_text(t)
+        assert row["paper_test"] == families.paper_test_text(t)
     md = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.md").read_text()
     assert "| MRPC | F1 | 1e-3 |" in md and "| CoLA | MCC |" in md and "| STS-B | Spearman |" in md
     log = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text()
     assert "not the same quantity" in log and "the paper's QNLI is v1" in log and "GLUE's QNLI is v2" in log
-    servers = {f for t in glue_tasks.TASKS.values() for _, f, _ in t.tests}
+    servers = {f for t in readers.TASKS.values() for _, f, _ in t.tests}
     assert servers == {"CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
                        "QNLI.tsv", "RTE.tsv", "WNLI.tsv", "AX.tsv"}
     inputs = {"CoLA.tsv": "CoLA/test.tsv", "SST-2.tsv": "SST-2/test.tsv", "MRPC.tsv": "MRPC/test.tsv",
@@ -261,7 +260,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
     rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
     report = Report("x", str(tmp_path), quiet=True)
-    out = glue_submission.write_submission(str(folder), rows, report)
+    out = glue_row.write_submission(str(folder), rows, report)
     assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
     with zipfile.ZipFile(folder / "submission.zip") as z:
         assert z.namelist() == ["RTE.tsv"] and z.read("RTE.tsv").decode() == text
@@ -271,7 +270,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
         raise OSError("disk full")
     monkeypatch.setattr(zipfile.ZipFile, "write", broken)
     with pytest.raises(OSError):
-        glue_submission.write_submission(str(folder), rows, report)
+        glue_row.write_submission(str(folder), rows, report)
     assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
     assert (folder / "submission.zip").read_bytes() == before
 
@@ -292,11 +291,11 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
-    logits, TASKS = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), glue_tasks.TASKS
-    assert glue_submission.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert glue_submission.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert glue_submission.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert glue_submission.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    logits, TASKS = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), readers.TASKS
+    assert families.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert families.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert families.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert families.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -310,7 +309,7 @@ def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
     rows = Rows([{"premise": "p", "hypothesis": "h", "label": k} for k in range(3)])
     monkeypatch.setattr(readers, "load_hub_dataset", lambda *a: rows)
     got = [y for _, y in readers.read_split(None, "mnli", "dev_matched")]
-    assert [glue_tasks.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
+    assert [readers.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
     Names.names = ["entailment", "maybe"]
     with pytest.raises(Fatal, match="unknown label name"):
         readers.read_split(None, "rte", "dev")
@@ -343,7 +342,7 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
-    family = task_inputs.FAMILIES["rte"]("rte", 128)
+    family = plan.FAMILIES["rte"]("rte", 128)
     pre = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
     rnd = ft.new_model(family, tiny_bert_dir, "random", "new")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
@@ -434,17 +433,17 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 
 
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
-    family, final = task_inputs.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
+    family, final = plan.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
-    other = lines.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
+    assert article in training_run.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
+    other = training_run.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
     # the runs it names are the article's FINAL entries, in its setting (part4/paper/article.py), each lr on its grid
     assert "(it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]" in other
     for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, evals=30), "pretrained"),
                       (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), "random")):
-        assert "0.8333" not in lines.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = lines.final_line("rte", task_inputs.FAMILIES["rte"]("rte", 128),
+        assert "0.8333" not in training_run.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
+    rte = training_run.final_line("rte", plan.FAMILIES["rte"]("rte", 128),
                            Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30),
                            {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
@@ -478,7 +477,7 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
 def test_the_shared_glue_folder_runs_six_tasks():
     """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
     data = os.path.join(SHARED_DATA, "glue_data")
-    absent = {t: glue_row.missing_data(t, data) for t in glue_tasks.TASKS}
+    absent = {t: glue_row.missing_data(t, data) for t in readers.TASKS}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 

@@ -15,7 +15,7 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 import bert_part4_finetune as ft
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches, to_device
-from part4.models.devices import ALONE, has_fused_adamw
+from part4.models.loading import ALONE, has_fused_adamw
 from part4.run import packing, training_run
 from part4.tasks import families
 

@@ -2,7 +2,7 @@
 docstring, a comment or a page of the docs names exists in the tree, where it says. Paths are read from the repository
 root (a page's links also from its own folder); a ../shared/ path is checked when ../shared is here; a results/ file is
 checked when it is committed, else by the pattern of what the runs write. The allow-lists below are short, each with
-its reason; KNOWN_UNTRUE lists the references still untrue in files of another branch's, to be emptied."""
+its reason."""
 
 import ast
 import glob
@@ -28,15 +28,6 @@ RUN_OUTPUTS = re.compile(r"results/(part4_|squad_v[12]_|reproduce|stand-in|windo
 # Libraries whose names before a dot name their own functions (torch.load, matplotlib.pyplot), not a module of ours.
 LIBRARIES = {"torch", "matplotlib"}
 
-# Untrue today in files another branch is changing (each with its file); the lead empties this list after merging.
-KNOWN_UNTRUE = {
-    "part4/command_line/__init__.py: bert_part4_finetune.py's Settings: not in bert_part4_finetune.py",  # fine_tune_settings
-    "part4/paper/article.py: finetune.py: no such file in the tree",     # the scripts by short names: bert_part4_*.py
-    "part4/paper/article.py: heads.py: no such file in the tree",
-    "part4/paper/article.py: math.py: no such file in the tree",
-    "part4/paper/article.py: squad.py: no such file in the tree",
-    "part4/paper/recipe.py: tasks/glue_tasks.py: no such path",           # part4/tasks/glue_tasks.py
-}
 
 
 # --- The tree: its modules, the names each defines, its folders ---
@@ -236,8 +227,7 @@ def tree():
 
 def test_every_reference_of_the_docstrings_comments_and_docs_is_true(tree):
     found = {line for path in python_files() + pages() for line in untrue(tree, prose(path), os.path.relpath(path, ROOT))}
-    assert sorted(found - KNOWN_UNTRUE) == []
-    assert sorted(KNOWN_UNTRUE - found) == [], "no longer untrue: take them off KNOWN_UNTRUE"
+    assert sorted(found) == []
 
 
 def test_a_made_up_reference_fails_and_a_true_one_passes(tree):

@@ -13,8 +13,9 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
-from part4.models.devices import run_cli
+from part4.data import readers
 from part4.paper import recipe
+from part4.run.plan import run_cli
 from part4.tasks import families, squad_metric, squad_spans
 
 # --- span search ---
@@ -302,7 +303,7 @@ def test_main_end_to_end_writes_the_official_files(tiny_qa, tmp_path):
     assert sq.main(argv) == 0
     r = json.loads((out / "part4_squad.json").read_text())
     preds1 = json.loads((out / "squad_v1_predictions.json").read_text())
-    examples1 = squad_spans.read_squad_json(v1, "1.1", "--v1-data")
+    examples1 = readers.read_squad_json(v1, "1.1", "--v1-data")
     assert r["v1_dev"]["n"] == len(preds1) == 3 and r["v1_dev"]["windows"] > 3
     em, f1 = zip(*(squad_metric.question_scores(preds1[ex["id"]], ex["golds"], "1.1") for ex in examples1))
     assert r["v1_dev"]["em"] == pytest.approx(100 * np.mean(em)) and r["v1_dev"]["f1"] == pytest.approx(100 * np.mean(f1))
@@ -373,8 +374,8 @@ def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys
 
 @needs_shared_data
 def test_the_real_dev_files_read_with_their_counts():
-    v1 = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
-    v2 = squad_spans.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
+    v1 = readers.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v1.1.json"), "1.1", "--v1-data")
+    v2 = readers.read_squad_json(os.path.join(SHARED_DATA, "squad", "dev-v2.0.json"), "2.0", "--v2-data")
     assert len(v1) == 10570 and len(v2) == 11873
     assert sum(not ex["golds"] for ex in v2) == 5945
     assert v1[0]["question"] == "Which NFL team represented the AFC at Super Bowl 50?"
@@ -383,9 +384,9 @@ def test_the_real_dev_files_read_with_their_counts():
 def test_hub_rows_are_read_like_the_official_files(monkeypatch):
     rows = [{"id": "a", "question": "Q?", "context": "ctx", "answers": {"text": ["x", "y"], "answer_start": [0, 1]}},
             {"id": "b", "question": "Q2?", "context": "ctx", "answers": {"text": [], "answer_start": []}}]
-    monkeypatch.setattr(squad_spans, "load_hub_dataset",
+    monkeypatch.setattr(readers, "load_hub_dataset",
                         lambda name, config, split, flag: rows if name == "rajpurkar/squad_v2" else 1 / 0)
-    ex = squad_spans.read_squad(None, "2.0", "--v2-data")
+    ex = readers.read_squad(None, "2.0", "--v2-data")
     assert [(e["id"], e["golds"], e["impossible"]) for e in ex] == [("a", ["x", "y"], False), ("b", [], True)]
 
 

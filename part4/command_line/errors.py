@@ -31,7 +31,7 @@ def say_error(line):
 
 def run_main(main, argv=None, end=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
-    `| head` leaves it: no line, code 141). `end`, when given, runs last whatever happened (part4/models/devices.py's run_cli
+    `| head` leaves it: no line, code 141). `end`, when given, runs last whatever happened (part4/run/plan.py's run_cli
     ends the processes there)."""
     try:
         return main(argv) or 0
@@ -83,7 +83,3 @@ def not_a_script(name, run="one of the bert_part4_*.py scripts at the root (each
     """What a module of the suite says when it is run as a script: which script to run instead (exit 2)."""
     say_error(f"{name} is a module, not a script: run {run}")
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/errors.py"))

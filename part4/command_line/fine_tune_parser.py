@@ -6,10 +6,9 @@ parse. No torch here (nor anything that imports it): --help and every refused fl
 
 import sys
 
-from part4.command_line.declarations import check_given, given_or_default, parser_for
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.declarations import check_given, check_windows, given_or_default, parser_for
+from part4.command_line.errors import Fatal
 from part4.command_line.fine_tune_settings import Settings
-from part4.command_line.shared_settings import check_windows
 from part4.paper.recipe import GLUE_RECIPE, GLUE_TASKS, RECIPES, lr_tag
 
 ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
@@ -82,14 +81,6 @@ def refuse_conflicts(a, task):
             raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
 
 
-def check_flags(a, task):
-    """Every flag given, before any default: those the task does not read, those that contradict each other, then
-    each against its declaration (its range)."""
-    refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
-    refuse_conflicts(a, task)
-    check_given(vars(a), Settings)
-
-
 # --- The command line, checked, as Settings ---
 
 def parse(argv):
@@ -98,7 +89,11 @@ def parse(argv):
     the tasks of glue, the learning rate, the grid and the stride are resolved here."""
     a = build_parser().parse_intermixed_args(argv)
     task = task_name(a.task)
-    check_flags(a, task)
+    # every flag given, before any default: those the task does not read, those that contradict each other, then each
+    # against its declaration (its range)
+    refuse_data_flags(task, data_dir=a.data_dir, train_data=a.train_data, dev_data=a.dev_data, stride=a.stride)
+    refuse_conflicts(a, task)
+    check_given(vars(a), Settings)
     recipe = RECIPES.get(task, GLUE_RECIPE)                  # the glue command: GLUE's recipe
     values = given_or_default(vars(a), Settings, recipe)
     if task in DATA_FLAGS:
@@ -108,7 +103,3 @@ def parse(argv):
                 "stride": values["stride"] if task in DATA_FLAGS else None,
                 "argv": tuple(sys.argv[1:] if argv is None else argv)}
     return Settings(**{**values, **resolved})
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/fine_tune_parser.py", "python bert_part4_finetune.py (--help lists its flags)"))

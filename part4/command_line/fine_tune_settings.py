@@ -4,7 +4,6 @@ file records it, and settings recorded by earlier versions read as this one reco
 that imports it). The defaults are the recipe's (part4/paper/recipe.py), read from there."""
 
 import math
-import sys
 from dataclasses import asdict, dataclass, fields
 
 from part4.command_line.declarations import (
@@ -14,11 +13,11 @@ from part4.command_line.declarations import (
     Range,
     duration,
     flag_name,
+    paper_defaults,
     recorded_defaults,
     setting,
+    shared,
 )
-from part4.command_line.errors import not_a_script
-from part4.command_line.shared_settings import paper_defaults, shared
 from part4.paper.article import PAPER_OPTIMISER
 from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GLUE_RECIPE, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
 
@@ -49,7 +48,7 @@ def learning_rate_range(lr):
 class Settings:
     """What one command line asks, each setting declared once here: its flag, default (the recipe's,
     part4/paper/recipe.py, where the paper sets it), help, range or choices and where it is recorded
-    (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/shared_settings.py's).
+    (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/declarations.py's).
     The parser, the checks, --help and the recorded settings are made from these declarations; parse makes the
     Settings once, by keyword. Every function below main takes what it reads from here (or from a task's Config, which
     holds these), never the flags. Adding a setting: one declaration here, and the line that reads it."""
@@ -130,7 +129,7 @@ class Settings:
                                      "from torch 2.4), as Hugging Face's Trainer: faster on a GPU, the same numbers up to "
                                      "float rounding. Choose off for torch's loop of tensor operations (e.g. to compare a "
                                      "run made that way)")
-    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computed_on); recorded apart
+    pad_to_multiple_of: int = setting(check=POSITIVE, metavar="N",    # None: the device's (computation_on); recorded apart
                                       help="each training batch padded to a width that is a multiple of N tokens (as "
                                            "Hugging Face's DataCollatorWithPadding(pad_to_multiple_of=N)): far fewer "
                                            "distinct shapes for a GPU's kernels. Attention is masked, so each row's "
@@ -183,7 +182,7 @@ class Settings:
 
 # --- how the training steps are computed on a device, where the settings leave it to the device ---
 
-def computed_on(settings, device_type):
+def computation_on(settings, device_type):
     """{pad_to_multiple_of, cudnn_attention}: how a run's training steps are computed on a device ("cuda", "cpu",
     "mps"), each as given, else the device's: on CUDA batches padded to multiples of CUDA_PAD_MULTIPLE and attention
     without cuDNN's kernels; elsewhere each batch its own width, as the recipe, and no cuDNN attention to use."""
@@ -227,7 +226,3 @@ def settings_diff(saved, ours, ignore=()):
     """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
     saved = saved or {}
     return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/fine_tune_settings.py", "python bert_part4_finetune.py (--help lists its flags)"))

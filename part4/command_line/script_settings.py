@@ -1,13 +1,12 @@
 """The settings of bert_part4_heads.py, bert_part4_squad.py, bert_part4_math.py, bert_part4_report.py and
 bert_part4_reproduce.py, each script's in one dataclass, each setting declared once (part4/command_line/declarations.py's
-setting; those several scripts take, part4/command_line/shared_settings.py's): the parser and --help made from them,
+setting; those several scripts take, part4/command_line/declarations.py's): the parser and --help made from them,
 their checks, and the settings the command line becomes, once, by keyword. Every setting is recorded with the command
 line in the script's results file (run.config). No torch here (nor anything that imports it), so that --help and a
 refused flag answer at once, before a script loads torch. bert_part4_finetune.py's settings are
 part4/command_line/fine_tune_settings.py. The defaults are the recipe's (part4/paper/recipe.py) and the article's
 models (part4/paper/article.py)."""
 
-import sys
 from dataclasses import dataclass, replace
 
 from part4.command_line.declarations import (
@@ -15,13 +14,14 @@ from part4.command_line.declarations import (
     Range,
     auto_or_positive,
     auto_or_whole,
+    check_windows,
     duration,
     parser_for,
     setting,
     settings_from,
+    shared,
 )
-from part4.command_line.errors import Fatal, not_a_script
-from part4.command_line.shared_settings import check_windows, shared
+from part4.command_line.errors import Fatal
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
 
@@ -184,8 +184,3 @@ def reproduce_parser():
 
 def parse_reproduce(argv):
     return settings_from(reproduce_parser(), ReproduceSettings, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/command_line/script_settings.py",
-                          "bert_part4_heads.py, bert_part4_squad.py or bert_part4_math.py (each with --help)"))

@@ -1,11 +1,8 @@
 """Batches: rows padded to their own longest (dynamic padding), a batch of an encoded set, the paper's random batches
 of every epoch, and batches of rows of similar length (for evaluation, and for training with --group-by-length)."""
 
-import sys
 
 import torch
-
-from part4.command_line.errors import not_a_script
 
 
 def padded(rows, length=None, value=0, dtype=torch.long):
@@ -88,7 +85,3 @@ def row_length(enc, i):
     """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
     row = enc["input_ids"][i]
     return max(len(r) for r in row) if isinstance(row[0], list) else len(row)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/data/batches.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

@@ -1,16 +1,17 @@
-"""Where each task's data comes from and how it is read: GLUE's TSV files (and MNLI's JSON lines), GLUE's test files, SWAG's
-CSV files, SQuAD's JSON (through part4/tasks/squad_spans.py), or the Hub's datasets; a malformed file stops with one line."""
+"""Where each task's data comes from and how it is read: GLUE's nine tasks (their folders, columns and labels) and their
+TSV files (and MNLI's JSON lines), GLUE's test files, SWAG's CSV files, SQuAD's official JSON, or the Hub's datasets; a
+malformed file stops with one line."""
 
 import csv
 import json
 import os
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import Fatal, not_a_script
-from part4.models.hub import load_hub_dataset
-from part4.tasks import squad_spans
-from part4.tasks.glue_tasks import HUB_LABELS, LABEL_COLUMN, TASKS, TEST_INDEX
+from huggingface_hub import constants as hub_constants
+
+from part4.command_line.errors import Fatal
+from part4.models.hub import hub_offline, hub_reachable
+from part4.paper.article import TABLE1_BASE
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,119 @@ class Sources:
     data_dir: str = None               # GLUE's or SWAG's folder
     train_data: str = None             # SQuAD's training JSON
     dev_data: str = None               # SQuAD's dev JSON
+
+
+# --- The Hub's datasets: read from it, or from the local cache ---
+
+def dataset_cached(name):
+    """Is the Hub dataset `name` in a local cache (the datasets cache, or the Hub's download cache)?"""
+    import datasets
+
+    return (os.path.isdir(os.path.join(datasets.config.HF_DATASETS_CACHE, name.replace("/", "___")))
+            or os.path.isdir(os.path.join(hub_constants.HF_HUB_CACHE, "datasets--" + name.replace("/", "--"))))
+
+
+def file_problem(path, flag, hub_name=None):
+    """Why a data file cannot be read, or None; with no path, whether the Hub dataset can be fetched."""
+    if path is None:
+        if hub_name and hub_offline() and not dataset_cached(hub_name):
+            return (f"HF_HUB_OFFLINE is set and the dataset '{hub_name}' is not in the local datasets cache; pass "
+                    f"local files with {flag}")
+        if hub_name and not hub_offline() and not hub_reachable():
+            return (f"the Hugging Face Hub cannot be reached to download the dataset '{hub_name}'; pass local files "
+                    f"with {flag} (or set HF_HUB_OFFLINE=1 to use a local datasets cache)")
+        return None
+    return None if os.path.isfile(os.path.expanduser(path)) else f"{flag} {path}: no such file"
+
+
+def load_hub_dataset(name, config, split, flag):
+    """datasets.load_dataset(name, config, split=split), with one clear line when the Hub is out of reach.
+
+    With HF_HUB_OFFLINE=1 the local datasets cache is used; otherwise an unreachable Hub fails at once.
+    """
+    problem = file_problem(None, flag, name)
+    if problem:
+        raise Fatal(problem)
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, config, split=split)
+    except Exception as e:  # datasets raises many kinds (ConnectionError, OSError, DatasetNotFoundError)
+        raise Fatal(f"could not load the dataset '{name}' ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                    f"pass local files with {flag}")
+
+
+# --- GLUE's nine tasks (paper §4.1, B.1): their folders, columns and labels, Table 1's metric and number ---
+
+@dataclass(frozen=True)
+class Task:
+    """One GLUE task: where its files are, how it is labelled and scored, and the published numbers for it."""
+    folder: str            # GLUE's directory name
+    columns: tuple         # text columns in GLUE's TSV (header names; positions for CoLA, which has none)
+    hub_columns: tuple     # the same texts in the Hub dataset nyu-mll/glue
+    labels: tuple          # label strings in index order; () = regression (STS-B)
+    dev_files: tuple       # dev sets: matched and mismatched for MNLI
+    metrics: tuple         # what the step lines and the FINAL line report
+    selection_metric: str  # Table 1's metric: runs are ranked and selected by it
+    tests: tuple           # (test file in DIR/<folder>/, the GLUE server's file name, its rows)
+    paper_test: tuple      # Table 1, BERT-base, on the GLUE server's hidden test set (MNLI: matched, mismatched)
+    paper_dev: str = ""    # BERT-base dev accuracy (MNLI: matched), where the paper gives it (Table 5)
+    hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
+
+
+TASKS = {       # paper_test: Table 1's BERT-base row (part4/paper/article.py)
+    "cola": Task(folder="CoLA", columns=(3,), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
+                 metrics=("accuracy", "mcc"), selection_metric="mcc", tests=(("test", "CoLA.tsv", 1063),),
+                 paper_test=TABLE1_BASE.get("cola", ()), hf_dev="MCC 56.53"),
+    "sst2": Task(folder="SST-2", columns=("sentence",), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
+                 metrics=("accuracy", "f1"), selection_metric="accuracy", tests=(("test", "SST-2.tsv", 1821),),
+                 paper_test=TABLE1_BASE.get("sst2", ()), paper_dev="92.7", hf_dev="accuracy 92.32"),
+    "mrpc": Task(folder="MRPC", columns=("#1 String", "#2 String"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
+                 dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "MRPC.tsv", 1725),),
+                 paper_test=TABLE1_BASE.get("mrpc", ()), paper_dev="86.7", hf_dev="F1 88.85, accuracy 84.07 (5 epochs)"),
+    "stsb": Task(folder="STS-B", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=(),
+                 dev_files=("dev",), metrics=("pearson", "spearman"), selection_metric="spearman",
+                 tests=(("test", "STS-B.tsv", 1379),), paper_test=TABLE1_BASE.get("stsb", ()),
+                 hf_dev="Pearson 88.64, Spearman 88.48"),
+    "qqp": Task(folder="QQP", columns=("question1", "question2"), hub_columns=("question1", "question2"), labels=("0", "1"),
+                dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "QQP.tsv", 390965),),
+                paper_test=TABLE1_BASE.get("qqp", ()), hf_dev="F1 87.49, accuracy 90.71"),
+    "mnli": Task(folder="MNLI", columns=("sentence1", "sentence2"), hub_columns=("premise", "hypothesis"),
+                 labels=("entailment", "neutral", "contradiction"), dev_files=("dev_matched", "dev_mismatched"),
+                 metrics=("accuracy",), selection_metric="accuracy",
+                 tests=(("test_matched", "MNLI-m.tsv", 9796), ("test_mismatched", "MNLI-mm.tsv", 9847),
+                        ("diagnostic", "AX.tsv", 1104)),
+                 paper_test=TABLE1_BASE.get("mnli", ()), paper_dev="84.4", hf_dev="accuracy 83.91/84.10 (matched/mismatched)"),
+    "qnli": Task(folder="QNLI", columns=("question", "sentence"), hub_columns=("question", "sentence"),
+                 labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",),
+                 selection_metric="accuracy", tests=(("test", "QNLI.tsv", 5463),), paper_test=TABLE1_BASE.get("qnli", ()),
+                 paper_dev="88.4", hf_dev="accuracy 90.66"),
+    "rte": Task(folder="RTE", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"),
+                labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy",
+                tests=(("test", "RTE.tsv", 3000),), paper_test=TABLE1_BASE.get("rte", ()), hf_dev="accuracy 65.70"),
+    "wnli": Task(folder="WNLI", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
+                 dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy", tests=(("test", "WNLI.tsv", 146),),
+                 paper_test=TABLE1_BASE.get("wnli", ()), hf_dev="accuracy 56.34 (5 epochs)"),
+}
+
+
+TEST_INDEX = {"qqp": "id"}              # the column GLUE's test files are indexed by: `index`, but QQP's `id`
+LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
+                "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
+
+# The Hub's name of each of our labels (TASKS[name].labels, GLUE's TSV strings), in our order: the Hub dataset's
+# labels are read by name, so a dataset whose label order differs from ours is still read right.
+HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "positive"),
+              "mrpc": ("not_equivalent", "equivalent"), "qqp": ("not_duplicate", "duplicate"),
+              "mnli": ("entailment", "neutral", "contradiction"), "qnli": ("entailment", "not_entailment"),
+              "rte": ("entailment", "not_entailment"), "wnli": ("not_entailment", "entailment")}
+
+
+def label_name(name, k):
+    """'equivalent (1)', 'entailment': label k of a task by the Hub's name, and as GLUE's file writes it where that is a
+    number."""
+    raw, named = TASKS[name].labels[k], HUB_LABELS[name][k]
+    return raw if raw == named else f"{named} ({raw})"
 
 
 # --- GLUE: the TSV files of GLUE's download script, or the Hub dataset ---
@@ -218,17 +332,50 @@ def read_swag(sources):
     return train, {"dev": dev}
 
 
-# --- SQuAD: part4/tasks/squad_spans.py's read_squad (official JSON, or the Hub), as bert_part4_squad.py reads it ---
+# --- SQuAD: the official JSON, or the Hub datasets ---
+
+HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
+
+
+def read_squad_json(path, version, flag):
+    """Questions in file order: dicts with id, question, context, golds (texts), starts (their answer_start),
+    impossible."""
+    if not os.path.isfile(path):
+        raise Fatal(f"{flag} {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        examples = [{"id": qa["id"], "question": qa["question"], "context": par["context"],
+                     "golds": [a["text"] for a in qa["answers"]], "starts": [a["answer_start"] for a in qa["answers"]],
+                     "impossible": bool(qa.get("is_impossible", False)),
+                     "v2": "is_impossible" in qa}
+                    for doc in data for par in doc["paragraphs"] for qa in par["qas"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise Fatal(f"{flag} {path}: not an official SQuAD JSON file ({type(e).__name__}: {e})")
+    if not examples:
+        raise Fatal(f"{flag} {path}: holds no questions")
+    is_v2 = any(ex["v2"] for ex in examples)
+    if version == "2.0" and not is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v1.1 (no 'is_impossible' field); pass a v2.0 file")
+    if version == "1.1" and is_v2:
+        raise Fatal(f"{flag} {path}: looks like SQuAD v2.0 (it has 'is_impossible'); pass a v1.1 file")
+    return examples
+
+
+def read_squad(path, version, flag, split="validation"):
+    if path:
+        return read_squad_json(path, version, flag)
+    rows = load_hub_dataset(HUB_DATASETS[version], None, split, flag)
+    return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
+             "starts": r["answers"]["answer_start"], "impossible": not r["answers"]["text"], "v2": version == "2.0"}
+            for r in rows]
+
 
 SQUAD_VERSION = {"squad": "1.1", "squad_v2": "2.0"}
 
 
 def read_squad_task(sources):
     version = SQUAD_VERSION[sources.task]
-    train = squad_spans.read_squad(sources.train_data, version, "--train-data", split="train")
-    dev = squad_spans.read_squad(sources.dev_data, version, "--dev-data")
+    train = read_squad(sources.train_data, version, "--train-data", split="train")
+    dev = read_squad(sources.dev_data, version, "--dev-data")
     return train, {"dev": dev}
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/data/readers.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

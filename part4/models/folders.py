@@ -10,7 +10,6 @@ import json
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -20,9 +19,8 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoTokenizer
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-from part4.command_line.errors import Fatal, not_a_script, preflight
-from part4.models.devices import DTYPE_NAMES
-from part4.models.loading import is_local, load_pretrained
+from part4.command_line.errors import Fatal, preflight
+from part4.models.loading import DTYPE_NAMES, is_local, load_pretrained
 from part4.output.results_files import file_sha256, stand_in_record, weight_files
 
 SAFETENSORS_DTYPES = {"F64": "fp64", "F32": "fp32", "BF16": "bf16", "F16": "fp16"}
@@ -59,7 +57,7 @@ def read_model_folder(name, flag="--model", weights=True):
     segment ids the embeddings have no row for, or with most words of a probe sentence [UNK] because it lower-cases
     otherwise than its vocabulary). Every problem at once, in one line naming the model."""
     config = load_pretrained(AutoConfig, name, flag)
-    folder = model_folder(name)
+    folder = local_folder(name)
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
     casing, note = casing_problem(tok)
     problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)),
@@ -89,7 +87,7 @@ def stand_in_problem(folder):
     return None
 
 
-def model_folder(name):
+def local_folder(name):
     """Where a model's files are on this machine: its local folder, or a Hub id's snapshot in the local cache (None
     before the first download)."""
     if is_local(name):
@@ -144,11 +142,6 @@ def saved_dtypes(path):
     return read_weight_file(path)[0]
 
 
-def saved_parameters(path):
-    """How many numbers the tensors of one weight file hold (an index's JSON: 0), read as saved_dtypes reads it."""
-    return read_weight_file(path)[1]
-
-
 def read_weight_file(path):
     """(the dtypes of its floating-point tensors, the numbers its tensors hold) of one weight file, read without its
     data; once per state of the file."""
@@ -177,7 +170,7 @@ def _read_weight_file(path, size, mtime):
 def saved_weights(name):
     """The Weights of a model: the files from_pretrained reads and the dtype they hold; None for a Hub id not yet in
     the local cache."""
-    folder = model_folder(name)
+    folder = local_folder(name)
     files = weight_files(folder) if folder else ()
     if not files or not all(os.path.isfile(os.path.join(folder, f)) for f in files):
         return None
@@ -228,36 +221,36 @@ def casing_problem(tok):
     return None, f"warning: the tokenizer {what}: {share}"
 
 
-def not_bert(checkpoint, needs):
+def not_bert(model_folder, needs):
     """Why a script whose computation reads BERT's own modules cannot run this model (another model type), or None."""
-    model_type = checkpoint.config.model_type
+    model_type = model_folder.config.model_type
     if model_type == "bert":
         return None
-    return (f"{checkpoint.flag} {checkpoint.name}: model type {model_type}; this script needs a BERT ({needs}), so it "
+    return (f"{model_folder.flag} {model_folder.name}: model type {model_type}; this script needs a BERT ({needs}), so it "
             f"runs on model_type bert only")
 
 
 # --- what the log and the results say of the weights a run starts from ---
 
-def weights_line(checkpoint, head=""):
+def weights_line(model_folder, head=""):
     """'model weights: model.safetensors (fp32)', or for a file saved in another dtype 'model weights:
     model.safetensors, saved in bf16: loaded in fp32'; head: what the log says of the task head, after '; '."""
-    w = saved_weights(checkpoint.name)
+    w = saved_weights(model_folder.name)
     files = "from the Hub" if w is None else w.files[0] + (f" ({len(w.files) - 1} shards)" if len(w.files) > 1 else "")
     dtype = " (fp32)" if w is not None and w.saved_in == "fp32" else \
         f", saved in {w.saved_in}: loaded in fp32" if w is not None else ", loaded in fp32"
     return f"model weights: {files}{dtype}" + (f"; {head}" if head else "")
 
 
-def loaded_record(checkpoint, head=None):
+def loaded_record(model_folder, head=None):
     """What the results record of a loaded model, for the report to judge it by what it is: the weight files read,
     the dtype they hold and the one loaded (the weights every script computes with), each file's sha256 (what a
     published checkpoint is known by), the architecture (architecture), what the folder stands in for where it is a
     stand-in (part4/output/results_files.py's STAND_IN), and whose task head it ran with."""
-    w, folder = saved_weights(checkpoint.name), model_folder(checkpoint.name)
+    w, folder = saved_weights(model_folder.name), local_folder(model_folder.name)
     record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32",
               "sha256": {f: file_sha256(os.path.join(folder, f)) for f in w.files} if w else None,
-              "architecture": architecture(checkpoint.config, folder, w.files if w else ())}
+              "architecture": architecture(model_folder.config, folder, w.files if w else ())}
     marker = stand_in_record(folder) if folder else None
     record |= {"stand_in": marker} if marker else {}
     return {**record, "head": "the checkpoint's" if head.kept else "new"} if head is not None else record
@@ -272,9 +265,5 @@ def architecture(config, folder, files):
     heads and vocabulary, and the numbers its weight files hold (parameters: the checkpoint's, whatever head a script
     adds; None without them)."""
     found = {name: getattr(config, key, None) for name, key in ARCHITECTURE_KEYS.items()}
-    held = sum(saved_parameters(os.path.join(folder, f)) for f in files) if files else None
+    held = sum(read_weight_file(os.path.join(folder, f))[1] for f in files) if files else None   # the numbers they hold
     return {**found, "parameters": held}
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/models/folders.py"))

@@ -1,6 +1,5 @@
 """What the scripts print and write:
 
-    lines           how lines are formatted: our number beside the article's; a fine-tuning command's lines
-    log             the log: each line printed and kept, then the .log and .json written atomically
-    results_files   results files and the paths they record, read and written atomically, without torch
-    plots           plots, drawn when matplotlib is installed"""
+    log             the log (each line printed and kept, then the .log and .json written atomically), how lines
+                    are formatted (our number beside the article's), plots drawn when matplotlib is installed
+    results_files   results files and the paths they record, read and written atomically, without torch"""

@@ -10,10 +10,9 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
@@ -271,7 +270,3 @@ def replace_folder_atomically(path, write, kept=""):
             raise Fatal(line) from e
         raise
     return path
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/output/results_files.py"))

@@ -1,10 +1,11 @@
 """The article's numbers, one home: each as printed, what it measures, where it stands, and where ours comes from.
 
-Every `[article: ...]` label the scripts print (through part4/paper/article_labels.py, or built from these entries, as
-part4/output/lines.py names the article's runs) and every row of the reproduction report (bert_part4_report.py) read
-from here. An entry is a Number: `value` holds the digits the article prints (a
-list or a shape stays one entry), `where` the article's section and the reference log it comes from
-(../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
+Every `[article: ...]` label the scripts print (built here at the end, from these entries: the heads', SQuAD's and
+the math script's labels, the FINAL line's number for a run in the article's setting, the paper's numbers the GLUE and
+SQuAD rooms print; or built from the entries where printed, as part4/run/training_run.py names the article's runs)
+and every row of the reproduction report (bert_part4_report.py) read from here. An entry is a Number: `value` holds
+the digits the article prints (a list or a shape stays one entry), `where` the article's section and the reference log it
+comes from (../shared/article/reference_logs), `script` and `field` the script and the place in its results JSON that hold ours.
 A field is a dotted path into the JSON (list positions as numbers), or an operation on paths and constants:
 
     "final.dev.accuracy"                 the value itself
@@ -20,10 +21,7 @@ the reference, nothing to re-run).
 """
 
 import re
-import sys
 from dataclasses import dataclass
-
-from part4.command_line.errors import not_a_script
 
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
 SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (as ../shared/article/INPUTS.md,
@@ -67,7 +65,7 @@ def row(key, values, where, script, columns):
     return [number(f"{key}.{name}", v, what, where, script, field, **kw) for v, (name, what, field, kw) in zip(values, columns)]
 
 
-# --- The classification layer: the toy, by hand (math.py section 1a) ---
+# --- The classification layer: the toy, by hand (bert_part4_math.py section 1a) ---
 
 _TOY = "The classification layer: the toy (H = 4, K = 3)"
 TOY_GLUE = [number(f"toy.glue.logit{k}", v, f"toy logit {k} = C . W[{k}]", _TOY, MATH, f"glue_toy.logits.{k}")
@@ -78,7 +76,7 @@ TOY_GLUE += [number("toy.glue.sumexp", "5.169", "the softmax's bottom, sum of e^
              number("toy.glue.p", "[0.867, 0.032, 0.101]", "softmax(C W^T)", _TOY, MATH, "glue_toy.p"),
              number("toy.glue.loss", "0.143", "loss -log P(0)", _TOY, MATH, "glue_toy.loss")]
 
-# --- The same arithmetic on textattack/bert-base-uncased-SST-2 (math.py section 1b) ---
+# --- The same arithmetic on textattack/bert-base-uncased-SST-2 (bert_part4_math.py section 1b) ---
 
 _REAL = "The classification layer: a real SST-2 classifier"
 SST2_ROWS = (("[-4.316, 4.135]", "[-4.316, 4.135]", "[0.0002, 0.9998]", "0.0002", "8.45"),
@@ -96,7 +94,7 @@ for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(SST2_ROWS):
                   number(f"sst2.{_k}.gap", _gap, f"sentence {_k + 1}: gap between the two logits", _REAL, MATH,
                          f"range glue_real.{_k}.logits_by_hand", **_m)]
 
-# --- Checking the formula in code: the GLUE and SWAG heads by hand vs the library (heads.py) ---
+# --- Checking the formula in code: the GLUE and SWAG heads by hand vs the library (bert_part4_heads.py) ---
 
 _CODE = "Checking the formula in code (reference log part4_heads_stdout.txt)"
 _H = dict(model=BERT, flag="model")
@@ -124,7 +122,7 @@ HEADS_CHECK = [
            "swag.probabilities", kind="random-head", **_H),
 ]
 
-# --- How many new weights each head adds (math.py section 7) ---
+# --- How many new weights each head adds (bert_part4_math.py section 7) ---
 
 _W = "How many new weights (reference log part4_math_stdout.txt, section 7)"
 _M7 = dict(model=SST2, flag="sst2_model")
@@ -134,7 +132,7 @@ WEIGHTS += [number(f"weights.{label}", v, f"new weights, {label}", _W, MATH, f"n
             for label, v in (("GLUE, K = 2 (SST-2)", "1,538"), ("GLUE, K = 3 (MNLI)", "2,307"),
                              ("SQuAD (S and E)", "1,538"), ("SWAG (one vector V)", "769"))]
 
-# --- Why packing two texts is enough: the attention flow (math.py section 2) ---
+# --- Why packing two texts is enough: the attention flow (bert_part4_math.py section 2) ---
 
 _FLOW = "Why packing two texts into one sequence is enough (csarron/bert-base-uncased-squad-v1)"
 FLOW_ROWS = ((0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407), (0.169, 0.122, 0.500),
@@ -147,7 +145,7 @@ FLOW = [number(f"flow.{layer}.{name}", f"{row[c]:.3f}", f"layer {layer}: {words}
 FLOW.append(number("flow.born", "0.162", '"born" (question): its share of attention to the passage, 12 layers', _FLOW,
                    MATH, "attention.born_to_passage", model=SQUAD_V1, flag="squad_model"))
 
-# --- SQuAD v1.1: the span toy (math.py section 3a) ---
+# --- SQuAD v1.1: the span toy (bert_part4_math.py section 3a) ---
 
 _SPAN = "SQuAD v1.1: the span toy (4 passage tokens)"
 SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (not allowed: j < i)", _SPAN, MATH,
@@ -163,7 +161,7 @@ SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (n
                    "span_toy.loss"),
             number("toy.span.loss4", "1.9543", "the same loss, as the log prints it", _SPAN, MATH, "span_toy.loss")]
 
-# --- SQuAD v1.1: running it on the abstract (squad.py demo) ---
+# --- SQuAD v1.1: running it on the abstract (bert_part4_squad.py demo) ---
 
 _RUN = "SQuAD v1.1: running it (reference log part4_squad_stdout.txt)"
 _V1 = dict(model=SQUAD_V1, flag="v1_model")
@@ -192,7 +190,7 @@ for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
                                             ("|S.T_i by hand - model start logit|, largest",
                                              "softmax with vs without the bias, largest difference"))]
 
-# --- SQuAD v1.1 with the gold spans (math.py section 3b) ---
+# --- SQuAD v1.1 with the gold spans (bert_part4_math.py section 3b) ---
 
 _GOLD = "SQuAD v1.1: the loss on the gold span (reference log part4_math_stdout.txt, section 3b)"
 _M3 = dict(model=SQUAD_V1, flag="squad_model")
@@ -207,7 +205,7 @@ for _k, _row in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
         ("p_end", f"{_q}: P_end(gold end)", f"span_real.{_k}.p_end_gold", _M3),
         ("loss", f"{_q}: loss -log P_start - log P_end", f"span_real.{_k}.loss", _M3)])
 
-# --- Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out (math.py section 5), then the dev score ---
+# --- Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out (bert_part4_math.py section 5), then the dev score ---
 
 _F1 = "Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out"
 F1_ROWS = (("2", "1.000", "1.000", "1.000", "1"), ("3", "1.000", "0.600", "0.750", "0"),
@@ -245,7 +243,7 @@ PAPER_V1 += [number(f"table2.{name}", f"{v}", f"{name}, test F1", _T2, kind="pap
 PAPER_V1.append(number("table2.margin", "+1.5", "BERT ensemble minus the top leaderboard ensemble, test F1", _T2, MATH,
                        "tables.table2_margin"))
 
-# --- SQuAD v2.0: the no-answer score on the abstract (squad.py demo, math.py section 4) ---
+# --- SQuAD v2.0: the no-answer score on the abstract (bert_part4_squad.py demo, bert_part4_math.py section 4) ---
 
 _NULL = "SQuAD v2.0: when there is no answer (reference log part4_squad_stdout.txt)"
 _V2 = dict(model=SQUAD_V2, flag="v2_model")
@@ -303,14 +301,14 @@ V2_DEV = [number("v2.dev.n", "11873", "questions in the v2.0 dev set", _DEV2, SQ
           number("table3.large_dev", "81.9", "BERT-large dev F1, v2.0 (Table 3); the paper gives no BERT-base number", _DEV2,
                  kind="paper")]
 
-# --- SWAG: the toy (math.py section 6) ---
+# --- SWAG: the toy (bert_part4_math.py section 6) ---
 
 _SWAG = "SWAG: choosing the best ending (the toy, H = 4)"
 SWAG_TOY = [number("toy.swag.p", "[0.596, 0.015, 0.327, 0.063]", "softmax over the four scores V . C_k", _SWAG, MATH,
                    "swag_toy.p"),
             number("toy.swag.loss", "0.518", "loss if ending 1 is right", _SWAG, MATH, "swag_toy.loss")]
 
-# --- Our own fine-tune: SST-2 and MRPC (finetune.py; reference logs part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt) ---
+# --- Our own fine-tune: SST-2 and MRPC (bert_part4_finetune.py; reference logs part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt) ---
 
 _FT_SST2 = "Our own fine-tune: SST-2 (reference log part4_sst2_stdout.txt)"
 # The FINAL lines: (task, lr) -> accuracy, correct, dev examples, F1, and the text's roundings in percent.
@@ -421,7 +419,6 @@ def value(key):
 SPREAD = {("mrpc", 2e-5): tuple(sorted(float(value(k)) for k in ("mrpc.repeat.accuracy", "mrpc.lr2e-05.accuracy")))}
 
 
-
 # --- The article's other numbers: not results, each with its reason (the completeness test reads both lists) ---
 
 NOT_RESULTS = {
@@ -500,5 +497,69 @@ ARTICLE_SETTING = f"{BERT}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs, see
 PAPER_OPTIMISER = "the released code's AdamWeightDecayOptimizer, eps 1e-6, no bias correction"
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/paper/article.py", "python bert_part4_report.py (the article's numbers beside ours)"))
+# --- The article's numbers as the scripts print them beside ours ([article: ...]) ---
+
+# an entry group's FINAL numbers as the log prints them: '0.9255 (807/872), F1 0.9279'
+ARTICLE_FINAL = {(task, lr): f"{value(at + '.accuracy')} ({value(at + '.correct')}/{value(at + '.n')}), F1 {value(at + '.f1')}"
+                 for task, lr in FINAL_ROWS for at in [f"{task}.lr{lr:g}"]}
+ARTICLE_REPEAT = {("mrpc", 2e-5): f"{value('mrpc.repeat.accuracy')} ({value('mrpc.repeat.correct')}/"
+                                  f"{value('mrpc.lr2e-05.n')}), F1 {value('mrpc.repeat.f1')}"}
+ARTICLE_BEFORE = {"sst2": f"dev accuracy {value('sst2.before')}", "mrpc": f"dev accuracy {value('mrpc.before')}"}
+
+
+def article_final(task, lr):
+    """The article's number for this task and learning rate (and its repeat of the same job), labelled."""
+    if (task, lr) not in ARTICLE_FINAL:
+        return ""
+    repeat = f"; the same job run again: {ARTICLE_REPEAT[(task, lr)]}" if (task, lr) in ARTICLE_REPEAT else ""
+    return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
+
+
+HEADS_LABELS = {name: value(f"heads.{name}") for name in ("C_shape", "W_shape", "logits", "loss", "probs", "raw_logits",
+                                                          "swag_shape", "swag_scores", "swag_probs")}
+HEADS_LABELS["new_params"] = (f"{value('heads.new_params')} out of {value('heads.total_params')} "
+                              f"({value('heads.new_share')}%)")
+
+SQUAD_LABELS = {
+    "bias": value("v1.bias"),
+    "v1_demo": {q: value(f"v1.{k}.score") for k, q in enumerate(V1_QUESTIONS)},
+    "v1_dev": f"EM {value('v1.dev.em')}, F1 {value('v1.dev.f1')}, {value('v1.dev.windows')} windows, "
+              f"{value('v1.dev.minutes')} min",
+    "v2_demo": {q: value(f"v2.{k}.difference") for k, q in enumerate(V2_QUESTIONS)},
+    "v2_at0": f"F1 {value('v2.dev.at0_f1')}, EM {value('v2.dev.at0_em')}, {value('v2.dev.at0_answered')}%",
+    "v2_best": f"tau {value('v2.dev.tau')}, F1 {value('v2.dev.best_f1')}, EM {value('v2.dev.best_em')}, "
+               f"{value('v2.dev.best_answered')}%, {value('v2.dev.minutes')} min",
+}
+WINDOWS_LABEL = f"{value('v1.dev.windows')} windows, no breakdown printed"
+
+
+MATH_LABELS = {
+    "glue_p": value("toy.glue.p"), "glue_loss": value("toy.glue.loss"), "span_best": value("toy.span.best"),
+    "span_loss": value("toy.span.loss4"), "swag_p": value("toy.swag.p"), "swag_loss": value("toy.swag.loss"),
+    "f1": [value(f"f1.{k}.f1") for k in range(len(F1_ROWS))],
+    "sst2": [{name: value(f"sst2.{k}.{name}") for name in ("logits", "softmax", "loss", "gap", "CW")}
+             for k in range(len(SST2_ROWS))],
+    "weights": {"total": value("weights.total"), "new": value("weights.new")}
+    | {label: value(f"weights.{label}") for label in ("GLUE, K = 2 (SST-2)", "GLUE, K = 3 (MNLI)", "SQuAD (S and E)",
+                                                      "SWAG (one vector V)")},
+    "flow": [tuple(float(value(f"flow.{layer}.{name}")) for name, _ in FLOW_SHARES) for layer in range(1, len(FLOW_ROWS) + 1)],
+    "born": value("flow.born"),
+    "table1": {name: value(f"table1.{name}.gain") for name in ("BERT-base", "BERT-large")},
+    "table2": value("table2.margin"),
+    "table2_single": f"yes, '{TABLE2_SENTENCE}'",
+    "span_real": [{"span": f'"{text}" (tokens {value(f"gold.{k}.tokens")}, score {value(f"gold.{k}.score")})',
+                   "p": f"P_start {value(f'gold.{k}.p_start')}, P_end {value(f'gold.{k}.p_end')}, loss {value(f'gold.{k}.loss')}"}
+                  for k, text in enumerate(("Bidirectional Encoder Representations from Transformers", "Transformers"))],
+    "null": [{"s_null": f"{value(f'null.{k}.S.C')} + {value(f'null.{k}.E.C')} = {value(f'null.{k}.s_null')}",
+              "s_hat": f"{value(f'null.{k}.S.T_i')} + {value(f'null.{k}.E.T_j')} = {value(f'null.{k}.s_hat')}",
+              "answer": (value(f"null.{k}.answer+0.00"), value(f"null.{k}.answer{TAU:+.2f}"))} for k in range(len(NULL_ROWS))],
+}
+NULL_TAU_LABEL = f"{SQUAD_V2}, tau {value('v2.dev.tau')} chosen on all {value('v2.dev.n')} dev questions"
+
+# --- The paper's numbers the GLUE and SQuAD rooms print beside ours ---
+
+PAPER_DEV = "paper, BERT-base dev"
+PAPER_TEST = "paper Table 1, BERT-base test (GLUE server)"
+PAPER_SQUAD = {"1.1": f"paper, BERT-base dev (Table 2): {value('table2.base_dev')}",
+               "2.0": f"paper, BERT-large dev (Table 3): EM 78.7, F1 {value('table3.large_dev')}; the paper gives no "
+                      f"BERT-base v2.0 number"}

@@ -5,12 +5,9 @@ and clipping; the grids; SQuAD's windows and span search; the dev batches. No to
 check them at once; the recipe itself (bert_part4_finetune.py) and every room that reads one of them import it from
 here."""
 
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import not_a_script
-
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (tasks/glue_tasks.py)
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (part4/data/readers.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
 MAX_LEN, STRIDE = 384, 128             # run_squad.py's max_seq_length and doc_stride (there the step between windows; here, as
                                        # the tokenizer's stride, the tokens two consecutive windows share)
@@ -87,7 +84,3 @@ def grid_description(name, batch_size, epochs):
 def grid_lrs(name):
     """'5e-5, 4e-5, 3e-5, 2e-5': a grid's learning rates as the paper writes them."""
     return ", ".join(lr_tag(lr) for lr in GRIDS[name]["lr"])
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/paper/recipe.py", "python bert_part4_finetune.py (--help)"))

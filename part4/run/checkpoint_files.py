@@ -7,14 +7,13 @@ weights_only."""
 import json
 import os
 import random
-import sys
 
 import numpy as np
 import torch
 
-from part4.command_line.errors import Fatal, not_a_script
+from part4.command_line.errors import Fatal
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
-from part4.models.devices import gather
+from part4.models.loading import gather
 from part4.output.results_files import replace_atomically, write_atomic
 
 # --- the RNG states and the checkpoint file: tensors and plain values only ---
@@ -165,7 +164,3 @@ class Checkpoint:
         for path in (self.path, self.progress):
             if os.path.exists(path):
                 os.remove(path)
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/checkpoint_files.py", "python bert_part4_finetune.py (--help lists its flags)"))

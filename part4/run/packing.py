@@ -24,7 +24,6 @@ log says why in one line. Evaluation stays padded (its inputs are sorted by leng
 so it carries little padding to remove).
 """
 
-import sys
 from dataclasses import dataclass
 from functools import partial
 
@@ -32,8 +31,6 @@ import torch
 import torch.nn.functional as F
 from transformers import BertModel
 from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
-
-from part4.command_line.errors import not_a_script
 
 
 @dataclass(frozen=True)
@@ -193,7 +190,3 @@ def is_padding_free(model):
     """Does the model train padding-free (make_padding_free applied, and it held)?"""
     forward = model.base_model.forward
     return isinstance(forward, partial) and forward.func is packed_or_padded
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/packing.py", "python bert_part4_finetune.py <task> --padding-free on (--help)"))

@@ -1,23 +1,127 @@
-"""The plan of one task's runs: which runs, how the processes share them (every batch split, or whole runs each),
-every input checked and the data read and tokenised once for all of them, the runs done before for the same settings
-found (and skipped), a results file of other settings never replaced, and every run's results collected from the
-processes. It answers the recipe's questions and never calls it: bert_part4_finetune.py trains each run itself."""
+"""One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the report
+each task's runs go to, their results collected and summed up, the GLUE table at the end), and the plan of one task's
+runs: which runs, how the processes share them (every batch split, or whole runs each), every input checked and the
+data read and tokenised once for all of them, the runs done before for the same settings found (and skipped), and every
+run's results collected from the processes. It answers the recipe's questions and never calls it:
+bert_part4_finetune.py trains each run itself. The processes torchrun starts are joined and left here too
+(`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
+(`all_agree`)."""
 
+import datetime
 import os
-import sys
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple
 
-from part4.command_line.errors import Fatal, not_a_script, preflight
-from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
-from part4.models.devices import ALONE, all_agree, gather
+import torch
+import torch.distributed as dist
+
+from part4.command_line.errors import Fatal, preflight, run_main
+from part4.data.readers import TASKS, Sources
 from part4.models.folders import read_model_folder
-from part4.models.loading import check_positions, load_model, model_problem
-from part4.output.lines import skipped_line, split_line
+from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, load_model, model_problem, pick_device
 from part4.output.log import Report
-from part4.output.results_files import check_model_target, check_writable_dir, portable, read_results
-from part4.run.records import Config, Where, model_folders, results_path, run_name, run_settings, summarised_runs
+from part4.output.results_files import check_model_target, check_writable_dir
+from part4.paper.recipe import ONCE_PER_EPOCH
+from part4.run import glue_row, records
+from part4.run.records import (
+    Config,
+    Where,
+    check_not_replaced,
+    existing_result,
+    model_folders,
+    results_path,
+    run_name,
+    run_settings,
+    skipped_line,
+    split_line,
+    summarised_runs,
+    task_config,
+)
+from part4.tasks.families import Classification, Family, MultipleChoice, SpanExtraction
 
+# --- One fine-tuning command across its tasks: where it runs, each task's share, the report its runs go to ---
+
+class Command:
+    """What bert_part4_finetune.py's main steps through:
+
+        command = Command(settings)
+        for task in command.each_task():
+            plan = command.plan_task(task, jobs)          # the task's runs planned, the data read once
+            ...                                      # each run of this process's share, unless done
+            command.collect(plan, results)
+        return command.finish()
+    """
+
+    def __init__(self, settings):
+        self.settings, self.rows = settings, {}
+        device, self.processes = start_processes(settings.device, settings.backend)
+        self.where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=self.processes)
+        self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
+        if self.in_table:
+            self.to_run, self.absent = glue_row.runnable(settings)
+            self.glue_log = glue_row.start(settings, self.to_run, self.absent, self.processes)
+        else:
+            self.to_run, self.absent, self.glue_log = settings.tasks, {}, None
+
+    def each_task(self):
+        """Each task's inputs (its Config, family and data sources), in the command's order."""
+        for name in self.to_run:
+            yield task_inputs(self.settings, name, ONCE_PER_EPOCH if self.in_table else ())
+
+    def plan_task(self, task, jobs):
+        """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the
+        task's own summary of its grid or restarts."""
+        config = task.config
+        if self.in_table:
+            report = self.glue_log
+        else:
+            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
+        return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
+                         header=records.grid_header(config, len(jobs), self.in_table))
+
+    def collect(self, plan, mine):
+        """Every run's results gathered (mine: this process's, by their place in plan.jobs); on the first process the
+        task's row of the GLUE table chosen, or its grid or restarts summed up."""
+        results = collected(plan, mine)
+        if not self.processes.is_main:
+            return
+        if self.in_table:
+            self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
+        elif self.settings.many:
+            records.summarise(plan.config, plan.family, results, report=plan.report, device=self.where.device)
+
+    def finish(self):
+        """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
+        if self.processes.is_main and self.in_table:
+            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.glue_log,
+                        cli=records.recorded_command(self.settings), device=self.where.device)
+        return 0
+
+
+
+# --- Each task of the command: its Config, its head family, where its data comes from ---
+
+FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
+            "squad_v2": SpanExtraction}
+
+
+class TaskInputs(NamedTuple):
+    """One task's share of the command."""
+    config: Config                     # its Config, made for it
+    family: Family                     # its head family
+    sources: Sources                   # where its data comes from
+
+
+def task_inputs(settings, task, once_per_epoch=()):
+    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
+    windows = {"stride": settings.stride} if FAMILIES[task] is SpanExtraction else {}     # SQuAD's alone
+    family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
+    sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
+    return TaskInputs(config=task_config(settings, task, family, once_per_epoch), family=family, sources=sources)
+
+
+# --- The plan of one task's runs: the data read once, the work split, the runs done before ---
 
 @dataclass(frozen=True)
 class TaskData:
@@ -75,7 +179,7 @@ class Plan:
 
 
 def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/tasks/task_inputs.py): how the processes share them,
+    """Every run of one task's command planned (task: its TaskInputs, part4/run/plan.py): how the processes share them,
     the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
     split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
     to be written (a summary of --grid or --seeds), and is never one of other runs."""
@@ -92,8 +196,13 @@ def plan_runs(task, jobs, *, where, report, summary=False, header=()):
     train_rows = len(data.train["input_ids"])
     earlier = {}
     for k in plan.mine():
-        result = job_done_before(config, jobs[k], family, train_rows=train_rows, dtype=where.dtype)
-        if result:
+        # where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
+        # --glue-submission): skipped; its test predictions missing, it is run again
+        ours = run_settings(config, jobs[k], family=family, train_rows=train_rows, dtype=where.dtype, processes=ALONE)
+        result = reusable(config, jobs[k], ours)
+        files = (result or {}).get("test_predictions")
+        if result and not (config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
+                                                                   for f in files))):
             earlier[k] = result
     return replace(plan, earlier=earlier)
 
@@ -115,17 +224,6 @@ def collected(plan, mine):
 
 # --- the runs done before for the same settings, and no results file of other settings replaced ---
 
-def job_done_before(config, job, family, train_rows, dtype):
-    """Where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
-    --glue-submission), else None."""
-    earlier = reusable(config, job, run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE))
-    files = (earlier or {}).get("test_predictions")
-    if earlier and config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
-                                                          for f in files)):
-        return None                                    # its test predictions are missing: the run is run again
-    return earlier
-
-
 def reusable(config, job, settings):
     """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
     The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
@@ -133,14 +231,6 @@ def reusable(config, job, settings):
     if not config.settings.reuse:
         return None
     return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
-
-
-def check_not_overwritten(config, jobs, family, train_rows, dtype):
-    """No run replaces the results of a run with other settings: stop before any training, naming what differs."""
-    for job in jobs:
-        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
-        if not reusable(config, job, ours):            # a reused result is not overwritten
-            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
 
 
 # --- every input checked, the data read and tokenised once ---
@@ -157,7 +247,10 @@ def prepare(config, family, sources, jobs, dtype):
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
     check_positions(family.max_len, model_folder.config)
-    head = checked_head(config, family)
+    # the weights loaded once per task before any work, then let go (each run loads them again for its own model), so
+    # that the loading report and the task head (--head) are refused before the first line: the Head every run records
+    # (none for --init random, which reads no weights)
+    head = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1] if c.init == "pretrained" else None
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
@@ -168,56 +261,14 @@ def prepare(config, family, sources, jobs, dtype):
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
-    check_not_overwritten(config, jobs, family, train_rows=len(enc_train["input_ids"]), dtype=dtype)
+    for job in jobs:            # no run replaces the results of a run with other settings: stopped before any training
+        ours = run_settings(config, job, family=family, train_rows=len(enc_train["input_ids"]), dtype=dtype, processes=ALONE)
+        if not reusable(config, job, ours):            # a reused result is not overwritten
+            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
     return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder, head=head,
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
-
-
-def checked_head(config, family):
-    """The model's weights loaded before any work, once per task, then let go (each run loads them again for its own
-    model), so that its loading report and its task head (--head) are refused before the first line, not at the start
-    of a later run: the Head every run of the task records. None for --init random, which reads no weights."""
-    c = config.settings
-    if c.init != "pretrained":
-        return None
-    return load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1]
-
-
-# --- one results file: the same settings, or never replaced ---
-
-def existing_result(path, settings, ignore=("processes",)):
-    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
-    done = read_results(path)
-    if done is None:
-        return None
-
-    def same(s):
-        return {k: v for k, v in s.items() if k not in ignore}
-
-    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
-
-
-def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
-    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
-    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
-    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
-    saved = read_results(path)
-    if saved is None:
-        return
-    if recorded is None:                        # a run's settings, each side as this version records them
-        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
-    else:
-        theirs = recorded(saved)
-    if theirs is None:
-        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
-                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
-    diff = settings_diff(theirs, ours, ignore)
-    diff = diff if len(diff) < 400 else diff[:400] + " ..."
-    if diff:
-        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
-                    f"delete it")
 
 
 # --- how the processes share the work ---
@@ -239,5 +290,59 @@ def work_split(parallel, many, processes, batch_sizes):
     return mode
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/plan.py", "python bert_part4_finetune.py (--help lists its flags)"))
+# --- The processes torchrun starts: their group joined and left, an error every process stops on ---
+
+def start_processes(device_name="auto", backend="auto"):
+    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
+    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
+    device = pick_device(device_name)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        if backend not in ("auto", None):
+            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
+        return device, ALONE
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
+    if backend not in ("nccl", "gloo"):
+        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
+                    f"(or auto) on the CPU")
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
+    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
+
+
+def end_processes():
+    """Leave the process group, if this process joined one (nothing to do when run alone)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def run_cli(main, argv=None):
+    """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
+    (part4/command_line/errors.py's run_main); the processes are ended last, whatever happened."""
+    return run_main(main, argv, end=end_processes)
+
+
+def all_agree(processes, work):
+    """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
+    one line (no process is left waiting for the others)."""
+    error = None
+    try:
+        result = work()
+    except Fatal as e:
+        error, result = (str(e), e.code), None
+    except OSError as e:                              # an unreadable file: as clear as any other bad input
+        error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
+    if processes.world > 1:
+        errors = [None] * processes.world
+        dist.all_gather_object(errors, error)
+        error = next((e for e in errors if e), None)
+    if error:
+        raise Fatal(error[0], error[1])
+    return result

@@ -5,18 +5,19 @@ in part4/paper/recipe.py."""
 
 import os
 import statistics
-import sys
 from dataclasses import dataclass, replace
 
 import torch
 
 from part4.command_line.declarations import RUN, recorded
-from part4.command_line.errors import not_a_script
-from part4.command_line.fine_tune_settings import as_recorded_now, flags_record
-from part4.models.devices import DTYPE_NAMES
+from part4.command_line.errors import Fatal
+from part4.command_line.fine_tune_settings import as_recorded_now, flags_record, settings_diff
+from part4.models.loading import DTYPE_NAMES
 from part4.output.log import command_line
-from part4.output.results_files import portable
-from part4.paper.recipe import RECIPES, lr_tag
+from part4.output.results_files import portable, read_results
+from part4.paper.article import ARTICLE_RUN, article_final
+from part4.paper.recipe import RECIPES, grid_description, lr_tag
+from part4.tasks.metrics import METRIC_NAMES
 
 # --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
 
@@ -185,5 +186,114 @@ def save_summary(report, config, payload, device):
                 cli=recorded_command(c, task=config.task), device=device)
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/records.py", "bert_part4_finetune.py (python bert_part4_finetune.py --help)"))
+# --- The summaries of restarts and grids, and the command's lines: the work split, the runs found done ---
+
+def restarts(task, lr, seeds, family, results, report):
+    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
+    summary = {}
+    for dev in results[0]["final"]:
+        for m in family.metrics:
+            values = [r["final"][dev][m] for r in results]
+            mean, std = mean_and_std(values)
+            summary[f"{dev}.{m}"] = {"values": values, "mean": mean, "std": std}
+            report.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} {mean:.4f} +- {std:.4f}  "
+                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
+    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
+            "summary": summary}
+
+
+def grid_table(config, family, results, report, labels=None):
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
+    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
+    {run name: the article's number for its setting} where there is one."""
+    name, task, seeds = config.settings.grid, config.task, config.settings.seeds
+    if seeds:
+        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
+                   f"(paper, BERT-large: the best of several restarts on dev):")
+        points = {key: mean_and_std(v) for key, v in by_setting(results, lambda r: family.selection(r["final"])).items()}
+        for (b, lr, e), (mean, std) in sorted(points.items(), key=lambda kv: -kv[1][0]):
+            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {mean:.4f} +- {std:.4f}")
+    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
+    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
+    for r in ranked:
+        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
+                   f"({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
+    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
+                                   for r in ranked]}
+
+
+def grid_header(config, n_runs, in_table):
+    """'rte: grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs' (no line without --grid)."""
+    c = config.settings
+    if not c.grid:
+        return []
+    return [(f"{config.task}: " if in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
+            + (f", x {c.seeds} seeds = {n_runs} runs" if c.seeds else "")]
+
+
+def article_numbers(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(job_of(r), init)}
+
+
+def summarise(config, family, results, *, report, device):
+    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
+    the article's number beside a run in its setting."""
+    c = config.settings
+    labels = article_numbers(config.task, results, c.init)
+    payload = (grid_table(config, family, results, report, labels=labels) if c.grid
+               else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
+    save_summary(report, config, payload, device)
+
+
+def split_line(mode, processes, n_runs):
+    if mode == "data":
+        return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{processes.world} of every batch")
+    return (f"work split: {processes.world} processes ({processes.backend}), whole runs: process r trains runs r, r + "
+            f"{processes.world}, ... of the {n_runs}, each alone on its own device")
+
+
+def skipped_line(result):
+    return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
+
+
+def article_setting(job, init):
+    """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
+    return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
+
+
+# --- One results file: the same settings, or never replaced ---
+
+def existing_result(path, settings, ignore=("processes",)):
+    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
+    done = read_results(path)
+    if done is None:
+        return None
+
+    def same(s):
+        return {k: v for k, v in s.items() if k not in ignore}
+
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
+
+
+def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
+    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    saved = read_results(path)
+    if saved is None:
+        return
+    if recorded is None:                        # a run's settings, each side as this version records them
+        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
+    else:
+        theirs = recorded(saved)
+    if theirs is None:
+        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+    diff = settings_diff(theirs, ours, ignore)
+    diff = diff if len(diff) < 400 else diff[:400] + " ..."
+    if diff:
+        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
+                    f"delete it")

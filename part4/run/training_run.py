@@ -21,22 +21,27 @@ import torch
 from tqdm import tqdm
 
 from part4.command_line.declarations import shown_duration
-from part4.command_line.errors import Fatal, Stopped, not_a_script
-from part4.command_line.fine_tune_settings import computed_on
+from part4.command_line.errors import Fatal, Stopped
+from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
-from part4.models.devices import WithoutCudnnAttention, autocast, has_fused_adamw, summed
-from part4.models.folders import loaded_record
-from part4.output import lines
-from part4.output.lines import RANDOM_HEAD, article
-from part4.output.log import Report
-from part4.output.plots import line_plot
+from part4.data.readers import TASKS
+from part4.models.folders import loaded_record, weights_line
+from part4.models.loading import WithoutCudnnAttention, autocast, has_fused_adamw, model_type_note, summed
+from part4.output.log import RANDOM_HEAD, Report, article, line_plot
 from part4.output.results_files import check_room, portable, replace_folder_atomically
-from part4.paper.article import FINETUNE
-from part4.paper.article_labels import ARTICLE_BEFORE
-from part4.paper.recipe import eval_every
+from part4.paper.article import (
+    ARTICLE_BEFORE,
+    ARTICLE_FINAL,
+    ARTICLE_MODEL,
+    ARTICLE_RUN,
+    FINETUNE,
+    PAPER_OPTIMISER,
+    article_final,
+)
+from part4.paper.recipe import eval_every, lr_tag
 from part4.run.checkpoint_files import Checkpoint
-from part4.run.packing import is_padding_free, with_real_tokens
-from part4.run.records import checkpoint_path, model_folders, recorded_command, run_name, run_settings
+from part4.run.packing import is_padding_free, padding_free_problem, with_real_tokens
+from part4.run.records import article_setting, checkpoint_path, model_folders, recorded_command, run_name, run_settings
 
 HOST = torch.device("cpu")
 LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
@@ -68,7 +73,8 @@ class TrainingRun:
         self.report = Report(self.name, self.config.settings.results_dir, quiet=not main)
         self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device,
                                      again=shlex.join(["python", FINETUNE, *self.config.settings.argv]))
-        self.computed = computed_on(self.config.settings, self.device.type)   # {"pad_to_multiple_of", "cudnn_attention"}
+        # {"pad_to_multiple_of", "cudnn_attention"}: how the steps are computed on this device
+        self.device_computation = computation_on(self.config.settings, self.device.type)
         self.losses, self.stop = [], StopSignals()
 
     @property
@@ -95,14 +101,13 @@ class TrainingRun:
             state, self.losses = loaded
         self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
         self.t0 = time.time() - state["elapsed"]
-        return wrapped(model, self.processes, self.device, cudnn_attention=self.computed["cudnn_attention"])
+        return wrapped(model, self.processes, self.device, cudnn_attention=self.device_computation["cudnn_attention"])
 
     def begin(self):
         """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
         config, family, head = self.config, self.family, self.data.head
-        preamble = lines.preamble(config, self, steps=self.steps, warm=self.warm, every=self.eval_every,
-                                  how=self.computation())
-        for line in preamble + self.checkpoint.started_over(self.steps):
+        derived = preamble(config, self, steps=self.steps, warm=self.warm, every=self.eval_every, how=self.computation())
+        for line in derived + self.checkpoint.started_over(self.steps):
             self.report.say(line)
         start = time.perf_counter()
         before = self.dev_scores()
@@ -129,8 +134,8 @@ class TrainingRun:
         changes), its dev evaluations times the one before training (evaluation, in seconds), and its memory at the
         peak where it is large (this process's so far, after the step, with AdamW's two moments to come)."""
         idx = epoch_batches(len(self.data.train["input_ids"]), self.job.batch_size, 1, self.job.seed)[0][0]
-        batch = collate(self.data.train, shard(idx, self.processes)[0], HOST, multiple=self.computed["pad_to_multiple_of"],
-                        max_width=self.family.max_len)
+        batch = collate(self.data.train, shard(idx, self.processes)[0], HOST,
+                        multiple=self.device_computation["pad_to_multiple_of"], max_width=self.family.max_len)
         batch = to_device(with_real_tokens(batch) if self.packed else batch, self.device)
         accelerators = [self.device] if self.device.type != "cpu" else []
         with torch.random.fork_rng(accelerators, device_type=self.device.type if accelerators else "cuda"):
@@ -173,7 +178,7 @@ class TrainingRun:
         train, job = self.data.train, self.job
         lengths = train["full_lengths"] if self.config.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), job.batch_size, job.epochs, job.seed, lengths=lengths)
-        multiple, packed = self.computed["pad_to_multiple_of"], self.packed
+        multiple, packed = self.device_computation["pad_to_multiple_of"], self.packed
         every_batch = []
         for epoch, in_epoch in enumerate(epochs, start=1):
             for idx in in_epoch:
@@ -260,7 +265,7 @@ class TrainingRun:
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
         shown = self.family.format(scores) if self.processes.is_main else ""
-        self.report.say(lines.step_line(self.step, self.steps, epoch=epoch, loss=mean, scores=shown, seconds=seconds))
+        self.report.say(f"step {self.step:>5}/{self.steps}  epoch {epoch}  train loss {mean:.4f}  {shown}  ({seconds:.0f} s)")
         return point
 
     # --- the end: the FINAL line and the results saved ---
@@ -272,9 +277,9 @@ class TrainingRun:
             return None
         config, family, job = self.config, self.family, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
-        self.report.say(lines.final_line(config.task, family, job, final=final, seconds=seconds,
+        self.report.say(final_line(config.task, family, job, final=final, seconds=seconds,
                                          init=config.settings.init))
-        for line in lines.best_seen_line(best_seen(self.curve, family), final, family):
+        for line in best_seen_line(best_seen(self.curve, family), final, family):
             self.report.say(line)
         return self.save_results(seconds, final)
 
@@ -285,7 +290,7 @@ class TrainingRun:
         or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
         (padding_free_steps ran; the flag --padding-free is the command's padding_free)."""
         return {"padding_free_steps": self.packed,
-                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.computed}
+                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.device_computation}
 
     def save_results(self, seconds, final):
         """The results JSON and log of the run (its steps, warmup steps, scores before and after, curve and seconds;
@@ -344,7 +349,7 @@ def shard(idx, processes):
 
 def wrapped(model, processes, device, cudnn_attention=True):
     """The model each step trains through: itself alone, DistributedDataParallel across several processes; on
-    CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/models/devices.py
+    CUDA without cudnn_attention, called with cuDNN's attention kernels left out (part4/models/loading.py
     WithoutCudnnAttention). Elsewhere there is no cuDNN attention: the model as it is."""
     net = model
     if processes.world > 1:
@@ -389,5 +394,108 @@ class StopSignals:
         return False
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/run/training_run.py", "python bert_part4_finetune.py (--help lists its flags)"))
+# --- The run's lines: the preamble (the derived quantities first), each evaluation, the FINAL line, the best dev score seen ---
+
+def preamble(config, run, *, steps, warm, every, how):
+    """The derived quantities a run (part4/run/training_run.py TrainingRun) prints before it trains: data, inputs cut,
+    steps, warmup, how it is computed (how: its computation, as its results record it), and what a cut run leaves
+    out (every: the steps between two dev evaluations)."""
+    c, data, processes, device, job = config.settings, run.data, run.processes, run.device, run.job
+    lines = [f"task {config.task}: {data.n_train} training examples, "
+             + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs)
+             + f", device {device.type}"
+             + (f" x {processes.world} processes (each takes 1/{processes.world} of every batch)"
+                if processes.world > 1 else "")]
+    lines += run.family.describe(data.train)
+    lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
+                 f"steps, weight decay {c.weight_decay}")
+    cut = cut_lines(config, data, steps=steps, every=every, job=job)
+    return lines + computation_lines(config, run, job, how) + cut + weights_lines(config, run)
+
+
+def weights_lines(config, run):
+    """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
+    loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
+    gave when it was read (read_model_folder, part4/models/folders.py)."""
+    folder, head, family = run.data.model_folder, run.data.head, run.family
+    lines = []
+    if config.settings.init == "pretrained":
+        said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
+        lines.append(weights_line(folder, said))
+    return lines + list(folder.notes)
+
+
+def computation_lines(config, run, job, how):
+    """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
+    do not compute trains padded, and the first line says why."""
+    c, model, packed = config.settings, run.model.config, how["padding_free_steps"]
+    padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
+    fused = " fused" if how["fused_adamw"] else ""
+    why = [f"padded steps, not padding-free: {padding_free_problem(run.model)}"] if c.padding_free and not packed else []
+    return why + [f"  (also: AdamW{fused}, clip {c.clip}, "
+                  f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
+                  f"autocast {run.dtype or 'off (fp32)'}, {padding}{kernels(c, how, run.device)}"
+                  + (", batches grouped by length (paper: random batches)" if config.grouped else "")
+                  + f"; model {portable(c.model)}{model_type_note(run.model)}"
+                  + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
+                  f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+
+
+def kernels(settings, how, device):
+    """', widths rounded up to multiples of 8, attention without cuDNN's kernels': how the steps are computed where
+    that is not the recipe's plain padded batches ('' on the CPU by default); a flag that has no effect on this
+    device says so."""
+    parts = [f"widths rounded up to multiples of {how['pad_to_multiple_of']} tokens"] if how["pad_to_multiple_of"] > 1 else []
+    if device.type == "cuda":
+        parts.append("attention on cuDNN's kernels where SDPA picks them" if how["cudnn_attention"]
+                     else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
+    elif settings.cudnn_attention is not None:
+        parts.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
+    return "".join(", " + p for p in parts)
+
+
+def cut_lines(config, data, *, steps, every, job):
+    """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
+    not the recipe's."""
+    c = config.settings
+    cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
+           + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
+    flags = [flag for flag, n in c.cuts.items() if n]
+    lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
+    if every != eval_every(job.evals, steps, cut=False):
+        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
+                     f"{job.evals}, which are for full runs; --evals sets them)")
+    return lines
+
+
+def best_seen_line(best, final, family):
+    """The best dev score seen during training, when it beats the final one: said beside the result, never taken for
+    it ([] when the final one is the best)."""
+    if family.selection(best["dev"]) <= family.selection(final):
+        return []
+    return [f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} at step "
+            f"{best['step']}; not the result: the result is the model at the end of training, since picking the best "
+            f"checkpoint by its dev score would flatter the dev score)"]
+
+
+def article_runs():
+    """'SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs': the fine-tunes the article printed a FINAL line
+    for, from its entries (part4/paper/article.py)."""
+    lrs = {}
+    for task, lr in ARTICLE_FINAL:
+        lrs.setdefault(task, []).append(lr)
+    runs = [f"{TASKS[t].folder} at " + (f"lr {lr_tag(v[0])}" if len(v) == 1 else f"{lr_tag(max(v))}..{lr_tag(min(v))}")
+            for t, v in lrs.items()]
+    return f"{' and '.join(runs)}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs"
+
+
+def final_line(task, family, job, final, seconds, init="pretrained"):
+    """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
+    number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
+    ours) and the published ones, labelled."""
+    line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
+    article_run = article_setting(job, init)
+    line += article_final(task, job.lr) if article_run else ""
+    if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
+        line += article(f"no run with these settings (it ran {article_runs()})")
+    return line + "".join(f"   [{r}]" for r in family.references())

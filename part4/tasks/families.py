@@ -1,4 +1,4 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (part4/tasks/task_inputs.py says which
+"""The paper's three head families (§4.1-4.4), one class per output layer (part4/run/plan.py says which
 task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
@@ -10,23 +10,30 @@ loss, its evaluation and the metric runs are chosen by, its lines; the training 
 """
 
 import os
-import sys
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
-from part4.command_line.errors import not_a_script
-from part4.data.readers import SQUAD_VERSION, read_glue, read_glue_tests, read_squad_task, read_swag
-from part4.models.hub import file_problem
-from part4.output.lines import fmt, score_parts
-from part4.paper.article_labels import PAPER_SQUAD
+from part4.data.readers import (
+    HUB_DATASETS,
+    HUB_LABELS,
+    SQUAD_VERSION,
+    TASKS,
+    file_problem,
+    label_name,
+    read_glue,
+    read_glue_tests,
+    read_squad_task,
+    read_swag,
+)
+from part4.output.log import fmt
+from part4.output.results_files import write_atomic
+from part4.paper.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
-from part4.tasks.glue_submission import predict_tests
-from part4.tasks.glue_tasks import HUB_LABELS, TASKS, glue_references, label_name
-from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics
+from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics, predict_logits
 
 
 @runtime_checkable
@@ -99,12 +106,42 @@ class Family(Protocol):
         """What a run writes beyond its scores, as results entries (GLUE: its test predictions, with test_dir)."""
 
 
+# --- GLUE's published numbers, printed beside ours ---
+
+HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
+
+
+QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"
+
+
+def paper_test_text(name):
+    """'MCC 52.1', 'accuracy 84.6/83.4 (matched/mismatched)': Table 1's BERT-base number for a task, in words."""
+    task = TASKS[name]
+    if not task.paper_test:
+        return "none: left out of Table 1 (for the server the paper predicted the majority class)"
+    text = f"{METRIC_NAMES[task.selection_metric]} " + "/".join(f"{v:.1f}" for v in task.paper_test)
+    return text + (" (matched/mismatched)" if len(task.paper_test) > 1 else "") + (f"; {QNLI_VERSION}" if name == "qnli"
+                                                                                  else "")
+
+
 # --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
 
 def segments(enc, rows):
     """The token_type_ids column, rows(...) of it, where the tokenizer gives one (BERT, ELECTRA); none where the
     model takes none (DistilBERT, RoBERTa)."""
     return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
+
+
+def score_parts(scores, metrics, counts=False):
+    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
+    the first accuracy."""
+    parts = []
+    for name, s in scores.items():
+        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+        for k, m in enumerate(metrics):
+            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
+                                                                     and m == "accuracy" else ""))
+    return parts
 
 
 def encode_glue(tok, examples, max_len):
@@ -221,7 +258,9 @@ class Classification:
 
     def references(self):
         """The published numbers the FINAL line prints beside ours, each labelled."""
-        return glue_references(self.name)
+        task = TASKS[self.name]
+        return [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev), (PAPER_TEST, paper_test_text(self.name)),
+                                                         (HF_DEV, task.hf_dev)) if value]
 
     def read_tests(self, sources):
         return read_glue_tests(sources)
@@ -288,7 +327,7 @@ class SpanExtraction:
     def __init__(self, name, max_len, stride, eval_batch_size=None):
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.hub = squad_spans.HUB_DATASETS[self.version]
+        self.hub = HUB_DATASETS[self.version]
 
     def data_problems(self, sources):
         return [file_problem(sources.train_data, "--train-data", self.hub),
@@ -400,5 +439,39 @@ class SpanExtraction:
         return [PAPER_SQUAD[self.version]]
 
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/families.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))
+# --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---
+
+MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
+
+
+def predict_tests(run, test_dir):
+    """The run's predictions on its task's test sets, written as the GLUE server takes them into
+    test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
+    as the paper's submission. Returns the files, relative to test_dir."""
+    task, family = TASKS[run.family.name], run.family
+    majority = run.data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
+    files = []
+    for server_file, enc in run.data.tests.items():
+        out = predict_logits(run.model, enc, run.device, dtype=run.dtype, batch_size=family.eval_batch_size)
+        labels = prediction_strings(out, task, majority)
+        path = os.path.join(test_dir, run.report.name, server_file)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, submission_text(enc["index"], labels))
+        files.append(os.path.relpath(path, test_dir))
+        run.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
+                       + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
+                          f"paper's WNLI submission; not the model)" if majority is not None else ""))
+    return files
+
+
+def prediction_strings(logits, task, majority=None):
+    """The server's label strings, by name: task.labels[k] for the predicted class k (0/1, entailment/neutral/...,
+    entailment/not_entailment); STS-B a score in [0, 5] with 3 decimals; `majority`: that class for every row."""
+    if not task.labels:
+        return [f"{v:.3f}" for v in np.clip(logits[:, 0], 0.0, 5.0)]
+    classes = np.full(len(logits), majority) if majority is not None else logits.argmax(-1)
+    return [task.labels[k] for k in classes]
+
+
+def submission_text(index, labels):
+    return "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, labels))

@@ -2,14 +2,12 @@
 dev set scored by a model."""
 
 import math
-import sys
 
 import numpy as np
 import torch
 
-from part4.command_line.errors import not_a_script
 from part4.data.batches import batches_by_length, collate, row_length
-from part4.models.devices import autocast
+from part4.models.loading import autocast
 
 
 def accuracy(pred, gold):
@@ -92,7 +90,3 @@ def dev_metrics(model, enc, device, dtype, batch_size, metrics):
     if "accuracy" in metrics:
         scores["correct"] = int(np.sum(np.asarray(pred) == np.asarray(enc["labels"])))
     return scores
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/metrics.py", "python bert_part4_finetune.py <task> (--help lists the tasks)"))

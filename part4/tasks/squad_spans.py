@@ -3,9 +3,7 @@ windows, the span targets, the span head by hand (`span_logits`), the batched sp
 article's passage (`demo_one`, which bert_part4_squad.py and bert_part4_math.py print), and the dev set scored with the
 official metric (part4/tasks/squad_metric.py) over the tau sweep."""
 
-import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -16,53 +14,11 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from part4.command_line.errors import Fatal, not_a_script
 from part4.data.batches import batches_by_length, collate
-from part4.models.devices import ALONE, autocast, gather
-from part4.models.hub import load_hub_dataset
+from part4.models.loading import ALONE, autocast, gather
 from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
 from part4.tasks.squad_metric import question_scores
 
-HUB_DATASETS = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
-
-
-# --- Reading the data: official SQuAD JSON, or the Hub datasets ---
-
-def read_squad_json(path, version, flag):
-    """Questions in file order: dicts with id, question, context, golds (texts), starts (their answer_start),
-    impossible."""
-    if not os.path.isfile(path):
-        raise Fatal(f"{flag} {path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)["data"]
-        examples = [{"id": qa["id"], "question": qa["question"], "context": par["context"],
-                     "golds": [a["text"] for a in qa["answers"]], "starts": [a["answer_start"] for a in qa["answers"]],
-                     "impossible": bool(qa.get("is_impossible", False)),
-                     "v2": "is_impossible" in qa}
-                    for doc in data for par in doc["paragraphs"] for qa in par["qas"]]
-    except (ValueError, KeyError, TypeError) as e:
-        raise Fatal(f"{flag} {path}: not an official SQuAD JSON file ({type(e).__name__}: {e})")
-    if not examples:
-        raise Fatal(f"{flag} {path}: holds no questions")
-    is_v2 = any(ex["v2"] for ex in examples)
-    if version == "2.0" and not is_v2:
-        raise Fatal(f"{flag} {path}: looks like SQuAD v1.1 (no 'is_impossible' field); pass a v2.0 file")
-    if version == "1.1" and is_v2:
-        raise Fatal(f"{flag} {path}: looks like SQuAD v2.0 (it has 'is_impossible'); pass a v1.1 file")
-    return examples
-
-
-def read_squad(path, version, flag, split="validation"):
-    if path:
-        return read_squad_json(path, version, flag)
-    rows = load_hub_dataset(HUB_DATASETS[version], None, split, flag)
-    return [{"id": r["id"], "question": r["question"], "context": r["context"], "golds": r["answers"]["text"],
-             "starts": r["answers"]["answer_start"], "impossible": not r["answers"]["text"], "v2": version == "2.0"}
-            for r in rows]
-
-
-# --- Long passages: overlapping windows of max_len tokens ---
 
 def make_windows(tok, examples, max_len, stride):
     """One batched tokenizer call; each window keeps its question index, offsets and passage mask.
@@ -398,8 +354,3 @@ def score_v2(examples, answers, taus):
              for name, mask in (("has_ans", has), ("no_ans", ~has))}
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/squad_spans.py",
-                          "python bert_part4_squad.py or python bert_part4_finetune.py squad (each with --help)"))

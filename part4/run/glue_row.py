@@ -13,31 +13,39 @@ Every run is an ordinary run of bert_part4_finetune.py (its own log and JSON, sk
 same settings, resumable, spread over processes under torchrun). This file chooses each task's learning rate in Table
 1's metric (MCC for CoLA, F1 for MRPC and QQP, Spearman for STS-B, accuracy otherwise; the mean over seeds with
 --seeds), writes results/part4_glue_table.{log,json,md} with the published numbers beside ours, and with
---glue-submission the test-set predictions of each task's chosen run (the GLUE server's files: part4/tasks/glue_submission.py).
+--glue-submission the test-set predictions of each task's chosen run (the GLUE server's
+files: part4/tasks/families.py's predict_tests, zipped here).
 Each run predicts its test sets when it ends, so no model has to be kept to reach the test set after the choice (a
 BERT-base is 440 MB; the paper's grid is 36 runs); the cost is one forward pass over the test sets per run.
 """
 
 import dataclasses
 import os
-import sys
+import zipfile
 
 import numpy as np
 
 from part4.command_line.declarations import TABLE, recorded
-from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.errors import Fatal, preflight
 from part4.command_line.fine_tune_settings import as_recorded_now
-from part4.data.readers import Sources, test_problems
-from part4.output.lines import fmt
-from part4.output.log import Report
-from part4.output.results_files import check_writable_dir, portable, write_atomic
-from part4.paper.article import PAPER_AVERAGE
-from part4.paper.article_labels import PAPER_DEV, PAPER_TEST
+from part4.data.readers import TASKS, Sources, label_name, test_problems
+from part4.output.log import Report, fmt
+from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
+from part4.paper.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
-from part4.run.plan import check_not_replaced, existing_result
-from part4.run.records import NameParts, by_setting, file_name, job_of, mean_and_std, results_path, runs_folder, unless_paper
-from part4.tasks.glue_submission import write_submission
-from part4.tasks.glue_tasks import HF_DEV, QNLI_VERSION, TASKS, label_name, paper_test_text
+from part4.run.records import (
+    NameParts,
+    by_setting,
+    check_not_replaced,
+    existing_result,
+    file_name,
+    job_of,
+    mean_and_std,
+    results_path,
+    runs_folder,
+    unless_paper,
+)
+from part4.tasks.families import HF_DEV, MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
 
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
@@ -57,14 +65,14 @@ def missing_data(name, data_dir):
     return f"no {', '.join(f'{task.folder}/{f}' for f in absent)} in --data-dir" if absent else None
 
 
-def table_settings(table):
+def table_settings(settings):
     """What a table's numbers depend on beyond its name: the command's settings declared as recorded with a table
     (part4/command_line/fine_tune_settings.py), its model and data folder among them; under a grid no single learning
     rate was given: each task's is chosen from the grid. A table of other settings is not replaced."""
-    settings = recorded(table, TABLE, portable)
-    if table.grid:
-        settings["lr"] = f"chosen per task on dev from grid {table.grid}"
-    return settings
+    recorded_settings = recorded(settings, TABLE, portable)
+    if settings.grid:
+        recorded_settings["lr"] = f"chosen per task on dev from grid {settings.grid}"
+    return recorded_settings
 
 
 def saved_table_settings(saved):
@@ -72,87 +80,88 @@ def saved_table_settings(saved):
     return as_recorded_now(saved.get("settings"), TABLE)
 
 
-def table_name(table):
-    """table: the command's Settings (part4/command_line/fine_tune_settings.py).
+def table_name(settings):
+    """settings: the command's Settings (part4/command_line/fine_tune_settings.py).
     part4_glue_table[_lr<lr>][_bs<b>][_ep<e>][_grid_a3][_seeds<N>][_random-init][_<tag>]: what tells two tables
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
-    a3 = table.grid == "a3"
-    return file_name("glue_table", NameParts(lr=None if table.grid else table.lr,
-                                             batch=None if a3 else unless_paper(table.batch_size, GLUE_BATCH_SIZE),
-                                             epochs=None if a3 else unless_paper(table.epochs, GLUE_EPOCHS),
-                                             grid="a3" if a3 else None, seeds=table.seeds, init=table.init,
-                                             tag=table.run_tag))
+    a3 = settings.grid == "a3"
+    return file_name("glue_table", NameParts(lr=None if settings.grid else settings.lr,
+                                             batch=None if a3 else unless_paper(settings.batch_size, GLUE_BATCH_SIZE),
+                                             epochs=None if a3 else unless_paper(settings.epochs, GLUE_EPOCHS),
+                                             grid="a3" if a3 else None, seeds=settings.seeds, init=settings.init,
+                                             tag=settings.run_tag))
 
 
 # --- The command: which tasks can run, every input checked up front, then each task's runs and their choice ---
 
-def runnable(table):
+def runnable(settings):
     """The tasks that can run (those whose files are in --data-dir, every one from the Hub) and why the others
     cannot; none at all stops the command."""
-    if table.data_dir is not None and not os.path.isdir(table.data_dir):
-        raise Fatal(f"--data-dir {table.data_dir}: no such directory")
-    absent = {t: why for t in table.tasks if (why := missing_data(t, table.data_dir))}
-    run = [t for t in table.tasks if t not in absent]
+    if settings.data_dir is not None and not os.path.isdir(settings.data_dir):
+        raise Fatal(f"--data-dir {settings.data_dir}: no such directory")
+    absent = {t: why for t in settings.tasks if (why := missing_data(t, settings.data_dir))}
+    run = [t for t in settings.tasks if t not in absent]
     if not run:
         raise Fatal(f"no GLUE task can run: {'; '.join(f'{t}: {why}' for t, why in absent.items())}")
     return run, absent
 
 
-def start(table, run, absent, processes):
+def start(settings, run, absent, processes):
     """Before any training: the submission folder and every test file in --data-dir (each problem in one message),
     a table of other settings in the way; then the table's first lines. Each task's own inputs (its data, results of
     other settings) are checked before its first run. Returns the table's report."""
-    if table.submission:
-        check_writable_dir(table.submission, "--glue-submission")
-        preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=table.data_dir))])
-    report = Report(table_name(table), table.results_dir, quiet=not processes.is_main)
-    check_not_replaced(os.path.join(table.results_dir, report.name + ".json"), {"tasks": run, **table_settings(table)},
+    if settings.submission:
+        check_writable_dir(settings.submission, "--glue-submission")
+        preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=settings.data_dir))])
+    report = Report(table_name(settings), settings.results_dir, quiet=not processes.is_main)
+    check_not_replaced(os.path.join(settings.results_dir, report.name + ".json"), {"tasks": run, **table_settings(settings)},
                        "a table of other settings", recorded=saved_table_settings)
-    report.say(f"GLUE (paper §4.1): {len(run)} of {len(table.tasks)} tasks run ({', '.join(run)})"
+    report.say(f"GLUE (paper §4.1): {len(run)} of {len(settings.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
-    report.say(selection_line(table))
+    report.say(selection_line(settings))
     return report
 
 
-def table_written(table, rows, absent, report, cli, device):
+def table_written(settings, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
-    payload = {**table_payload(rows, absent, table, report), "settings": {"tasks": list(rows), **table_settings(table)}}
-    if table.submission:
-        payload["submission"] = write_submission(table.submission, rows, report)
-    text = markdown(payload, table)
-    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(table, rows, payload.get("submission")))
-    write_atomic(os.path.join(table.results_dir, report.name + ".md"), text)
+    payload = {**table_payload(rows, absent, settings, report), "settings": {"tasks": list(rows), **table_settings(settings)}}
+    if settings.submission:
+        payload["submission"] = write_submission(settings.submission, rows, report)
+    text = markdown(payload, settings)
+    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(settings, rows, payload.get("submission")))
+    write_atomic(os.path.join(settings.results_dir, report.name + ".md"), text)
 
 
-def written_besides(table, rows, submission):
+def written_besides(settings, rows, submission):
     """'; its 8 runs: results/part4_<task>_*.log, .json; the GLUE server's files: ...': what the table's .log, .json and
     .md stand on, each folder as the user gave it (the table's runs, done now or found done, and the server's files)."""
     n = sum(s["seeds"] for row in rows.values() for s in row["settings"])
-    text = f"; its {n} run{plural(n)}: {os.path.join(table.results_dir, 'part4_<task>_')}*.log, .json"
+    text = f"; its {n} run{plural(n)}: {os.path.join(settings.results_dir, 'part4_<task>_')}*.log, .json"
     if submission:
-        text += (f"; the GLUE server's files: {os.path.join(table.submission, '')} ({len(submission['files'])} files), "
-                 f"each run's test predictions in {os.path.join(runs_folder(table.submission), '')} and "
-                 f"{os.path.join(table.submission, 'submission.zip')}")
+        text += (f"; the GLUE server's files: {os.path.join(settings.submission, '')} ({len(submission['files'])} files), "
+                 f"each run's test predictions in {os.path.join(runs_folder(settings.submission), '')} and "
+                 f"{os.path.join(settings.submission, 'submission.zip')}")
     return text
 
 
-def selection_line(table):
-    if table.grid is None:
-        return (f"learning rate {lr_tag(table.lr)} for every task, as given: no selection (paper: the best of "
-                f"{grid_lrs('glue')} on dev); batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}")
-    what = f"learning rate ({grid_lrs('glue')})" if table.grid == "glue" else "setting of grid a3 (paper A.3)"
+def selection_line(settings):
+    if settings.grid is None:
+        return (f"learning rate {lr_tag(settings.lr)} for every task, as given: no selection (paper: the best of "
+                f"{grid_lrs('glue')} on dev); batch {settings.batch_size}, {settings.epochs} epoch{plural(settings.epochs)}")
+    what = f"learning rate ({grid_lrs('glue')})" if settings.grid == "glue" else "setting of grid a3 (paper A.3)"
     return (f"the best {what} of each task, chosen on dev in Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, "
             f"Spearman for STS-B, accuracy otherwise)" + (
-                f", the mean over {table.seeds} seeds (paper: for BERT-large, the best of several random restarts on "
-                f"dev)" if table.seeds else "")
-            + (f"; batch {table.batch_size}, {table.epochs} epoch{plural(table.epochs)}" if table.grid == "glue" else ""))
+                f", the mean over {settings.seeds} seeds (paper: for BERT-large, the best of several random restarts on "
+                f"dev)" if settings.seeds else "")
+            + (f"; batch {settings.batch_size}, {settings.epochs} epoch{plural(settings.epochs)}"
+               if settings.grid == "glue" else ""))
 
 
 def plural(n):
     return "" if n == 1 else "s"
 
 
-def cut_line(rows, table):
+def cut_line(rows, settings):
     """'cut runs, not the paper's (--max-train-examples 200): RTE 200 of 2,490 training examples, ...': what a table
     of cut runs leaves out, or None; with --evals, that the curves have other points (the final numbers do not
     change)."""
@@ -162,9 +171,9 @@ def cut_line(rows, table):
         cut = ([f"{n:,} of {total:,} training examples"] if n < total else []) + [
             f"{m:,} of {every:,} {name.replace('_', ' ')} examples" for name, (m, every) in devs.items() if m < every]
         parts += [f"{TASKS[t].folder} " + ", ".join(cut)] if cut else []
-    flags = " ".join(f"{k} {v}" for k, v in table.cuts.items() if v)
-    evals = table.evals
-    lines = ([f"cut runs, not the paper's ({flags}): " + ("; ".join(parts) or "no example left out")] if flags else []) \
+    flags = " ".join(f"{k} {v}" for k, v in settings.cuts.items() if v)
+    evals = settings.evals
+    lines = ([f"cut runs, not the paper's ({flags}): " + ("; ".join(parts) or "no example left out")] if flags else [])\
         + ([f"--evals {evals}: {evals} dev evaluation{plural(evals)} per run of those trained here (the article: about "
             f"30), the learning curves' points; the final numbers do not depend on them"] if evals else [])
     return "; ".join(lines) or None
@@ -247,11 +256,11 @@ def labels(init):
     return ("random init", "pre-trained") if init == "random" else ("ours", "random init")
 
 
-def table_payload(rows, absent, table, report):
+def table_payload(rows, absent, settings, report):
     """The table in the log, and its numbers for the JSON."""
-    ours_label, other_label = labels(table.init)
+    ours_label, other_label = labels(settings.init)
     report.say("")
-    if (cut := cut_line(rows, table)) is not None:
+    if (cut := cut_line(rows, settings)) is not None:
         report.say(cut)
     report.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
                f"{'majority class (dev)':<20} {'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
@@ -264,7 +273,7 @@ def table_payload(rows, absent, table, report):
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {chosen_setting(row, table.grid):<6} "
+        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {chosen_setting(row, settings.grid):<6} "
                    f"{fmt(row['dev'], '-'):<17} {fmt(other, '-'):<17} {fmt(majority_dev(row), '-'):<20} "
                    f"{'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
@@ -273,13 +282,13 @@ def table_payload(rows, absent, table, report):
                   "paper_dev": task.paper_dev, "hf_dev": task.hf_dev}
     below = below_majority(rows)
     result = average_row(rows, ours_label, report)
-    heading, *grid = every_setting(rows, table) or [None]
+    heading, *grid = every_setting(rows, settings) or [None]
     for line in ([below_line(below)] if below else []) + ([heading] if heading else []) + [
-            f"  {task:<6} {metric:<9} " + "   ".join(cells) for task, metric, cells in grid] + notes(table):
+            f"  {task:<6} {metric:<9} " + "   ".join(cells) for task, metric, cells in grid] + notes(settings):
         report.say(line)
     return {"tasks": out, "not_run": absent, "average": result, "below_majority": below,
-            "selection": selection_line(table), "cut": cut,
-            "model": portable(table.model), "init": table.init, "references": {"paper_test": PAPER_TEST,
+            "selection": selection_line(settings), "cut": cut,
+            "model": portable(settings.model), "init": settings.init, "references": {"paper_test": PAPER_TEST,
                                                                                "paper_dev": PAPER_DEV, "hf_dev": HF_DEV}}
 
 
@@ -300,17 +309,17 @@ def below_line(below):
             + ", ".join(below))
 
 
-def every_setting(rows, table):
+def every_setting(rows, settings):
     """Under a grid, every setting's dev score of each task in Table 1's metric (mean +- std over the seeds), the
     chosen one marked, and said when another scored the same (the grid's order chose): the choice can be checked
     here, without opening each run's file. Returns the heading and (task, metric, cells) of each task run ([]
     without a grid)."""
-    if table.grid is None:
+    if settings.grid is None:
         return []
-    heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {table.seeds} seeds)" if table.seeds
+    heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {settings.seeds} seeds)" if settings.seeds
                                                                  else "") + ", * = chosen:")
     return [heading] + [(TASKS[t].folder, METRIC_NAMES[row["metric"]], [
-        f"{chosen_setting(s, table.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if table.seeds else "")
+        f"{chosen_setting(s, settings.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if settings.seeds else "")
         + ("*" + (" (tie: the first of the grid)" if row.get("tie") else "") if s["chosen"] else "")
         for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
 
@@ -337,16 +346,16 @@ def average_row(rows, ours_label, report):
     return result
 
 
-def notes(table):
+def notes(settings):
     return ["notes: ours are dev scores; Table 1's are test scores from the GLUE server (hidden labels, one submission "
             "per model): not the same quantity, and a learning rate chosen on dev flatters the dev score a little",
             f"  QNLI: {QNLI_VERSION}; paper dev: Table 5's BERT-base dev accuracies (MNLI: matched); HF: {HF_DEV}",
-            f"  model {portable(table.model)} (the paper's row: BERT-base, bert-base-uncased), init {table.init}"]
+            f"  model {portable(settings.model)} (the paper's row: BERT-base, bert-base-uncased), init {settings.init}"]
 
 
-def markdown(payload, table):
+def markdown(payload, settings):
     """The table as Markdown, which a code host renders."""
-    ours, other_label = labels(table.init)
+    ours, other_label = labels(settings.init)
     lines = [f"# GLUE (paper §4.1): {payload['selection']}", ""] + ([f"**{payload['cut']}**", ""] if payload["cut"]
                                                                     else []) + [
              f"| task | metric | lr | {ours} (dev) | {other_label} (dev) | majority class (dev) "
@@ -358,7 +367,7 @@ def markdown(payload, table):
                          f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {chosen_setting(row, table.grid)} | "
+        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {chosen_setting(row, settings.grid)} | "
                      f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {fmt(majority_dev(row), '-')} | {paper_test_text(t)} | "
                      f"{row['paper_dev'] or '-'} | {row['hf_dev']} |")
     a = payload["average"]
@@ -369,16 +378,47 @@ def markdown(payload, table):
             f"paper Table 1 on the same columns {a['paper_on_columns_run']:.2f} (test), over all nine {a['paper']} "
             f"(test)." if a.get("columns_run") else "."))]
     lines += ["", below_line(payload["below_majority"]) + "."] if payload["below_majority"] else []
-    heading, *grid = every_setting({t: r for t, r in payload["tasks"].items() if r["run"]}, table) or [None]
-    lines += ["", heading, ""] + [f"- {task} ({metric}): {', '.join(cells)}" for task, metric, cells in grid] if heading \
+    heading, *grid = every_setting({t: r for t, r in payload["tasks"].items() if r["run"]}, settings) or [None]
+    lines += ["", heading, ""] + [f"- {task} ({metric}): {', '.join(cells)}" for task, metric, cells in grid] if heading\
         else []
     if "submission" in payload:
         sub = payload["submission"]
-        lines += ["", f"The GLUE server's files: `{portable(table.submission)}/` ({len(sub['files'])} files), to upload: "
+        lines += ["", f"The GLUE server's files: `{portable(settings.submission)}/` ({len(sub['files'])} files), to upload: "
                       f"`{sub['zip']}`" + (f"; missing {', '.join(sub['missing'])}." if sub["missing"] else ".")]
-    return "\n".join(lines + [""] + notes(table)) + "\n"
+    return "\n".join(lines + [""] + notes(settings)) + "\n"
 
 
+# --- The chosen run of every task: its files copied together and zipped (the glue command's end) ---
 
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/tasks/glue_row.py", "python bert_part4_finetune.py glue (--help says more)"))
+def write_submission(folder, rows, report):
+    """The submitted run's files of every task copied into folder, their rows checked against the full test sets,
+    and folder/submission.zip holding them, ready to upload."""
+    runs_dir, written = runs_folder(folder), {}
+    for t, row in rows.items():
+        expected = {f: n for _, f, n in TASKS[t].tests}
+        for rel in row["submitted"]["test_predictions"]:
+            name = os.path.basename(rel)
+            with open(os.path.join(runs_dir, rel), encoding="utf-8") as f:
+                text = f.read()
+            write_atomic(os.path.join(folder, name), text)
+            n = text.count("\n") - 1
+            written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
+            report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
+                       + (" (the training set's majority class, not the model: the paper's WNLI submission)"
+                          if t in MAJORITY_CLASS else "")
+                       + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
+                                                         f"rows: it will not take this file"))
+    every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
+    missing = [f for f in every if f not in written]
+    zip_path = os.path.join(folder, "submission.zip")
+    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
+    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
+               + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
+    return {"files": written, "missing": missing, "zip": portable(zip_path)}
+
+
+def write_zip(path, folder, names):
+    """The files names of folder, compressed into the zip file path (each under its own name)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in names:
+            z.write(os.path.join(folder, name), name)
