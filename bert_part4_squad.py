@@ -264,7 +264,7 @@ def main(argv=None):
                          taus=tuple(tau_grid(args.tau_min, args.tau_max, args.tau_step)))
     demo, dev = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
-                                 "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # computed in
+                                 "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # as run
                       "models": {v: loaded_record(folders[v]) for v in loaded}}, {}
     for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
         for line in part_model_lines(v, folders[v], model):

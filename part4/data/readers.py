@@ -11,7 +11,7 @@ from huggingface_hub import constants as hub_constants
 
 from part4.command_line.errors import Fatal
 from part4.models.hub import hub_offline, hub_reachable
-from part4.paper.article import TABLE1_BASE
+from part4.paper.article import HF_DEV_NUMBERS, PAPER_DEV_NUMBERS, TABLE1_BASE
 
 
 @dataclass(frozen=True)
@@ -81,39 +81,39 @@ class Task:
     hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
 
 
-TASKS = {       # paper_test: Table 1's BERT-base row (part4/paper/article.py)
+TASKS = {       # the published numbers (paper_test, paper_dev, hf_dev) from part4/paper/article.py
     "cola": Task(folder="CoLA", columns=(3,), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
                  metrics=("accuracy", "mcc"), selection_metric="mcc", tests=(("test", "CoLA.tsv", 1063),),
-                 paper_test=TABLE1_BASE.get("cola", ()), hf_dev="MCC 56.53"),
+                 paper_test=TABLE1_BASE.get("cola", ()), hf_dev=HF_DEV_NUMBERS["cola"]),
     "sst2": Task(folder="SST-2", columns=("sentence",), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
                  metrics=("accuracy", "f1"), selection_metric="accuracy", tests=(("test", "SST-2.tsv", 1821),),
-                 paper_test=TABLE1_BASE.get("sst2", ()), paper_dev="92.7", hf_dev="accuracy 92.32"),
+                 paper_test=TABLE1_BASE.get("sst2", ()), paper_dev=PAPER_DEV_NUMBERS["sst2"], hf_dev=HF_DEV_NUMBERS["sst2"]),
     "mrpc": Task(folder="MRPC", columns=("#1 String", "#2 String"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
                  dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "MRPC.tsv", 1725),),
-                 paper_test=TABLE1_BASE.get("mrpc", ()), paper_dev="86.7", hf_dev="F1 88.85, accuracy 84.07 (5 epochs)"),
+                 paper_test=TABLE1_BASE.get("mrpc", ()), paper_dev=PAPER_DEV_NUMBERS["mrpc"], hf_dev=HF_DEV_NUMBERS["mrpc"]),
     "stsb": Task(folder="STS-B", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=(),
                  dev_files=("dev",), metrics=("pearson", "spearman"), selection_metric="spearman",
                  tests=(("test", "STS-B.tsv", 1379),), paper_test=TABLE1_BASE.get("stsb", ()),
-                 hf_dev="Pearson 88.64, Spearman 88.48"),
+                 hf_dev=HF_DEV_NUMBERS["stsb"]),
     "qqp": Task(folder="QQP", columns=("question1", "question2"), hub_columns=("question1", "question2"), labels=("0", "1"),
                 dev_files=("dev",), metrics=("accuracy", "f1"), selection_metric="f1", tests=(("test", "QQP.tsv", 390965),),
-                paper_test=TABLE1_BASE.get("qqp", ()), hf_dev="F1 87.49, accuracy 90.71"),
+                paper_test=TABLE1_BASE.get("qqp", ()), hf_dev=HF_DEV_NUMBERS["qqp"]),
     "mnli": Task(folder="MNLI", columns=("sentence1", "sentence2"), hub_columns=("premise", "hypothesis"),
                  labels=("entailment", "neutral", "contradiction"), dev_files=("dev_matched", "dev_mismatched"),
                  metrics=("accuracy",), selection_metric="accuracy",
                  tests=(("test_matched", "MNLI-m.tsv", 9796), ("test_mismatched", "MNLI-mm.tsv", 9847),
                         ("diagnostic", "AX.tsv", 1104)),
-                 paper_test=TABLE1_BASE.get("mnli", ()), paper_dev="84.4", hf_dev="accuracy 83.91/84.10 (matched/mismatched)"),
+                 paper_test=TABLE1_BASE.get("mnli", ()), paper_dev=PAPER_DEV_NUMBERS["mnli"], hf_dev=HF_DEV_NUMBERS["mnli"]),
     "qnli": Task(folder="QNLI", columns=("question", "sentence"), hub_columns=("question", "sentence"),
                  labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",),
                  selection_metric="accuracy", tests=(("test", "QNLI.tsv", 5463),), paper_test=TABLE1_BASE.get("qnli", ()),
-                 paper_dev="88.4", hf_dev="accuracy 90.66"),
+                 paper_dev=PAPER_DEV_NUMBERS["qnli"], hf_dev=HF_DEV_NUMBERS["qnli"]),
     "rte": Task(folder="RTE", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"),
                 labels=("entailment", "not_entailment"), dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy",
-                tests=(("test", "RTE.tsv", 3000),), paper_test=TABLE1_BASE.get("rte", ()), hf_dev="accuracy 65.70"),
+                tests=(("test", "RTE.tsv", 3000),), paper_test=TABLE1_BASE.get("rte", ()), hf_dev=HF_DEV_NUMBERS["rte"]),
     "wnli": Task(folder="WNLI", columns=("sentence1", "sentence2"), hub_columns=("sentence1", "sentence2"), labels=("0", "1"),
                  dev_files=("dev",), metrics=("accuracy",), selection_metric="accuracy", tests=(("test", "WNLI.tsv", 146),),
-                 paper_test=TABLE1_BASE.get("wnli", ()), hf_dev="accuracy 56.34 (5 epochs)"),
+                 paper_test=TABLE1_BASE.get("wnli", ()), hf_dev=HF_DEV_NUMBERS["wnli"]),
 }
 
 

@@ -308,7 +308,7 @@ SWAG_TOY = [number("toy.swag.p", "[0.596, 0.015, 0.327, 0.063]", "softmax over t
                    "swag_toy.p"),
             number("toy.swag.loss", "0.518", "loss if ending 1 is right", _SWAG, MATH, "swag_toy.loss")]
 
-# --- Our own fine-tune: SST-2 and MRPC (bert_part4_finetune.py; reference logs part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt) ---
+# --- Our own fine-tune: SST-2 and MRPC (bert_part4_finetune.py; logs part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt) ---
 
 _FT_SST2 = "Our own fine-tune: SST-2 (reference log part4_sst2_stdout.txt)"
 # The FINAL lines: (task, lr) -> accuracy, correct, dev examples, F1, and the text's roundings in percent.
@@ -413,6 +413,17 @@ NUMBERS = {e.key: e for e in ENTRIES}
 def value(key):
     """The article's digits for one entry, as printed."""
     return NUMBERS[key].value
+
+
+# --- Published numbers the GLUE rooms print beside ours: not the article's, each with its source ---
+
+# The paper's BERT-base dev accuracies (Table 5; MNLI: matched), where it gives them: the article quotes SST-2's and MRPC's.
+PAPER_DEV_NUMBERS = {"sst2": value("sst2.paper_dev"), "mrpc": value("mrpc.paper_dev"), "mnli": "84.4", "qnli": "88.4"}
+HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
+HF_DEV_NUMBERS = {"cola": "MCC 56.53", "sst2": "accuracy 92.32", "mrpc": "F1 88.85, accuracy 84.07 (5 epochs)",
+                  "stsb": "Pearson 88.64, Spearman 88.48", "qqp": "F1 87.49, accuracy 90.71",
+                  "mnli": "accuracy 83.91/84.10 (matched/mismatched)", "qnli": "accuracy 90.66", "rte": "accuracy 65.70",
+                  "wnli": "accuracy 56.34 (5 epochs)"}
 
 
 # The article's own spread: the one job it ran twice, (task, lr) -> (low, high) of its two dev accuracies.

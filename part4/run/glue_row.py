@@ -31,7 +31,7 @@ from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.data.readers import TASKS, Sources, label_name, test_problems
 from part4.output.log import Report, fmt
 from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
-from part4.paper.article import PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
+from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
 from part4.run.records import (
     NameParts,
@@ -45,7 +45,7 @@ from part4.run.records import (
     runs_folder,
     unless_paper,
 )
-from part4.tasks.families import HF_DEV, MAJORITY_CLASS, QNLI_VERSION, paper_test_text
+from part4.tasks.families import MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
 
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out

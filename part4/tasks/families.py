@@ -30,7 +30,7 @@ from part4.data.readers import (
 )
 from part4.output.log import fmt
 from part4.output.results_files import write_atomic
-from part4.paper.article import PAPER_DEV, PAPER_SQUAD, PAPER_TEST
+from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
 from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics, predict_logits
@@ -108,7 +108,6 @@ class Family(Protocol):
 
 # --- GLUE's published numbers, printed beside ours ---
 
-HF_DEV = "Hugging Face text-classification README, bert-base-cased dev, batch 32, lr 2e-5, 3 epochs, one run"
 
 
 QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"

@@ -1,7 +1,7 @@
-"""SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD: the official JSON, the
-windows, the span targets, the span head by hand (`span_logits`), the batched span search, one question on the
-article's passage (`demo_one`, which bert_part4_squad.py and bert_part4_math.py print), and the dev set scored with the
-official metric (part4/tasks/squad_metric.py) over the tau sweep."""
+"""SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD (the official JSON is read in
+part4/data/readers.py): the windows, the span targets, the span head by hand (`span_logits`), the batched span
+search, one question on the article's passage (`demo_one`, which bert_part4_squad.py and bert_part4_math.py print),
+and the dev set scored with the official metric (part4/tasks/squad_metric.py) over the tau sweep."""
 
 import math
 import sys
