@@ -155,6 +155,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     from part4.models.devices import run_cli
     from part4.paper import article
     from part4.reproduction import experiments
+    from part4.reproduction import report as rules
     folder = save_tiny(str(tmp_path / "base"))
     monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])              # the name the results record, as run
     out = tmp_path / "r"
@@ -173,7 +174,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     toys = tmp_path / "toys"
     assert bm.main(["--only", "toys", "--results-dir", str(toys)]) == 0
     alone = json.loads((toys / "part4_math.json").read_text())
-    toy_blocks = report.BLOCKS[article.MATH]["toys"]
+    toy_blocks = rules.BLOCKS[article.MATH]["toys"]
     assert {k: r[k] for k in toy_blocks} == {k: alone[k] for k in toy_blocks}
 
     assert report.main(["--results-dir", str(out)]) == 0
