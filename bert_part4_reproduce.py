@@ -3,7 +3,7 @@ order, resumable, the reproduction report rebuilt after each.
 
     python bert_part4_reproduce.py --plan              # what it runs, the numbers each gives, its time here; then exits
     python bert_part4_reproduce.py                     # run it all, the report after each experiment
-    python bert_part4_reproduce.py --budget 2h         # the cheapest first, while their estimates fit in two hours
+    python bert_part4_reproduce.py --budget 2h         # in order, while their estimates fit in two hours
     python bert_part4_reproduce.py --models DIR --data ../shared/data        # offline: the models from a local mirror
     python bert_part4_reproduce.py --max-train-examples 32 --limit 50       # a quick pass: every experiment cut
     python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data \
@@ -21,8 +21,9 @@ so that it writes the same results files as by hand. Their estimates are measure
 times a few training steps and forward passes of each experiment's model at its shapes on this device
 (part4/reproduction/calibration.py, seconds on a small model; cached per device and model in the results folder, so that a
 second --plan is instant), times the experiment's size (its steps, windows, examples); while the pass runs, each
-estimate is scaled by how far the runs before it were off. The cheapest run first, so that the report fills early; an
-experiment that reads another's results runs after it (the math's tau is the SQuAD run's best).
+estimate is scaled by how far the runs before it were off. They run in the order they are declared, the article's
+(part4/reproduction/experiments.py: an experiment that reads another's results is declared after it; the math's tau
+is the SQuAD run's best).
 
 An experiment whose results file records the same command (the same models, by their fingerprint; data; cuts) is
 done, and skipped; a fine-tune stopped part-way resumes from its checkpoint when run again (the fine-tuning script's
@@ -48,7 +49,7 @@ from part4.command_line.errors import Fatal, Stopped, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
-from part4.reproduction import experiments, stand_in
+from part4.reproduction import estimates, experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -66,8 +67,9 @@ build_parser, parse_args = script_settings.reproduce_parser, script_settings.par
 # --- The inputs: the flags checked, the mirror's folders named ---
 
 def results_folder(given, models, building):
-    """--results-dir as given; else results/, or with --stand-in the --models folder's own results/ (ignored by git
-    with it: the stand-in's runs never land among the article's)."""
+    """--results-dir as given (None: not given; the parser leaves a flag not given None, its declared default comes
+    after); else results/, or with --stand-in the --models folder's own results/ (ignored by git with it: the
+    stand-in's runs never land among the article's)."""
     if given is not None or not (building and models):
         return given or "results"
     return os.path.join(models, STAND_IN_RESULTS)
@@ -143,14 +145,14 @@ def readable_time(seconds):
 
 def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}, {name: its estimate's
-    parts, experiments.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
+    parts, estimates.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
     model that cannot be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not
     cached) has none, and nothing of it is measured; units not in the cache are measured first
     (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet; names: how its
     lines name a model's folder)."""
-    cache_path = os.path.join(inputs.results_dir, experiments.CACHE)
+    cache_path = os.path.join(inputs.results_dir, estimates.CACHE)
     saved = read_json(cache_path) or {}
-    device = experiments.device_key(inputs.device)
+    device = estimates.device_key(inputs.device)
     cache = dict(saved.get(device) or {})
     off_hub = off_hub or {}
     blocked = {e.name: cannot_run(e, inputs, off_hub) for e in chosen}
@@ -158,25 +160,25 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     works += [work for step in steps if not step.built for _, work in experiments.build_size(step.build, inputs)]
     works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
     problems = {}
-    if any(experiments.work_key(w, cache) not in cache for w in works):
+    if any(estimates.work_key(w, cache) not in cache for w in works):
         start, load = time.perf_counter(), os.getloadavg()[0]
         cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable(),
                                    names=names)
-        cache[experiments.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
+        cache[estimates.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
                                          f"{readable_time(time.perf_counter() - start)} at load {load:.1f} on "
                                          f"{os.cpu_count()} cores")
         os.makedirs(inputs.results_dir, exist_ok=True)
         write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
     costs, why, parts = {}, {}, {}
     for e in chosen:
-        parts[e.name] = None if blocked[e.name] else experiments.parts(experiments.size(e, inputs), cache)
+        parts[e.name] = None if blocked[e.name] else estimates.parts(experiments.size(e, inputs), cache)
         costs[e.name] = None if parts[e.name] is None else sum(parts[e.name].values())
         if blocked[e.name]:
             why[e.name] = "; ".join(blocked[e.name])
         elif costs[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
     for step in steps:
-        parts[step.name] = {} if step.built else experiments.parts(experiments.build_size(step.build, inputs), cache)
+        parts[step.name] = {} if step.built else estimates.parts(experiments.build_size(step.build, inputs), cache)
         costs[step.name] = None if parts[step.name] is None else sum(parts[step.name].values())
         if costs[step.name] is None:
             why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
@@ -187,14 +189,14 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
 
 def room_work(grid, inputs):
     """The calibration's unit that says how many of a grid's runs fit on the device side by side."""
-    return experiments.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
+    return estimates.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
 
 
 def side_by_side_groups(order, asked, inputs, done):
     """[(the grid's runs to run, how many at a time, why that many)] of every grid with two or more runs not done:
     --side-by-side N (at most the runs), or auto: the room the calibration measured on the device (1 on the CPU)."""
-    cache = (read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
-        experiments.device_key(inputs.device)) or {}
+    cache = (read_json(os.path.join(inputs.results_dir, estimates.CACHE)) or {}).get(
+        estimates.device_key(inputs.device)) or {}
     out = []
     for grid in experiments.grids(order).values():
         runs = [e for e in grid if not done[e.name]]
@@ -203,7 +205,7 @@ def side_by_side_groups(order, asked, inputs, done):
         if asked != "auto":
             out.append((runs, min(asked, len(runs)), f"--side-by-side {asked}"))
             continue
-        fits = cache.get(experiments.work_key(room_work(grid, inputs), cache))
+        fits = cache.get(estimates.work_key(room_work(grid, inputs), cache))
         why = ("--side-by-side auto: the room is not measured" if fits is None else
                f"--side-by-side auto: {fits} fit on the device" if fits > 1 else
                "--side-by-side auto: one at a time on this device (on the CPU one run uses every core)")
@@ -246,7 +248,7 @@ def measured(works, device, cache, log, offline=False, names=None):
         proc = subprocess.Popen([sys.executable, "-m", "part4.reproduction.calibration", request], cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         for line in proc.stdout:
-            if line.rstrip("\n") == experiments.IMPORTED:       # a script's start: a process of python importing what they import
+            if line.rstrip("\n") == estimates.IMPORTED:       # a script's start: a process of python importing what they import
                 started = time.perf_counter() - start
                 continue
             log.say(line.rstrip("\n"))
@@ -254,25 +256,12 @@ def measured(works, device, cache, log, offline=False, names=None):
         if proc.wait() != 0:
             raise Fatal(f"the calibration failed: {last_line(err) or f'exit status {proc.returncode}'}")
         answer = read_json(request)
-    starts = {experiments.work_key(w, cache): started for w in works if w.kind == "start"}
+    starts = {estimates.work_key(w, cache): started for w in works if w.kind == "start"}
     return {**answer["cache"], **starts}, answer["problems"]
 
 
 def models_of(experiment, inputs):
     return [experiments.timed_model(hub_id, inputs) for _, hub_id in experiment.models]
-
-
-def in_order(chosen, costs):
-    """The cheapest first (done ones, not estimated, cost nothing; no estimate: last), then each experiment moved
-    after those whose results it reads."""
-    order = sorted(chosen, key=lambda e: (costs.get(e.name, 0) is None, costs.get(e.name, 0) or 0))
-    for e in list(order):
-        for name in e.after:
-            before = [x for x in order if x.name == name]
-            if before and order.index(e) < order.index(before[0]):
-                order.remove(e)
-                order.insert(order.index(before[0]) + 1, e)
-    return order
 
 
 # --- The plan ---
@@ -285,9 +274,9 @@ def show_plan(items, parts, *, why, done, inputs, log):
     costs = {name: None if p is None else sum(p.values()) for name, p in parts.items()}
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
-    log.say(f"The plan: {len(order)} experiments on {experiments.device_key(inputs.device)}")
-    calibrated = ((read_json(os.path.join(inputs.results_dir, experiments.CACHE)) or {}).get(
-        experiments.device_key(inputs.device)) or {}).get(experiments.CALIBRATED)
+    log.say(f"The plan: {len(order)} experiments on {estimates.device_key(inputs.device)}")
+    calibrated = ((read_json(os.path.join(inputs.results_dir, estimates.CACHE)) or {}).get(
+        estimates.device_key(inputs.device)) or {}).get(estimates.CALIBRATED)
     if calibrated:
         log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
                 f"model (a training step at the task's mean row length and a forward pass, each the quicker of two "
@@ -635,7 +624,8 @@ def main(argv=None):
     building = args.stand_in is not None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                  limit=args.limit, device=args.device,
-                                 results_dir=results_folder(args.results_dir, args.models, building)), building=building)
+                                 results_dir=results_folder(build_parser().parse_args(argv).results_dir, args.models,
+                                                            building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)
     inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
     log = opened_log(args.plan, inputs.results_dir, argv)
@@ -645,7 +635,7 @@ def main(argv=None):
     off_hub = hub_problems(chosen, inputs)
     costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub,
                                   names={mirror.base: f"{mirror.name} ({mirror.source})"} if mirror else None)
-    order = in_order(experiments.EXPERIMENTS, costs)
+    order = list(experiments.EXPERIMENTS)          # the article's order, as declared
     show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
     show_plan([*steps, *order], parts, why=why, done=done, inputs=inputs, log=log)
     groups = side_by_side_groups(order, args.side_by_side, inputs, done)

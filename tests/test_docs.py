@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT
 from test_report import parses
 
-import bert_part4_report as report
 from part4.command_line.errors import Fatal
+from part4.reproduction import report as rules
 
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -96,7 +96,7 @@ def test_the_readmes_statuses_are_the_reports_own():
     text = " ".join(read(README).split())
     listed = text.split("The statuses: ")[1].split(". From the committed results")[0]
     names = [re.sub(r"\s*\([^)]*\)", "", name).strip() for name in listed.split(";")]
-    assert sorted(names) == sorted(report.REPRODUCED + report.ORDER[1:])
+    assert sorted(names) == sorted(rules.REPRODUCED + rules.ORDER[1:])
 
 
 def test_the_first_screen_says_what_was_run_and_what_runs_without_the_hub():

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
 from part4.command_line import fine_tune_parser
+from part4.command_line.errors import Fatal
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches
 from part4.run import plan, training_run
@@ -165,11 +166,11 @@ def test_save_model_reloads_with_identical_logits_and_is_atomic(tiny_qa_dir, tmp
     def broken(*a, **k):
         raise OSError("disk full")
     monkeypatch.setattr(type(model), "save_pretrained", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(Fatal, match=r"never: not written \(disk full\); nothing half-written is left$"):
         training_run.save_model_folder(model, tok, str(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]              # no half-written folder left
-    with pytest.raises(OSError):
+    with pytest.raises(Fatal, match=r"saved: not written \(disk full\); nothing half-written is left$"):
         training_run.save_model_folder(model, tok, str(target))
     assert torch.equal(BertForQuestionAnswering.from_pretrained(str(target)).qa_outputs.weight, model.qa_outputs.weight)
 

@@ -269,7 +269,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise OSError("disk full")
     monkeypatch.setattr(zipfile.ZipFile, "write", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(Fatal, match=r"submission.zip: not written \(disk full\); nothing half-written is left$"):
         glue_row.write_submission(str(folder), rows, report)
     assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
     assert (folder / "submission.zip").read_bytes() == before

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_heads as heads
+from part4.command_line.errors import Fatal
 from part4.models.loading import new_head_parameters
 from part4.run.plan import run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
@@ -211,7 +212,7 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
     def broken_replace(a, b):
         raise OSError("disk full")
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(Fatal, match=r"x.json: not written \(disk full\); nothing half-written is left$"):
         write_atomic(str(path), "third")
     assert path.read_text() == "second" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
 

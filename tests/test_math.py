@@ -176,6 +176,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     import bert_part4_report as report
     from part4.paper import article
     from part4.reproduction import experiments
+    from part4.reproduction import report as rules
     from part4.run.plan import run_cli
     folder = save_tiny(str(tmp_path / "base"))
     monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])              # the name the results record, as run
@@ -195,7 +196,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     toys = tmp_path / "toys"
     assert bm.main(["--only", "toys", "--results-dir", str(toys)]) == 0
     alone = json.loads((toys / "part4_math.json").read_text())
-    toy_blocks = report.BLOCKS[article.MATH]["toys"]
+    toy_blocks = rules.BLOCKS[article.MATH]["toys"]
     assert {k: r[k] for k in toy_blocks} == {k: alone[k] for k in toy_blocks}
 
     assert report.main(["--results-dir", str(out)]) == 0

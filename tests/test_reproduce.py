@@ -2,7 +2,7 @@
 models under the article's Hub ids and the data of ../shared/data: the plan lists every experiment the report lists,
 each with its time; a quick pass runs them all and leaves no number not run yet; a second invocation runs nothing; a
 pass killed in a fine-tune resumes to the same numbers; a missing model fails its experiments alone; a budget runs
-the cheapest and names the rest. No timing is asserted: the machine may be busy."""
+in order while the estimates fit and names the rest. No timing is asserted: the machine may be busy."""
 
 import hashlib
 import json
@@ -23,7 +23,8 @@ import bert_part4_report as report
 import bert_part4_reproduce as reproduce
 from part4.command_line.errors import Fatal
 from part4.paper import article
-from part4.reproduction import experiments
+from part4.reproduction import estimates, experiments
+from part4.reproduction import report as rules
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -116,6 +117,34 @@ def test_a_stand_ins_results_never_go_into_the_articles_results(results_dir, tmp
                             f"{tmp_path / 'm' / 'results'}) or name a folder outside it")
 
 
+def test_an_experiment_added_to_the_declaration_is_planned_in_its_place(tmp_path, monkeypatch, capsys):
+    """Adding an experiment is one entry in the declared list, with its size (docs/reproduce.md): the plan lists every
+    experiment in the declared order, the new one in its place with its command and the estimate its size gives."""
+    toys = experiments.Experiment(name="toys", script=article.MATH, args=("--only", "toys"), needs="nothing; seconds",
+                                  size=lambda e, inputs: [(2, estimates.Work("start", article.MATH))])
+    declared = (experiments.EXPERIMENTS[0], toys, *experiments.EXPERIMENTS[1:])
+    monkeypatch.setattr(experiments, "EXPERIMENTS", declared)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")                     # the others read the Hub: no estimate here
+    monkeypatch.setattr(estimates, "device_key", lambda device: "this device")      # platform.processor() starts uname
+    cache = {estimates.work_key(estimates.Work("start", article.MATH), {}): 2.5}
+    (tmp_path / estimates.CACHE).write_text(json.dumps({"this device": cache}))
+    with pytest.raises(Fatal, match="HF_HUB_OFFLINE is set, so 8 experiments have no estimate"):
+        reproduce.main(["--plan", "--results-dir", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    planned = [line.split(". ", 1)[1].split("  ")[0] for line in lines if line[:2].strip().isdigit()]
+    assert planned == [e.name for e in declared]
+    at = lines.index(next(line for line in lines if line.startswith(" 2. toys ")))
+    assert "estimate 5.0 s " in lines[at] and lines[at + 1].strip() == (f"python bert_part4_math.py --only toys "
+                                                                      f"--results-dir {tmp_path}")
+
+
+def test_an_experiment_is_declared_after_those_whose_results_it_reads():
+    """The run order is the declared order: the math, which reads the SQuAD run's tau, is declared after it."""
+    names = [e.name for e in experiments.EXPERIMENTS]
+    assert [(a, e.name) for e in experiments.EXPERIMENTS for a in e.after] == [("squad", "math")]
+    assert all(names.index(a) < names.index(e.name) for e in experiments.EXPERIMENTS for a in e.after)
+
+
 def test_the_report_and_the_plan_read_one_list_of_commands(tmp_path):
     """Every command the report gives for a number not run yet is an experiment of the plan, and back."""
     assert report.main(["--results-dir", str(tmp_path)]) == 0
@@ -160,7 +189,7 @@ def test_without_the_hub_the_plan_answers_in_seconds_and_points_to_the_stand_in(
                                         f"it: {reproduce.STAND_IN_COMMAND} (docs/offline.md); or pass --models DIR, a folder "
                                         f"per Hub id (docs/reproduce.md)"]
     assert not any(word in done.stdout + done.stderr for word in ("Error", "Traceback", "couldn't connect"))
-    assert not (out / experiments.CACHE).exists()                     # nothing was measured
+    assert not (out / estimates.CACHE).exists()                     # nothing was measured
 
 
 @pytest.mark.slow
@@ -234,7 +263,7 @@ def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_article
     model is shown as another model's, cut or not, with its architecture beside the article's; none is counted on the
     article's models, none differs for no known reason, none is unusable for a layer the model does not have."""
     saved = json.loads((quick_pass[0] / report.REPORT_JSON).read_text())
-    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][report.UNVERIFIED_COUNT] == 0
+    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][rules.UNVERIFIED_COUNT] == 0
     assert ", 0 on the article's models, 0 on its checkpoints by name and architecture" in saved["summary"]
     needs_model = [r for r in saved["rows"] if article.NUMBERS[r["key"]].model]
     assert needs_model and {r["model"] for r in needs_model} == {"other"}
@@ -311,9 +340,9 @@ def test_a_missing_model_fails_its_experiments_and_the_rest_run(quick_pass, mirr
 
 @pytest.mark.slow
 @needs_shared_data
-def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_path):
+def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick_pass, mirror, tmp_path):
     """With the calibration cached, the estimates are the same numbers in every invocation: a budget that fits the
-    cheapest experiment and half the next runs that one alone."""
+    first experiment and half the next runs that one alone."""
     out = copied(quick_pass[0], tmp_path)
     for path in out.glob("part4_*"):
         path.unlink()
@@ -322,7 +351,7 @@ def test_a_budget_runs_the_cheapest_and_names_the_rest(quick_pass, mirror, tmp_p
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 limit=args.limit, device=args.device, results_dir=args.results_dir)
     costs, _, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
-    order = reproduce.in_order(experiments.EXPERIMENTS, costs)
+    order = experiments.EXPERIMENTS
     budget = costs[order[0].name] + costs[order[1].name] / 2
     done = run([*argv, "--budget", f"{budget:.6f}s"])
     assert done.returncode == 0, done.stderr
@@ -531,17 +560,17 @@ def test_an_estimate_is_the_sum_of_its_parts_and_checkpoints_come_by_the_clock(s
     """A fine-tune of 100 steps and 10 evaluations of 40 rows: its start (the script and the model loaded), its steps,
     its evaluations, and a checkpoint for every 10 minutes its steps and evaluations take (--checkpoint-every's
     default), at most one at each of the 9 evaluations between the first and the last."""
-    W, clock = experiments.Work, experiments.ByTheClock
+    W, clock = estimates.Work, estimates.ByTheClock
     works = [(1, W("start", "s.py")), (1, W("load", "m")), (100, W("train", "m", batch=32, length=50)),
              (400, W("forward", "m", batch=128, length=60)), (clock(9), W("checkpoint", "m"))]
     cache = {"start s.py": 3.0, "load m classifier": 1.5, "train m classifier 32x50": step,
              "forward m classifier 128x60, a row": 0.01, "checkpoint m classifier": 2.0}
-    found = experiments.parts(works, cache)
+    found = estimates.parts(works, cache)
     trained = 100 * step + 400 * 0.01
     assert checkpoints == min(9, int(trained // 600))
     assert found == pytest.approx({"start": 4.5, "steps": 100 * step, "evals": 4.0, "checkpoints": 2.0 * checkpoints})
-    assert experiments.seconds(works, cache) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
-    assert experiments.parts(works, {k: v for k, v in cache.items() if k != "checkpoint m classifier"}) is None
+    assert estimates.seconds(works, cache) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
+    assert estimates.parts(works, {k: v for k, v in cache.items() if k != "checkpoint m classifier"}) is None
 
 
 def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
@@ -552,7 +581,7 @@ def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
     kinds = {w.kind: (count, w) for count, w in works}
     assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 30
     assert kinds["forward"][0] == 20 * 4 and kinds["checkpoint"][0] == 2
-    assert isinstance(kinds["checkpoint"][0], experiments.ByTheClock)
+    assert isinstance(kinds["checkpoint"][0], estimates.ByTheClock)
 
 
 # --- A grid's runs side by side ---
@@ -570,8 +599,8 @@ def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_pa
     assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 2, inputs, done)] == \
         [(mrpc[1:], 2)]
     assert [n for _, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)] == [1]
-    key = experiments.work_key(reproduce.room_work(mrpc, inputs), {})
-    (tmp_path / experiments.CACHE).write_text(json.dumps({experiments.device_key("auto"): {key: 2}}))
+    key = estimates.work_key(reproduce.room_work(mrpc, inputs), {})
+    (tmp_path / estimates.CACHE).write_text(json.dumps({estimates.device_key("auto"): {key: 2}}))
     (runs, n, why), = reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)
     assert (runs, n) == (mrpc[1:], 2) and why == "--side-by-side auto: 2 fit on the device"
     done.update({e.name: "done" for e in mrpc[1:3]})

@@ -162,7 +162,9 @@ class ReproduceSettings:
                                  "SST-2, SQuAD v1.1 and v2.0 fine-tunes of it made here with bert_part4_finetune.py on "
                                  "--data (cut as the quick pass cuts; SQuAD on the part of each dev set cut off for "
                                  "training, the experiments scoring the other part); each folder says what it is in "
-                                 "part4_stand_in.json; models built before are kept. Needs --models and --data")
+                                 "part4_stand_in.json; models built before are kept. Needs --models and --data; its "
+                                 f"results go to the --models folder's {STAND_IN_RESULTS}/ unless --results-dir is "
+                                 "given (never inside the article's results/)")
     side_by_side: object = setting("auto", type=auto_or_whole, check=auto_or_positive, metavar="auto|N",
                                    help="the runs of a grid (MRPC's four learning rates) as N processes at a time on the "
                                         "one device, each with its own results file (on the CPU each with its share of "
@@ -170,15 +172,13 @@ class ReproduceSettings:
                                         "(measured by the calibration), 1 on the CPU, where one run already uses every "
                                         "core (docs/benchmarks.md)")
     device: str = shared("device")
-    results_dir: str = setting(help="the results folder: where each experiment writes its logs, JSON and plots, and "
-                                    "the report is rebuilt (default: results/; with --stand-in, the --models folder's "
-                                    f"{STAND_IN_RESULTS}/, apart from the article's results/)")
+    results_dir: str = shared("results_dir")
 
 
 def reproduce_parser():
     return parser_for(ReproduceSettings, "Part 4, the whole article: every experiment that gives the article's numbers "
-                                         "(the report's commands), with its time on this device, run in order, the "
-                                         "cheapest first; done ones skipped, a stopped fine-tune resumed; the report "
+                                         "(the report's commands), with its time on this device, run in the "
+                                         "article's order; done ones skipped, a stopped fine-tune resumed; the report "
                                          "(results/REPRODUCTION.md) rebuilt after each.")
 
 

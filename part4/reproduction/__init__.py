@@ -1,5 +1,8 @@
 """The whole article in one command (bert_part4_reproduce.py) and the report's commands:
 
-    experiments   the experiments that give the article's numbers: each one command, its numbers, its inputs, its size
+    experiments   the whole article, declared: each experiment in the article's order, its command, its numbers, its
+                  inputs, how its size is measured
+    estimates     the estimator: a size in seconds on this device, from the units the calibration measured
     calibration   the units of work an experiment does, measured on this device, for the plan's estimates
-    stand_in      the article's four models made here from a small BERT, for a machine without the Hub"""
+    stand_in      the article's four models made here from a small BERT, for a machine without the Hub
+    report        the report's rules (bert_part4_report.py): each number of the article beside ours, with its status"""

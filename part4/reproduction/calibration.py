@@ -1,4 +1,4 @@
-"""The calibration: each unit of work an experiment does (part4/reproduction/experiments.py's Work) measured on this device, with
+"""The calibration: each unit of work an experiment does (part4/reproduction/estimates.py's Work) measured on this device, with
 the experiment's own model at its own shapes, short enough that a first --plan answers in seconds: a script's process
 starting (this process's own start, to the scripts imported: IMPORTED, timed by bert_part4_reproduce.py), a model
 loaded (once), a training step and a forward pass (each warm: one untimed, then the quicker of two timed, the one a
@@ -24,7 +24,7 @@ from part4.command_line.errors import not_a_script
 from part4.models.loading import pick_device
 from part4.output.results_files import read_json, write_atomic
 from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
-from part4.reproduction.experiments import IMPORTED, Work, length_key, work_key
+from part4.reproduction.estimates import IMPORTED, Work, length_key, work_key
 
 REPEATS = 2              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
 TOKENS = 2048            # tokens of a measured step or forward pass on the CPU (at least ROWS rows), scaled to the

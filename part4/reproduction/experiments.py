@@ -1,23 +1,26 @@
-"""The experiments that give the article's numbers, one home for the report's commands and bert_part4_reproduce.py's
-plan: each is one command of a script, with the article's numbers it gives, the models and data it reads (and the
-flags that take them), the flags that cut it for a quick pass, and its size (model loads, training steps, rows
-through the model) from which its time on a device is estimated (part4/reproduction/calibration.py measures one of each). No
-torch here: the report and --help read it at once."""
+"""The whole article, declared: the experiments that give its numbers, in the article's order (the order they run
+in), each one command of a script with the article's numbers it gives (part4/paper/article.py's entries of its
+script), the models and data it reads (and the flags that take them), the flags that cut it for a quick pass, and how
+its size is measured (size: its model loads, training steps and rows through the model, in the units of
+part4/reproduction/estimates.py, which turns a size into seconds on a device). One home for the report's commands and
+bert_part4_reproduce.py's plan. No torch here: the report and --help read it at once.
+
+Adding an experiment: its numbers in part4/paper/article.py (each entry names its script), then one Experiment in
+EXPERIMENTS, in its place in the article, with its size (docs/reproduce.md, "Adding an experiment")."""
 
 import csv
 import json
 import math
 import os
-import platform
 import sys
 from dataclasses import dataclass
 
 from part4.command_line.errors import not_a_script
-from part4.command_line.fine_tune_settings import Settings
-from part4.output.results_files import fingerprint, portable, read_json
+from part4.output.results_files import portable, read_json
 from part4.paper import article
 from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
 from part4.reproduction import stand_in
+from part4.reproduction.estimates import ByTheClock, Work
 
 
 @dataclass(frozen=True)
@@ -31,34 +34,172 @@ class Experiment:
     needs: str = ""        # what it needs, in words
     after: tuple = ()      # the experiments whose results it reads: it runs after them
     scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
+    size: object = None    # size(experiment, inputs) -> [(count, Work)]: the work it does, how its time is estimated
 
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where the experiments read and write, and how far a quick pass cuts them; None: the default (the Hub)."""
+    models: str = None                # a folder of one sub-folder per Hub id (--models)
+    data: str = None                  # a folder laid out as ../shared/data (--data)
+    max_train_examples: int = None    # fine-tunes: only the first N training examples
+    limit: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
+    device: str = "auto"
+    results_dir: str = "results"
+    stand_in: str = None              # the --models folder is a stand-in mirror built from this model's folder
+
+
+# --- How an experiment's size is measured: the work it does, counted on the data it reads ---
+
+# What the scripts do besides their data, counted from their code (a handful of rows each).
+HEADS_LOADS, HEADS_ROWS = 3, 12          # bert_part4_heads.py: the encoder under three heads, a few sentences each
+DEMO_ROWS = 6                            # bert_part4_squad.py --only demo: the article's questions, one window each
+MATH_ROWS = 12                           # bert_part4_math.py: the two SST-2 sentences, the gold-span and s_null rows
+FLOW_QUESTIONS = 100                     # bert_part4_math.py --flow-questions (its default)
+SHORT = 64                               # the length of those sentences' rows, at most
+# The article's sizes, where the data comes from the Hub: (training rows, dev rows) of its GLUE files, SQuAD dev
+# questions, and windows per question (10,753 windows over 10,570 questions).
+HUB_GLUE = {"sst2": (67349, 872), "mrpc": (3668, 408)}
+HUB_SQUAD = {"squad/dev-v1.1.json": int(article.value("v1.dev.n")), "squad/dev-v2.0.json": int(article.value("v2.dev.n"))}
+WINDOWS_PER_QUESTION = int(article.value("v1.dev.windows")) / int(article.value("v1.dev.n"))
+
+
+def tsv_rows(path):
+    with open(path, encoding="utf-8", newline="") as f:
+        return sum(1 for _ in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)) - 1
+
+
+def squad_questions(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
+
+
+def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
+    """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
+    --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
+    return steps // eval_every(evals, steps, cut) + 1
+
+
+def fine_tune_size(task, inputs, model):
+    """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed: its
+    start, its steps, its evaluations and the checkpoints its length lets the clock write."""
+    folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[task]) if inputs.data else None
+    local = folder and all(os.path.isfile(os.path.join(folder, f)) for f in ("train.tsv", "dev.tsv"))
+    n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
+                      if local else HUB_GLUE[task])
+    n_train = min(n_train, inputs.max_train_examples or n_train)
+    n_dev = min(n_dev, inputs.limit or n_dev)
+    steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
+    train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
+    dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
+    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None)
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),
+            (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
+            (n_dev * evals, Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts)),
+            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model))]
+
+
+def squad_size(experiment, inputs):
+    """SQuAD's work: its start, and for each dev set its model loaded and its windows' forward passes (questions x
+    the article's windows per question, 384 tokens; the demo's few)."""
+    out = [(1, Work("start", article.SQUAD))]
+    for (_, hub_id), (flag, relative) in zip(experiment.models, experiment.data):
+        path = data_file(experiment, flag, relative, inputs)
+        n = squad_questions(path) if path and os.path.isfile(path) else HUB_SQUAD[relative]
+        windows = math.ceil(min(n, inputs.limit or n) * WINDOWS_PER_QUESTION) + DEMO_ROWS
+        model = timed_model(hub_id, inputs)
+        out += [(1, Work("load", model, "span")),
+                (windows, Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
+    return out
+
+
+SQUAD_TEXTS = ("question", "context")   # a SQuAD row's text: the question, then its passage (a window of it)
+
+
+def build_size(build, inputs):
+    """[(count, Work)]: the work of making one model of a stand-in mirror (part4/reproduction/stand_in.py's Build) from
+    inputs.stand_in: nothing for the base, copied; a fine-tune's steps and dev evaluations, as an experiment's (SQuAD:
+    its windows, questions x the article's windows per question; a training row as long as the training file's rows
+    are, cut to 384 tokens; the evaluation's windows padded to 384)."""
+    if build.task is None:
+        return []
+    model = inputs.stand_in
+    if build.task == "sst2":
+        return fine_tune_size(build.task, inputs, model)
+    recipe = RECIPES[build.task]
+    train, dev = data_path(build.trained_on, inputs), data_path(build.held_out, inputs)
+    n_train = squad_questions(train)
+    n_dev = squad_questions(dev)
+    n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
+    steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
+    evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
+            (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
+            (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
+             Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN)),
+            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model, "span"))]
+
+
+def fine_tune_experiment_size(experiment, inputs):
+    """A fine-tune experiment's work: its GLUE task's (fine_tune_size), on bert-base-uncased's model as timed."""
+    return fine_tune_size(experiment.args[0], inputs, timed_model(article.BERT, inputs))
+
+
+def heads_size(experiment, inputs):
+    """The heads' work: its start, the encoder loaded under three heads, a few short rows through each."""
+    model = timed_model(article.BERT, inputs)
+    return [(1, Work("start", article.HEADS)), (HEADS_LOADS, Work("load", model)),
+            (HEADS_ROWS, Work("forward", model, batch=4, length=SHORT))]
+
+
+def math_size(experiment, inputs):
+    """The math's work: its start, its three models loaded, the SST-2 sentences and the span rows (the attention
+    flow's questions, the gold-span and s_null rows) through them."""
+    sst2, squad, squad2 = (timed_model(hub_id, inputs) for _, hub_id in experiment.models)
+    return [(1, Work("start", article.MATH)), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
+            (1, Work("load", squad2, "span")), (MATH_ROWS, Work("forward", sst2, batch=2, length=SHORT)),
+            (FLOW_QUESTIONS + MATH_ROWS, Work("forward", squad, "span", batch=1, length=MAX_LEN))]
+
+
+def size(experiment, inputs):
+    """[(count, Work)]: the work the experiment does, as its declaration measures it (its size), on the data it reads
+    (its files counted where they are local, the article's sizes where they come from the Hub), cut as inputs cut it."""
+    return experiment.size(experiment, inputs)
+
+
+# --- The experiments, in the article's order, the order they run in ---
+# The heads ("Checking the formula in code"), the fine-tunes ("Our own fine-tune": SST-2, then MRPC's four rates), the
+# span search ("SQuAD v1.1: running it" to "Choosing tau"), then the math, whose numbers stand all through the article
+# and whose tau is the SQuAD run's best (after). One command per results file: bert_part4_squad.py writes one
+# part4_squad.json whichever parts it runs, and bert_part4_math.py one part4_math.json, so that a part run alone
+# would replace the others' numbers.
 
 def fine_tune_experiment(task, lr, needs):
     return Experiment(name=f"{task} {lr_tag(lr)}", script=article.FINETUNE, args=(task, lr_tag(lr)),
                       models=(("--model", article.BERT),), data=(("--data-dir", "glue_data"),),
                       cuts=(("--max-train-examples", "max_train_examples"), ("--max-dev-examples", "limit")),
-                      needs=f"the Hub ({article.BERT}, GLUE); {needs}")
+                      needs=f"the Hub ({article.BERT}, GLUE); {needs}", size=fine_tune_experiment_size)
 
 
-# One command per results file: bert_part4_squad.py writes one part4_squad.json whichever parts it runs, and
-# bert_part4_math.py one part4_math.json, so that a part run alone would replace the others' numbers.
 EXPERIMENTS = (
     Experiment(name="heads", script=article.HEADS, models=(("--model", article.BERT),),
-               needs=f"the Hub ({article.BERT}); a CPU, seconds"),
+               needs=f"the Hub ({article.BERT}); a CPU, seconds", size=heads_size),
     fine_tune_experiment("sst2", RECIPES["sst2"].lr, "a GPU, about an hour"),
     *(fine_tune_experiment("mrpc", lr, "a GPU, minutes (a CPU: hours)") for lr in GRIDS["glue"]["lr"]),
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
                cuts=(("--limit", "limit"),), scored_by=(("--v1-data", article.SQUAD_V1), ("--v2-data", article.SQUAD_V2)),
-               needs="the Hub (both SQuAD checkpoints and dev sets); a GPU, about 20 minutes (a CPU: hours)"),
+               needs="the Hub (both SQuAD checkpoints and dev sets); a GPU, about 20 minutes (a CPU: hours)",
+               size=squad_size),
     Experiment(name="math", script=article.MATH,
                models=(("--sst2-model", article.SST2), ("--squad-model", article.SQUAD_V1),
                        ("--squad2-model", article.SQUAD_V2)),
                data=(("--flow-data", "squad/dev-v1.1.json"),), after=("squad",),     # its tau: the squad run's best
                scored_by=(("--flow-data", article.SQUAD_V1),),
                needs="the Hub (the three public checkpoints; the toy sections alone, --only toys: nothing); a CPU, "
-                     "minutes"),
+                     "minutes", size=math_size),
 )
 BY_NAME = {e.name: e for e in EXPERIMENTS}
 
@@ -94,18 +235,6 @@ def sections_of(experiment):
     for entry in numbers_of(experiment):
         out[entry.where] = out.get(entry.where, 0) + 1
     return out
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """Where the experiments read and write, and how far a quick pass cuts them; None: the default (the Hub)."""
-    models: str = None                # a folder of one sub-folder per Hub id (--models)
-    data: str = None                  # a folder laid out as ../shared/data (--data)
-    max_train_examples: int = None    # fine-tunes: only the first N training examples
-    limit: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
-    device: str = "auto"
-    results_dir: str = "results"
-    stand_in: str = None              # the --models folder is a stand-in mirror built from this model's folder
 
 
 def model_path(hub_id, inputs):
@@ -241,215 +370,6 @@ def model_kind_problem(hub_id, inputs):
     held = f"{', '.join(names)} with {labels} labels" if any(n.endswith(needed[1]) for n in names) else \
         ", ".join(names) or "no architectures in its config.json"
     return f"{model_path(hub_id, inputs)} holds {held}, not {needed[0]}: not a model of the kind {hub_id} is"
-
-
-# --- Its size: the work it does, in units measured once on the device ---
-
-@dataclass(frozen=True)
-class Work:
-    """A unit of work measured on the device (part4/reproduction/calibration.py): kind "start" (a script's process
-    starting: python and the script's imports; model: the script), "load" (a model and its tokenizer read), "train"
-    (one optimiser step on `batch` rows of `length` tokens, warm: timed at a few widths around it, each after an
-    untimed step), "forward" (one row's share of a forward pass of `batch` rows of `length` tokens) or "checkpoint"
-    (a fine-tune's resume checkpoint written: the model and AdamW's two moments); or "room", not a time: how many
-    fine-tunes of the model fit on the device side by side (bert_part4_reproduce.py --side-by-side auto). head: the model's head
-    ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`: padded, a
-    batch's longest row (an evaluation); else a row's own (a padding-free training step, the default)."""
-    kind: str
-    model: str = ""
-    head: str = "classifier"
-    batch: int = 1
-    length: int = None
-    texts: tuple = ()
-    padded: bool = True
-
-
-# The parts of a run its estimate is the sum of, as the plan prints them: each kind of work in one part.
-PARTS = {"start": "start", "load": "start", "train": "steps", "forward": "evals", "checkpoint": "checkpoints"}
-CHECKPOINT_EVERY = Settings().checkpoint_every   # bert_part4_finetune.py --checkpoint-every's default, in seconds
-
-
-class ByTheClock(int):
-    """The count of a fine-tune's checkpoints: at most one at each evaluation between its first (before training) and
-    its last (this many), and only once --checkpoint-every's default has passed since the run started or its last
-    checkpoint (part4/run/training_run.py TrainingRun.decide): its steps' and evaluations' seconds decide how many."""
-
-
-# What the scripts do besides their data, counted from their code (a handful of rows each).
-HEADS_LOADS, HEADS_ROWS = 3, 12          # bert_part4_heads.py: the encoder under three heads, a few sentences each
-DEMO_ROWS = 6                            # bert_part4_squad.py --only demo: the article's questions, one window each
-MATH_ROWS = 12                           # bert_part4_math.py: the two SST-2 sentences, the gold-span and s_null rows
-FLOW_QUESTIONS = 100                     # bert_part4_math.py --flow-questions (its default)
-SHORT = 64                               # the length of those sentences' rows, at most
-# The article's sizes, where the data comes from the Hub: (training rows, dev rows) of its GLUE files, SQuAD dev
-# questions, and windows per question (10,753 windows over 10,570 questions).
-HUB_GLUE = {"sst2": (67349, 872), "mrpc": (3668, 408)}
-HUB_SQUAD = {"squad/dev-v1.1.json": int(article.value("v1.dev.n")), "squad/dev-v2.0.json": int(article.value("v2.dev.n"))}
-WINDOWS_PER_QUESTION = int(article.value("v1.dev.windows")) / int(article.value("v1.dev.n"))
-
-
-def tsv_rows(path):
-    with open(path, encoding="utf-8", newline="") as f:
-        return sum(1 for _ in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)) - 1
-
-
-def squad_questions(path):
-    with open(path, encoding="utf-8") as f:
-        return sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
-
-
-def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
-    """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
-    --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
-    return steps // eval_every(evals, steps, cut) + 1
-
-
-def fine_tune_size(task, inputs, model):
-    """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed: its
-    start, its steps, its evaluations and the checkpoints its length lets the clock write."""
-    folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[task]) if inputs.data else None
-    local = folder and all(os.path.isfile(os.path.join(folder, f)) for f in ("train.tsv", "dev.tsv"))
-    n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
-                      if local else HUB_GLUE[task])
-    n_train = min(n_train, inputs.max_train_examples or n_train)
-    n_dev = min(n_dev, inputs.limit or n_dev)
-    steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
-    train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
-    dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
-    length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
-    evals = estimated_evaluations(steps, inputs.max_train_examples is not None)
-    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),
-            (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
-            (n_dev * evals, Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts)),
-            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model))]
-
-
-def squad_size(inputs):
-    out = [(1, Work("start", article.SQUAD))]
-    for (_, hub_id), (flag, relative) in zip(BY_NAME["squad"].models, BY_NAME["squad"].data):
-        path = data_file(BY_NAME["squad"], flag, relative, inputs)
-        n = squad_questions(path) if path and os.path.isfile(path) else HUB_SQUAD[relative]
-        windows = math.ceil(min(n, inputs.limit or n) * WINDOWS_PER_QUESTION) + DEMO_ROWS
-        model = timed_model(hub_id, inputs)
-        out += [(1, Work("load", model, "span")),
-                (windows, Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
-    return out
-
-
-SQUAD_TEXTS = ("question", "context")   # a SQuAD row's text: the question, then its passage (a window of it)
-
-
-def build_size(build, inputs):
-    """[(count, Work)]: the work of making one model of a stand-in mirror (part4/reproduction/stand_in.py's Build) from
-    inputs.stand_in: nothing for the base, copied; a fine-tune's steps and dev evaluations, as an experiment's (SQuAD:
-    its windows, questions x the article's windows per question; a training row as long as the training file's rows
-    are, cut to 384 tokens; the evaluation's windows padded to 384)."""
-    if build.task is None:
-        return []
-    model = inputs.stand_in
-    if build.task == "sst2":
-        return fine_tune_size(build.task, inputs, model)
-    recipe = RECIPES[build.task]
-    train, dev = data_path(build.trained_on, inputs), data_path(build.held_out, inputs)
-    n_train = squad_questions(train)
-    n_dev = squad_questions(dev)
-    n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
-    steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
-    evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
-    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
-            (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
-            (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
-             Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN)),
-            (ByTheClock(max(0, evals - 2)), Work("checkpoint", model, "span"))]
-
-
-def size(experiment, inputs):
-    """[(count, Work)]: the work the experiment does, on the data it reads (its files counted where they are local,
-    the article's sizes where they come from the Hub), cut as inputs cut it."""
-    if experiment.script == article.FINETUNE:
-        return fine_tune_size(experiment.args[0], inputs, timed_model(article.BERT, inputs))
-    if experiment.script == article.SQUAD:
-        return squad_size(inputs)
-    if experiment.script == article.HEADS:
-        model = timed_model(article.BERT, inputs)
-        return [(1, Work("start", article.HEADS)), (HEADS_LOADS, Work("load", model)),
-                (HEADS_ROWS, Work("forward", model, batch=4, length=SHORT))]
-    sst2, squad, squad2 = (timed_model(hub_id, inputs) for _, hub_id in experiment.models)
-    return [(1, Work("start", article.MATH)), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
-            (1, Work("load", squad2, "span")), (MATH_ROWS, Work("forward", sst2, batch=2, length=SHORT)),
-            (FLOW_QUESTIONS + MATH_ROWS, Work("forward", squad, "span", batch=1, length=MAX_LEN))]
-
-
-# --- Its estimate: the measured seconds of each unit, from the calibration cache, times its count ---
-
-CACHE = "reproduce_calibration.json"     # in the results folder: {device: {unit: seconds, or a length in tokens}}
-IMPORTED = "(the scripts imported)"      # the calibration's first line: its process has imported what the scripts import
-CALIBRATED = "calibrated"                # ... and under this key, when the units were measured, how long, at what load
-
-
-def device_key(device):
-    """The device as the cache names it: the --device asked for, on this machine (its name and processor)."""
-    cpu = platform.processor() or platform.machine()
-    if os.path.isfile("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return f"--device {device} on {platform.node()} ({cpu}, {os.cpu_count()} cores)"
-
-
-def length_key(work):
-    """The measured length of a work's rows: its texts (a file, by name and size) batched as it batches them."""
-    path, columns = work.texts
-    return (f"length {model_key(work.model)} {os.path.basename(path)}:{os.path.getsize(path)} {'+'.join(columns)} "
-            f"batch {work.batch} {'padded' if work.padded else 'real tokens'}")
-
-
-def work_key(work, cache):
-    """The name of a unit in the cache, or None while the length of its rows is not measured yet."""
-    if work.kind == "start":
-        return f"start {work.model}"
-    if work.kind in ("load", "checkpoint", "room"):
-        return f"{work.kind} {model_key(work.model)} {work.head}"
-    length = cache.get(length_key(work)) if work.texts else work.length
-    if length is None:
-        return None
-    shape = f"{work.batch}x{length}" if work.kind == "train" else f"{work.batch}x{length}, a row"
-    return f"{work.kind} {model_key(work.model)} {work.head} {shape}"
-
-
-def estimate(experiment, inputs, cache):
-    """The experiment's seconds on the device: each unit's measured seconds times its count; None where a unit is
-    not measured (its model could not be calibrated)."""
-    return seconds(size(experiment, inputs), cache)
-
-
-def seconds(works, cache):
-    """[(count, Work)] in seconds on the device, from the cache; None where a unit is not measured."""
-    spent = parts(works, cache)
-    return None if spent is None else sum(spent.values())
-
-
-def parts(works, cache):
-    """{part: seconds} of [(count, Work)] on the device (PARTS: start, steps, evals, checkpoints), from the cache; None
-    where a unit is not measured. A checkpoint's count is ByTheClock: one for every CHECKPOINT_EVERY seconds of the
-    run's steps and evaluations, at most ByTheClock's count."""
-    out = {}
-    for count, work in works:
-        key = work_key(work, cache)
-        if key not in cache:
-            return None
-        if isinstance(count, ByTheClock):
-            count = min(count, int((out.get("steps", 0) + out.get("evals", 0)) // CHECKPOINT_EVERY))
-        out[PARTS[work.kind]] = out.get(PARTS[work.kind], 0.0) + count * cache[key]
-    return out
-
-
-def model_key(model):
-    """A model as the calibration cache names it: a Hub id as it is, a folder by its name and fingerprint (the same
-    weights, the same measurements, wherever the folder is)."""
-    if os.path.isdir(model) and os.path.isfile(os.path.join(model, "config.json")):
-        return f"{os.path.basename(os.path.normpath(model))}@{fingerprint(model)}"
-    return model
 
 
 if __name__ == "__main__":
