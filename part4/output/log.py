@@ -1,8 +1,8 @@
 """What the scripts print: the log (each line printed and kept, then written with the numbers it is given as
-results/<name>.log and .json, each atomically, with the command line, the device, the seconds and the library versions),
-how a line is formatted (scores with two decimals, a list as the article prints it, the article's number labelled beside
-ours), and the plots, drawn to files when matplotlib is installed. The fine-tuning command's own lines are part4/run/'s,
-a family's part4/tasks/families.py's, each script's the script's."""
+results/<name>.log and .json, each atomically, with the command line, the device, the seconds and the library
+versions), how a line is formatted (a score in points with two decimals, 88.50, a list as the article prints it, the
+article's number labelled beside ours), and the plots, drawn to files when matplotlib is installed. The fine-tuning
+command's own lines are part4/run/'s, a family's part4/tasks/families.py's, each script's the script's."""
 
 import json
 import os
