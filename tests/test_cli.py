@@ -153,6 +153,7 @@ def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(st
     points = [s for s in range(1, steps + 1) if s % cut == 0 or s == steps]
     assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
     assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full
+    assert recipe.evaluations_made(steps, cut) == len(points)        # what the preamble and the cost line say
 
 
 def test_a_cut_run_says_how_often_it_evaluates(tiny_bert_dir, tmp_path):
@@ -173,6 +174,10 @@ def test_a_cut_run_says_how_often_it_evaluates(tiny_bert_dir, tmp_path):
     given = ft.main(common + ["--data-dir", cut_dir, "--max-train-examples", "80", "--evals", "30", "--results-dir",
                               str(tmp_path / "c")])
     assert given == 0 and len(json.loads((tmp_path / "c" / "part4_sst2_lr1e-3_bs8.json").read_text())["curve"]) == 30
+    assert ft.main(common + ["--data-dir", cut_dir, "--max-train-examples", "88", "--results-dir", str(tmp_path / "d")]) == 0
+    uneven = json.loads((tmp_path / "d" / "part4_sst2_lr1e-3_bs8.json").read_text())   # 33 steps: every 10, and the last
+    assert [c["step"] for c in uneven["curve"]] == [10, 20, 30, 33]
+    assert "a dev evaluation every 10 steps, 4 in all," in (tmp_path / "d" / "part4_sst2_lr1e-3_bs8.log").read_text()
 
 
 def test_the_recorded_command_line_says_what_happened(tiny_bert_dir, tmp_path):

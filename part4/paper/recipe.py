@@ -59,6 +59,12 @@ def eval_every(evals, steps, cut):
     return max(every, min(CUT_EVAL_EVERY, steps)) if cut else every
 
 
+def evaluations_made(steps, every):
+    """The dev evaluations a run of `steps` steps makes at one every `every` steps: at each multiple of every, and at
+    its last step when that is not one (15 steps, every 10: at steps 10 and 15, 2)."""
+    return -(-steps // every)
+
+
 def lr_tag(lr):
     """2e-05 -> '2e-5', 2.5e-05 -> '2.5e-5': the learning rate as the article's file names write it."""
     mantissa, exponent = f"{lr:e}".split("e")

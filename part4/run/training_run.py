@@ -38,7 +38,7 @@ from part4.paper.article import (
     PAPER_OPTIMISER,
     article_final,
 )
-from part4.paper.recipe import eval_every, lr_tag
+from part4.paper.recipe import eval_every, evaluations_made, lr_tag
 from part4.run.checkpoint_files import Checkpoint
 from part4.run.packing import is_padding_free, padding_free_problem, with_real_tokens
 from part4.run.records import article_setting, checkpoint_path, model_folders, recorded_command, run_name, run_settings
@@ -146,7 +146,7 @@ class TrainingRun:
                 torch.cuda.synchronize(self.device)
             step = time.perf_counter() - start
         self.model.zero_grad(set_to_none=True)
-        evals = self.steps // self.eval_every + (self.steps % self.eval_every > 0)
+        evals = evaluations_made(self.steps, self.eval_every)
         total = self.steps * step + evals * evaluation
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         peak = (torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else
@@ -463,7 +463,8 @@ def cut_lines(config, data, *, steps, every, job):
     flags = [flag for flag, n in c.cuts.items() if n]
     lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
     if every != eval_every(job.evals, steps, cut=False):
-        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {steps // every} in all, not the recipe's "
+        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {evaluations_made(steps, every)} in all, "
+                     f"not the recipe's "
                      f"{job.evals}, which are for full runs; --evals sets them)")
     return lines
 
