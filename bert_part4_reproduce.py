@@ -45,6 +45,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from part4.command_line import script_settings
+from part4.command_line.declarations import readable_time
 from part4.command_line.errors import Fatal, Stopped, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
@@ -128,17 +129,6 @@ def opened_log(plan, results_dir, argv):
     log = Log(os.path.join(results_dir, LOG))
     log.say(f"python bert_part4_reproduce.py {shlex.join(argv)}   ({time.strftime('%Y-%m-%d %H:%M:%S')})")
     return log
-
-
-def readable_time(seconds):
-    """Seconds as a reader wants them: '40 s', '12 min', '3.4 h', '2.1 days'."""
-    if seconds is None:
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
 
 
 # --- The estimates: each experiment's size times the units measured on this device ---
@@ -281,7 +271,7 @@ def show_plan(items, parts, *, why, done, inputs, log):
         log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
                 f"model (a training step at the task's mean row length and a forward pass, each the quicker of two "
                 f"after a warm-up, on rows of 2,048 tokens (8 at least) scaled to the batch on a CPU; a model loaded; "
-                f"a script's start; a checkpoint written), calibrated {calibrated}")
+                f"a script's start, as the imports of every script timed once; a checkpoint written), calibrated {calibrated}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else

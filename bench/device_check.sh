@@ -3,7 +3,7 @@
 # the repository root with ../shared/data beside it; everything goes under $OUT (default /tmp/device_check), each
 # figure as lines of $OUT/figures.txt (and on stdout), each step's whole output in its own file beside it:
 #   0. a BERT-base-shape mirror with random weights under the article's four Hub ids (the real vocab)
-#   1. bert_part4_reproduce.py on the mirror and the real data: the whole article, the cheapest first while the
+#   1. bert_part4_reproduce.py on the mirror and the real data: the whole article, in its order while the
 #      estimates fit in the time left after the benchmarks' (--budget), --side-by-side auto; each experiment's
 #      estimate beside its time, and the parts of each estimate
 #   2. bench/finetune_speed.py on SST-2: every way warmed, two rounds (CUDA's default), host and device time a step
@@ -53,7 +53,7 @@ say "0. mirror (rc $?): $(du -sh "$OUT/mirror" | cut -f1) in $(( $(date +%s) - T
 BASE="$OUT/mirror/bert-base-uncased"
 BENCHES=$(( LIMITS[0] + LIMITS[1] + LIMITS[2] ))     # the benchmarks' time, kept after the article's
 
-# 1. The whole article on the mirror: the cheapest first while the estimates fit in the time left (the benchmarks'
+# 1. The whole article on the mirror: in the article's order while the estimates fit in the time left (the benchmarks'
 #    time kept, and a minute for the calibration and the report), stopped cleanly by SIGTERM whatever the estimates said
 T=$(date +%s)
 BUDGET=$(( $(left) - BENCHES - 60 ))

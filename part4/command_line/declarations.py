@@ -102,6 +102,17 @@ def shown_duration(seconds):
     return f"{seconds / DURATION_UNITS[unit]:g}{unit}"
 
 
+def readable_time(seconds):
+    """Seconds as a reader wants them: '40 s', '12 min', '3.4 h', '2.1 days'."""
+    if seconds is None:
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
 RUN, TABLE = "run", "table"     # where a results file records a setting: with each run's settings, with a table's
 
 

@@ -339,10 +339,7 @@ def all_agree(processes, work):
         error, result = (str(e), e.code), None
     except OSError as e:                              # an unreadable file: as clear as any other bad input
         error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
-    if processes.world > 1:
-        errors = [None] * processes.world
-        dist.all_gather_object(errors, error)
-        error = next((e for e in errors if e), None)
+    error = next((e for e in gather(processes, error) if e), None)
     if error:
         raise Fatal(error[0], error[1])
     return result

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from part4.command_line.declarations import shown_duration
+from part4.command_line.declarations import readable_time, shown_duration
 from part4.command_line.errors import Fatal, Stopped
 from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
@@ -91,7 +91,7 @@ class TrainingRun:
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
         self.eval_every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
-        weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())     # bytes, as saved
+        self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, 3 * weights, "a resume checkpoint (the model, AdamW's two moments)"),
                     *[(f, weights, "the model saved") for f in model_folders(self.config, [self.job]) if c.save_model]])
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
@@ -148,14 +148,13 @@ class TrainingRun:
         self.model.zero_grad(set_to_none=True)
         evals = evaluations_made(self.steps, self.eval_every)
         total = self.steps * step + evals * evaluation
-        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         peak = (torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)) + 2 * weights
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+        peak += 2 * self.weight_bytes                                        # AdamW's two moments, to come
         memory = f"; memory about {peak / 1e9:.1f} GB at its peak" if peak >= LARGE_MEMORY else ""
-        shown = f"{total / 3600:.1f} h" if total >= 5400 else f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
         evaluations = f"{evals} dev evaluation{'s' if evals > 1 else ''}"
-        return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about {shown} (one "
-                f"step and the evaluation before training timed on {self.device.type}{memory})")
+        return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about "
+                f"{readable_time(total)} (one step and the evaluation before training timed on {self.device.type}{memory})")
 
     def __enter__(self):
         self.stop.__enter__()
