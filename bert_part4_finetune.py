@@ -24,10 +24,10 @@ paper's).
 
 import sys
 
-from part4.command_line import errors, fine_tune_parser
+from part4.command_line import declarations, fine_tune_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    errors.answer_now(fine_tune_parser.parse, sys.argv[1:])
+    declarations.answer_now(fine_tune_settings.parse, sys.argv[1:])
 
 import math
 import re
@@ -126,7 +126,7 @@ def planned_runs(config):
 # --- The command: the runs it plans, this process's share, each run (a grid's run done before skipped), the summary ---
 
 def main(argv=None):
-    command = Command(fine_tune_parser.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
+    command = Command(fine_tune_settings.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
     for task in command.each_task():                # and, with glue, the table beside Table 1 (§4.1)
         plan = command.plan_task(task, planned_runs(task.config))
         results = {}

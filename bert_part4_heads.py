@@ -11,15 +11,15 @@ A gap above TOLERANCE is a failed check: the script says so and exits with code 
 
 import sys
 
-from part4.command_line import errors, script_settings
+from part4.command_line import declarations, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    errors.answer_now(script_settings.parse_heads, sys.argv[1:])
+    declarations.answer_now(script_settings.parse_heads, sys.argv[1:])
 
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-from part4.command_line.errors import Fatal, preflight
+from part4.command_line.declarations import Fatal, preflight
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, seed_everything
 from part4.output.log import RANDOM_HEAD, Report, article, command_line, rounded

@@ -17,10 +17,10 @@ one line each and marked in the results (not_run), and the run ends with one lin
 
 import sys
 
-from part4.command_line import errors, script_settings
+from part4.command_line import declarations, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    errors.answer_now(script_settings.parse_math, sys.argv[1:])
+    declarations.answer_now(script_settings.parse_math, sys.argv[1:])
 
 import math
 import os
@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-from part4.command_line.errors import Fatal, preflight
+from part4.command_line.declarations import Fatal, preflight
 from part4.data.readers import file_problem, read_squad
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import (

@@ -14,7 +14,7 @@ import os
 import sys
 
 from part4.command_line import script_settings
-from part4.command_line.errors import run_main
+from part4.command_line.declarations import run_main
 from part4.output.results_files import write_atomic
 from part4.reproduction import report
 from part4.reproduction.report import REPORT_JSON, REPORT_MD

@@ -45,8 +45,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from part4.command_line import script_settings
-from part4.command_line.declarations import readable_time
-from part4.command_line.errors import Fatal, Stopped, run_main
+from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic

@@ -14,10 +14,10 @@ squad_v2_nonnull_predictions.json, squad_v2_null_odds.json) and results/part4_sq
 
 import sys
 
-from part4.command_line import errors, script_settings
+from part4.command_line import declarations, script_settings
 
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
-    errors.answer_now(script_settings.parse_squad, sys.argv[1:])
+    declarations.answer_now(script_settings.parse_squad, sys.argv[1:])
 
 import collections
 import json
@@ -27,7 +27,7 @@ from functools import partial
 
 import torch
 
-from part4.command_line.errors import preflight
+from part4.command_line.declarations import preflight
 from part4.data.readers import HUB_DATASETS, file_problem, read_squad
 from part4.models.folders import loaded_record, read_model_folders, weights_line
 from part4.models.loading import DTYPE_NAMES, Processes, autocast_dtype, load_qa_model, model_problem, model_type_note

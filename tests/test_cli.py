@@ -14,9 +14,8 @@ from conftest import ROOT
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4.command_line import fine_tune_parser
-from part4.command_line.declarations import RUN, TABLE, Range, setting
-from part4.command_line.errors import Fatal
+from part4.command_line import fine_tune_settings
+from part4.command_line.declarations import RUN, TABLE, Fatal, Range, setting
 from part4.command_line.fine_tune_settings import Settings, computation_on, flags_record
 from part4.data import readers
 from part4.models.loading import ALONE
@@ -75,32 +74,32 @@ def test_help_and_refusals_come_before_torch_is_imported(argv, code, err):
 @pytest.mark.parametrize("given, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("45", 45), ("0.5s", 0.5),
                                             ("2M", 120), ("1h30m", 5400)])
 def test_a_checkpoint_cadence_is_a_duration(given, seconds):
-    assert fine_tune_parser.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
-    assert fine_tune_parser.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
+    assert fine_tune_settings.parse(["rte", "--checkpoint-every", given]).checkpoint_every == seconds
+    assert fine_tune_settings.parse(["rte", f"--checkpoint-every={given}"]).checkpoint_every == seconds
 
 
 def test_a_value_that_starts_with_a_dash_is_the_flags_value_unless_it_is_a_flag():
-    assert fine_tune_parser.parse(["rte", "--results-dir", "-odd-folder"]).results_dir == "-odd-folder"
+    assert fine_tune_settings.parse(["rte", "--results-dir", "-odd-folder"]).results_dir == "-odd-folder"
     with pytest.raises(Fatal, match="argument --results-dir: expected one argument"):
-        fine_tune_parser.parse(["rte", "--results-dir", "--device", "cpu"])
+        fine_tune_settings.parse(["rte", "--results-dir", "--device", "cpu"])
 
 
 def test_how_the_steps_are_computed_is_the_devices_unless_given():
     """--pad-to-multiple-of and --cudnn-attention left to the device (auto): on CUDA batches rounded up to multiples
     of 8 and attention without cuDNN's kernels; elsewhere each batch its own width and no cuDNN to use."""
-    auto = fine_tune_parser.parse(["rte"])
+    auto = fine_tune_settings.parse(["rte"])
     assert (auto.pad_to_multiple_of, auto.cudnn_attention) == (None, None)
     assert computation_on(auto, "cpu") == computation_on(auto, "mps") == {"pad_to_multiple_of": 1, "cudnn_attention": False}
     assert computation_on(auto, "cuda") == {"pad_to_multiple_of": 8, "cudnn_attention": False}
-    given = fine_tune_parser.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
+    given = fine_tune_settings.parse(["rte", "--pad-to-multiple-of", "16", "--cudnn-attention", "on"])
     assert computation_on(given, "cuda") == {"pad_to_multiple_of": 16, "cudnn_attention": True}
     assert computation_on(given, "cpu") == {"pad_to_multiple_of": 16, "cudnn_attention": False}
 
 
 @pytest.mark.slow
 def test_the_command_line_room_imports_no_torch():
-    out = subprocess.run([sys.executable, "-c", "import sys; from part4.command_line import fine_tune_parser; "
-                          "fine_tune_parser.parse(['glue']); "
+    out = subprocess.run([sys.executable, "-c", "import sys; from part4.command_line import fine_tune_settings; "
+                          "fine_tune_settings.parse(['glue']); "
                           "print(sorted(m for m in ('torch', 'transformers', 'numpy') if m in sys.modules))"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "[]", out.stderr
@@ -110,14 +109,14 @@ def test_the_recipes_task_names_are_the_tasks_rooms():
     assert recipe.GLUE_TASKS == tuple(readers.TASKS)
     assert set(recipe.RECIPES) == set(plan.FAMILIES)
     assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384
-    assert recipe.STRIDE == fine_tune_parser.parse(["squad"]).stride == 128
+    assert recipe.STRIDE == fine_tune_settings.parse(["squad"]).stride == 128
 
 
 def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     """Every field of Settings comes from the command line (or the recipe where it is not given); a task's Config
     holds the command's Settings itself (no copy of its values) and what is the task's own."""
-    settings = fine_tune_parser.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2",
-                                       "--group-by-length", "on"])
+    settings = fine_tune_settings.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2",
+                                         "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
     mnli, _, _ = plan.task_inputs(settings, "mnli", ("mnli",))
@@ -127,7 +126,7 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
     assert {f.name for f in dataclasses.fields(records.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
-    defaults = fine_tune_parser.parse(["mrpc"])
+    defaults = fine_tune_settings.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 
 
@@ -136,7 +135,7 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     assert recipe.grid_settings("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
     a3 = recipe.grid_settings("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
-    settings = fine_tune_parser.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
+    settings = fine_tune_settings.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
     jobs = ft.planned_runs(plan.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
@@ -197,7 +196,7 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     """A run records "fp32" (no autocast) or "bf16"; a result of an earlier version, which wrote the string "None" for
     fp32, is still the same settings (reused, never refused as other settings)."""
     import torch
-    settings = fine_tune_parser.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
+    settings = fine_tune_settings.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
     config, family, _ = plan.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
     ours = records.run_settings(config, job, family, 10, None, ALONE)
@@ -212,9 +211,9 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
-    from part4.command_line.errors import Fatal
+    from part4.command_line.declarations import Fatal
     from part4.run import glue_row
-    settings = fine_tune_parser.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
+    settings = fine_tune_settings.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
     recorded = glue_row.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
     other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
@@ -237,16 +236,15 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     kept in Settings, recorded with the command line, and (declared so) with each run's settings and each table's;
     results written before it existed read as its default: the same run at the default, another at any other
     value."""
-    monkeypatch.setattr(fine_tune_parser, "Settings", WithDummy)                 # the parser's and the checks'
-    monkeypatch.setattr("part4.command_line.fine_tune_settings.Settings", WithDummy)   # defaults recorded before
-    assert "--dummy-share DUMMY_SHARE" in fine_tune_parser.build_parser().format_help()
-    assert "a setting only the tests declare (default 0.25)" in " ".join(fine_tune_parser.build_parser().format_help().split())
-    given, default = fine_tune_parser.parse(["rte", "--dummy-share", "0.5"]), fine_tune_parser.parse(["rte"])
+    monkeypatch.setattr(fine_tune_settings, "Settings", WithDummy)   # the parser's, the checks' and the defaults recorded
+    assert "--dummy-share DUMMY_SHARE" in fine_tune_settings.build_parser().format_help()
+    assert "a setting only the tests declare (default 0.25)" in " ".join(fine_tune_settings.build_parser().format_help().split())
+    given, default = fine_tune_settings.parse(["rte", "--dummy-share", "0.5"]), fine_tune_settings.parse(["rte"])
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
-        fine_tune_parser.parse(["rte", "--dummy-share", "1.5"])
+        fine_tune_settings.parse(["rte", "--dummy-share", "1.5"])
     assert flags_record(given)["dummy_share"] == 0.5
-    assert glue_row.table_settings(fine_tune_parser.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
+    assert glue_row.table_settings(fine_tune_settings.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
         config, family, _ = plan.task_inputs(settings, "rte")
@@ -269,11 +267,11 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
     """--evals as given (None: the recipe's) is recorded with the command line; each run's count, resolved once
     (GLUE: the article's 30; SQuAD and SWAG: once per epoch), is recorded with its settings as dev_evaluations; no
     flag that cuts nothing is said to cut the run."""
-    assert "--evals" not in fine_tune_parser.parse(["glue", "--evals", "3"]).cuts
-    assert list(fine_tune_parser.parse(["glue"]).cuts) == ["--max-train-examples", "--max-dev-examples"]
+    assert "--evals" not in fine_tune_settings.parse(["glue", "--evals", "3"]).cuts
+    assert list(fine_tune_settings.parse(["glue"]).cuts) == ["--max-train-examples", "--max-dev-examples"]
     for argv, count in ((["squad"], 3), (["squad_v2"], 2), (["swag", "--epochs", "4"], 4), (["sst2"], 30),
                         (["squad", "--evals", "7"], 7)):
-        settings = fine_tune_parser.parse(argv)
+        settings = fine_tune_settings.parse(argv)
         config, family, _ = plan.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.evals == count and type(job.evals) is int
@@ -303,7 +301,7 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     monkeypatch.chdir(ROOT)                            # its paths are recorded as seen from the checkout
     with open(path) as f:
         saved = json.load(f)
-    settings = fine_tune_parser.parse(saved["run"]["argv"][1:])
+    settings = fine_tune_settings.parse(saved["run"]["argv"][1:])
     once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
     config, family, _ = plan.task_inputs(settings, saved["task"], once)
     job = next(j for j in ft.planned_runs(config) if records.run_name(config, j) == saved["name"])
@@ -319,6 +317,6 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
     monkeypatch.chdir(ROOT)
     with open(path) as f:
         saved = json.load(f)
-    ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_parser.parse(saved["run"]["argv"][1:]))}
+    ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_settings.parse(saved["run"]["argv"][1:]))}
     assert glue_row.saved_table_settings(saved) == ours
     records.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)

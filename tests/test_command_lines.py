@@ -13,9 +13,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from part4.command_line import fine_tune_parser
-from part4.command_line.declarations import POSITIVE, parser_for, setting, shared
-from part4.command_line.errors import Fatal
+from part4.command_line import fine_tune_settings
+from part4.command_line.declarations import POSITIVE, Fatal, parser_for, setting, shared
 
 NAMES = sorted(os.path.basename(p)[len("bert_part4_"):-3] for p in glob.glob(os.path.join(ROOT, "bert_part4_*.py")))
 
@@ -23,7 +22,7 @@ NAMES = sorted(os.path.basename(p)[len("bert_part4_"):-3] for p in glob.glob(os.
 def script_parser(name):
     """The parser a script answers with: the fine-tuning script's is its command line room's."""
     if name == "finetune":
-        return fine_tune_parser.build_parser()
+        return fine_tune_settings.build_parser()
     return importlib.import_module(f"bert_part4_{name}").build_parser()
 
 
@@ -188,7 +187,7 @@ def test_help_answers_before_torch(name):
 def test_in_process_a_script_parses_as_its_command_line(name):
     """main([...]) parses as the command line does: the script's parse_args (the fine-tuning's parse) refuses a flag
     it does not know in one line, and makes its settings once."""
-    parse = fine_tune_parser.parse if name == "finetune" else importlib.import_module(f"bert_part4_{name}").parse_args
+    parse = fine_tune_settings.parse if name == "finetune" else importlib.import_module(f"bert_part4_{name}").parse_args
     with pytest.raises(Fatal, match="^unrecognized arguments: --no-such-flag \\(see --help\\)$"):
         parse([*BEFORE.get(name, []), "--no-such-flag"])
     settings = parse([*BEFORE.get(name, []), "--results-dir", "elsewhere"])

@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4.command_line import declarations, fine_tune_parser
+from part4.command_line import declarations, fine_tune_settings
 from part4.data import readers
 from part4.output import log
 from part4.output.results_files import portable
@@ -31,7 +31,7 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 def test_help_states_every_default(name):
     """Every flag defaults to None in its parser (a flag not given is told from one given): its default is its
     declaration's (part4/command_line/declarations.py's setting), the recipe's where the declaration says so."""
-    parser = (fine_tune_parser if name == "finetune" else SCRIPTS[name]).build_parser()
+    parser = (fine_tune_settings if name == "finetune" else SCRIPTS[name]).build_parser()
     for action in parser._actions:
         f = getattr(action, "declaration", None)
         default = action.default if f is None else "the recipe's" if f.metadata["recipe"] else \

@@ -14,8 +14,8 @@ from transformers import AutoTokenizer, BertForMultipleChoice, BertForQuestionAn
 
 import bert_part4_finetune as ft
 import bert_part4_squad as sq
-from part4.command_line import fine_tune_parser
-from part4.command_line.errors import Fatal
+from part4.command_line import fine_tune_settings
+from part4.command_line.declarations import Fatal
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches
 from part4.run import plan, training_run
@@ -262,11 +262,11 @@ def test_squad_v2_fine_tune_end_to_end(tiny_bert_dir, tmp_path):
 def test_squad_defaults_are_the_papers():
     for task, (lr, batch, epochs) in (("squad", (5e-5, 32, 3)), ("squad_v2", (5e-5, 48, 2)), ("swag", (2e-5, 16, 3)),
                                       ("mrpc", (2e-5, 32, 3))):
-        settings = fine_tune_parser.parse([task])
+        settings = fine_tune_settings.parse([task])
         assert (settings.lr, settings.batch_size, settings.epochs) == (lr, batch, epochs)
-    assert fine_tune_parser.parse(["squad"]).max_len == 384 and fine_tune_parser.parse(["squad"]).stride == 128
+    assert fine_tune_settings.parse(["squad"]).max_len == 384 and fine_tune_settings.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
-        settings = fine_tune_parser.parse([task])
+        settings = fine_tune_settings.parse([task])
         assert [job.evals for job in ft.planned_runs(plan.task_inputs(settings, task)[0])] == [evals]
 
 
@@ -401,11 +401,11 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
-    train, devs = readers.read_swag(plan.task_inputs(fine_tune_parser.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(plan.task_inputs(fine_tune_settings.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = readers.read_squad_task(plan.task_inputs(fine_tune_parser.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(plan.task_inputs(fine_tune_settings.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and squad_spans.answer_chars(train[0]) == (4, 5)
 

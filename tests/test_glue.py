@@ -15,8 +15,8 @@ from conftest import SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
-from part4.command_line import fine_tune_parser
-from part4.command_line.errors import Fatal
+from part4.command_line import fine_tune_settings
+from part4.command_line.declarations import Fatal
 from part4.data import readers
 from part4.output.log import Report, fmt
 from part4.paper import article, recipe
@@ -85,7 +85,7 @@ def glue_data(tmp_path_factory):
 
 
 def config_for(argv):
-    settings = fine_tune_parser.parse(argv)
+    settings = fine_tune_settings.parse(argv)
     return plan.task_inputs(settings, settings.tasks[0])[0]
 
 

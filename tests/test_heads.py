@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_heads as heads
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.models.loading import new_head_parameters
 from part4.run.plan import run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
@@ -218,7 +218,7 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path, monkeypa
 
 
 def test_device_and_precision_choices():
-    from part4.command_line.errors import Fatal
+    from part4.command_line.declarations import Fatal
     from part4.models.loading import autocast_dtype, pick_device
     cpu, mps = torch.device("cpu"), torch.device("mps")
     assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "auto", inference=True) is None

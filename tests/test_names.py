@@ -129,9 +129,9 @@ def every_setting():
     """The settings every command line declares, by the name its parser gives each (argparse's dest)."""
     import bert_part4_report
     import bert_part4_reproduce
-    from part4.command_line import fine_tune_parser, fine_tune_settings, script_settings
+    from part4.command_line import fine_tune_settings, script_settings
     from part4.tasks import squad_metric
-    parsers = [fine_tune_parser.build_parser(), script_settings.heads_parser(), script_settings.squad_parser(),
+    parsers = [fine_tune_settings.build_parser(), script_settings.heads_parser(), script_settings.squad_parser(),
                script_settings.math_parser(), bert_part4_report.build_parser(), bert_part4_reproduce.build_parser(),
                squad_metric.build_parser()]
     declared = {f.name for f in dataclasses.fields(fine_tune_settings.Settings)}   # the flags' and what they resolve to

@@ -13,7 +13,7 @@ import torch
 from test_finetune import write_sst2
 
 import bert_part4_finetune as ft
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.output import results_files
 from part4.run import checkpoint_files
 from part4.run.training_run import TrainingRun

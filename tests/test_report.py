@@ -14,8 +14,8 @@ import pytest
 from conftest import ROOT
 
 import bert_part4_report as report
-from part4.command_line import fine_tune_parser
-from part4.command_line.errors import Fatal
+from part4.command_line import fine_tune_settings
+from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import experiments
 from part4.reproduction import report as rules
@@ -248,7 +248,7 @@ def parses(command):
     at = next(k for k, w in enumerate(words) if re.fullmatch(r"(.*/)?bert_part4_\w+\.py", w))
     name = os.path.basename(words[at])[:-3]
     module = importlib.import_module(name)
-    parse = ({"bert_part4_finetune": fine_tune_parser.parse}.get(name)   # the fine-tuning's command line
+    parse = ({"bert_part4_finetune": fine_tune_settings.parse}.get(name)   # the fine-tuning's command line
              or getattr(module, "parse_args", None) or module.build_parser().parse_args)
     return parse(words[at + 1:])
 

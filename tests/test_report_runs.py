@@ -23,7 +23,7 @@ import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_report as report
 import bert_part4_squad as sq
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import report as rules
 

@@ -21,7 +21,7 @@ from transformers import BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_report as report
 import bert_part4_reproduce as reproduce
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import estimates, experiments
 from part4.reproduction import report as rules

@@ -223,7 +223,8 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
 
 
 @pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.records", "models.loading",
-                                    "command_line.fine_tune_parser", "paper.recipe", "output.log", "command_line.errors"])
+                                    "command_line.fine_tune_settings", "paper.recipe", "output.log",
+                                    "command_line.declarations"])
 @pytest.mark.slow
 def test_a_room_run_as_a_module_does_nothing(module):
     p = subprocess.run([sys.executable, "-m", f"part4.{module}", "--help"], capture_output=True, text=True, timeout=120,

@@ -1,20 +1,108 @@
-"""A setting declared once, without torch: its flag, type, default, help, range or choices and where a results file
-records it (setting), and what is made from a dataclass of such declarations: the parser and its arguments, the checks
-of what is given, the values, the settings made once (settings_from), the recorded settings and their defaults; the
-parser whose usage mistakes are one line, durations (90s, 10m, 1h); and the settings several scripts take, each declared
-once here and used by every script that takes it (shared): the model, the seed, the device, the results folder, the
-autocast dtype, SQuAD's windows, the quick pass's cuts, and the check across two of them (a window longer than its
-overlap)."""
+"""A command line's ground, without torch: the one-line errors every script speaks, and a setting declared once.
+
+The errors: Fatal (a bad input or an unreachable resource) and Stopped (a run stopped by SIGTERM or Ctrl-C, its
+checkpoint saved), the run that turns them into one line and an exit code (run_main), a command line answered before
+torch loads (answer_now), every bad input said at once (preflight), and what a module says when run as a script
+(not_a_script).
+
+The declarations: a setting's flag, type, default, help, range or choices and where a results file records it
+(setting), and what is made from a dataclass of such declarations: the parser and its arguments (parser_for), the
+values given, checked, or their defaults (given_or_default), the settings made once (settings_from), the recorded
+settings and their defaults; the parser whose usage mistakes are one line, durations (90s, 10m, 1h); and the settings
+several scripts take, each declared once here and used by every script that takes it (shared): the model, the seed,
+the device, the results folder, the autocast dtype, SQuAD's windows, the quick pass's cuts, and the check across two
+of them (a window longer than its overlap)."""
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 
-from part4.command_line.errors import Fatal
 from part4.paper.article import ARTICLE_MODEL
-from part4.paper.recipe import RECIPES, STRIDE
+from part4.paper.recipe import RECIPES, STRIDE, lr_tag
 
+# --- The one-line errors every script speaks, and the run that turns them into a line and an exit code ---
+
+class Fatal(Exception):
+    """A bad input or an unreachable resource: the script prints one line and exits with `code`."""
+
+    def __init__(self, message, code=2):
+        super().__init__(message)
+        self.code = code
+
+
+class Stopped(Exception):
+    """SIGTERM or Ctrl-C during training: the step was finished and a checkpoint saved; `message` says how to resume."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def say_error(line):
+    """One line on stderr in one write, so that the lines of several processes never run into each other."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def run_main(main, argv=None, end=None):
+    """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
+    `| head` leaves it: no line, code 141). `end`, when given, runs last whatever happened (part4/run/plan.py's run_cli
+    ends the processes there)."""
+    try:
+        return main(argv) or 0
+    except (Fatal, Stopped) as e:
+        say_error(f"error: {e}" if isinstance(e, Fatal) else str(e))
+        return e.code
+    except KeyboardInterrupt:
+        say_error("interrupted: no results were written")
+        return 130
+    except BrokenPipeError:              # the reader of stdout went away (a pipe into head): end as quietly as it did
+        quiet_stdout()
+        return CLOSED_OUTPUT
+    finally:
+        if end is not None:
+            end()
+
+
+def answer_now(parse, argv):
+    """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
+    with its one line); a good command line returns, to be parsed again by the script's main once torch is there."""
+    try:
+        parse(argv)
+    except Fatal as e:
+        say_error(f"error: {e}")
+        sys.exit(e.code)
+
+
+CLOSED_OUTPUT = 141                      # what the shell shows for a command its closed pipe ended (128 + SIGPIPE)
+
+
+def quiet_stdout():
+    """stdout onto /dev/null, so that nothing written later (Python's last flush included) meets the closed pipe."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):    # a stdout without a file descriptor (a test's capture)
+        pass
+
+
+def preflight(problems):
+    """Stop with every problem found at once: one line, not one error per run."""
+    problems = list(dict.fromkeys(p for p in problems if p))
+    if len(problems) == 1:
+        raise Fatal(problems[0])
+    if problems:
+        raise Fatal(f"{len(problems)} inputs cannot be used: " + "; ".join(problems))
+
+
+def not_a_script(name, run="one of the bert_part4_*.py scripts at the root (each with --help)"):
+    """What a module of the suite says when it is run as a script: which script to run instead (exit 2)."""
+    say_error(f"{name} is a module, not a script: run {run}")
+    return 2
+
+
+# --- The parser whose usage mistakes are one line ---
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line (and exit code 2) like every other bad input."""
@@ -23,21 +111,18 @@ class ArgumentParser(argparse.ArgumentParser):
         raise Fatal(f"{message} (see --help)")
 
     def parse_known_args(self, args=None, namespace=None):
-        return super().parse_known_args(self.dashed_values_joined(sys.argv[1:] if args is None else args), namespace)
-
-    def dashed_values_joined(self, args):
-        """'--checkpoint-every -5m' as '--checkpoint-every=-5m': a word that starts with a dash after a flag that
-        takes a value is that value, unless it is one of the flags (argparse would take it for a flag it does not know
-        and say "expected one argument", not what is wrong with the value)."""
+        # '--checkpoint-every -5m' read as '--checkpoint-every=-5m': a word that starts with a dash after a flag that
+        # takes a value is that value, unless it is one of the flags (argparse would take it for a flag it does not
+        # know and say "expected one argument", not what is wrong with the value)
         takes_value = {s for a in self._actions if a.option_strings and a.nargs is None for s in a.option_strings}
-        out = []
-        for word in args:
-            if out and out[-1] in takes_value and word.startswith("-") and word != "--" \
+        joined = []
+        for word in sys.argv[1:] if args is None else args:
+            if joined and joined[-1] in takes_value and word.startswith("-") and word != "--" \
                     and word.split("=")[0] not in self._option_string_actions:
-                out[-1] = f"{out[-1]}={word}"
+                joined[-1] = f"{joined[-1]}={word}"
             else:
-                out.append(word)
-        return out
+                joined.append(word)
+        return super().parse_known_args(joined, namespace)
 
 
 # --- A setting declared once: its flag, type, default, help, range or choices, and where it is recorded ---
@@ -156,23 +241,22 @@ def flag_name(name):
     return "--" + name.replace("_", "-")
 
 
-def declared(settings_class):
-    """The fields of a settings dataclass that are set from the command line, in their order."""
-    return [f for f in fields(settings_class) if f.metadata.get("flag") is not None]
-
-
 def dest(f):
     """The name the parser keeps a field's flag under (the flag's name: --group-by-length -> group_by_length)."""
     flag = f.metadata["flag"]
     return flag[2:].replace("-", "_") if isinstance(flag, str) and flag.startswith("--") else f.name
 
 
-def add_settings(parser, settings_class):
-    """One argument per declared field, in their order. Every default is None, so that a flag not given is told
-    from one given with its default value; the declaration's default is applied after (given_or_default). Each
-    argument keeps its declaration (action.declaration), for what reads the parser."""
-    for f in declared(settings_class):
-        m, kind = f.metadata, f.metadata["flag"]
+def parser_for(settings_class, description, epilog=None):
+    """A script's parser, made from the declarations of its settings: one argument per field, in their order. Every
+    default is None, so that a flag not given is told from one given with its default value; the declaration's
+    default is applied after (given_or_default). Each argument keeps its declaration (action.declaration), for what
+    reads the parser."""
+    parser = ArgumentParser(description=description, epilog=epilog)
+    for f in fields(settings_class):
+        m, kind = f.metadata, f.metadata.get("flag")
+        if kind is None:                 # set by the command itself (the command line as given), not by a flag
+            continue
         words = m["choices"]
         options = {"help": m["help"], "metavar": m["metavar"], "default": None}
         if m["switch"]:
@@ -191,44 +275,34 @@ def add_settings(parser, settings_class):
         else:
             action = parser.add_argument(kind if isinstance(kind, str) else flag_name(f.name), dest=dest(f), **options)
         action.declaration = f
-
-
-def parser_for(settings_class, description, epilog=None):
-    """A script's parser, made from the declarations of its settings."""
-    parser = ArgumentParser(description=description, epilog=epilog)
-    add_settings(parser, settings_class)
     return parser
 
 
 def settings_from(parser, settings_class, argv, recipe=None):
     """The command line as settings, made once, by keyword: each flag as given (checked against its declaration),
     else its declared default (the recipe's, where the declaration says so)."""
-    given = vars(parser.parse_args(argv))
-    check_given(given, settings_class)
-    return settings_class(**given_or_default(given, settings_class, recipe))
-
-
-def check_given(given, settings_class):
-    """Every flag given ({name: value as parsed, None where not given}) checked against its declaration's check,
-    refused in one line: '--batch-size 0: must be positive' (a positional argument by its name: 'lr 200000.0: ...')."""
-    for f in declared(settings_class):
-        value, check = given[dest(f)], f.metadata["check"]
-        if value is not None and check is not None and check(value) is not None:
-            shown = shown_duration(value) if f.metadata["type"] is duration else value
-            name = f.name if str(f.metadata["flag"]).endswith("positional") else flag_name(dest(f))
-            raise Fatal(f"{name} {shown}: {check(value)}")
+    return settings_class(**given_or_default(vars(parser.parse_args(argv)), settings_class, recipe))
 
 
 def given_or_default(given, settings_class, recipe):
-    """{field: value} of every declared field: its flag as given ({name: value as parsed, None where not given}; a
-    word as the value it stands for), else its declared default (the recipe's, where the declaration says so)."""
+    """{field: value} of every field set by a flag, in their order: its flag as given ({name: value as parsed, None
+    where not given}; a word as the value it stands for), checked against its declaration's check and refused in one
+    line ('--batch-size 0: must be positive'; a positional argument by its name: 'lr 200000.0: ...'), else its
+    declared default (the recipe's, where the declaration says so)."""
     values = {}
-    for f in declared(settings_class):
-        value, words = given[dest(f)], f.metadata["choices"]
+    for f in fields(settings_class):
+        m = f.metadata
+        if m.get("flag") is None:        # set by the command itself, not by a flag
+            continue
+        value = given[dest(f)]
         if value is None:
-            values[f.name] = getattr(recipe, f.name) if f.metadata["recipe"] else f.default
-        else:
-            values[f.name] = words[value] if isinstance(words, dict) else value
+            values[f.name] = getattr(recipe, f.name) if m["recipe"] else f.default
+            continue
+        if m["check"] is not None and m["check"](value) is not None:
+            shown = shown_duration(value) if m["type"] is duration else value
+            name = f.name if str(m["flag"]).endswith("positional") else flag_name(dest(f))
+            raise Fatal(f"{name} {shown}: {m['check'](value)}")
+        values[f.name] = m["choices"][value] if isinstance(m["choices"], dict) else value
     return values
 
 
@@ -261,12 +335,10 @@ def recorded_defaults(settings_class, place):
 # --- The settings several scripts take, each declared once here and taken by every script that takes it (shared) ---
 
 FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
-
-
-def paper_defaults(field, text=str):
-    """'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16': a setting of RECIPES for each head family, for --help."""
-    return ", ".join(f"{label} {text(getattr(RECIPES[task], field))}" for task, label in FAMILY_NAMES.items())
-
+# Each setting the recipe sets per head family (RECIPES), as --help says it: PAPER_DEFAULTS["batch_size"] is
+# 'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16'; learning rates as the article writes them (2e-5).
+PAPER_DEFAULTS = {name: ", ".join(f"{label} {shown(getattr(RECIPES[task], name))}" for task, label in FAMILY_NAMES.items())
+                  for name, shown in (("lr", lr_tag), ("batch_size", str), ("epochs", str), ("max_len", str))}
 
 DEVICES = ("auto", "cuda", "mps", "cpu")
 DTYPES = ("auto", "fp32", "bf16", "fp16")
@@ -285,7 +357,7 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
                        "fp32, bf16, or fp16 for evaluation only (training in fp16 needs loss scaling, which this suite "
                        "does not do)"),
     "max_len": dict(recipe=True, check=POSITIVE,
-                    help=f"longest input in tokens (default: {paper_defaults('max_len')}: run_classifier.py's inputs, "
+                    help=f"longest input in tokens (default: {PAPER_DEFAULTS['max_len']}: run_classifier.py's inputs, "
                          "run_squad.py's windows)"),
     "stride": dict(default=STRIDE, check=Range(0),
                    help=f"SQuAD: tokens two consecutive windows share (default {STRIDE}: run_squad.py's doc_stride, "

@@ -1,25 +1,43 @@
-"""The fine-tuning command's settings, each declared once (flag, default, help, range or choices, where a results file
-records it): the Settings the command line becomes (part4/command_line/fine_tune_parser.py), the command as a results
-file records it, and settings recorded by earlier versions read as this one records them. No torch here (nor anything
-that imports it). The defaults are the recipe's (part4/paper/recipe.py), read from there."""
+"""bert_part4_finetune.py's command line, no torch here (nor anything that imports it), so that --help and every
+refused flag answer at once: the Settings, each declared once (flag, default, help, range or choices, where a results
+file records it; the defaults the recipe's, part4/paper/recipe.py, read from there); the parser and --help made from
+those declarations, the checks before any work, and the Settings the command line becomes, once, by keyword, in
+parse; how the training steps are computed where the settings leave it to the device; the command as a results file
+records it, and settings recorded by earlier versions read as this one records them."""
 
 import math
+import sys
 from dataclasses import asdict, dataclass, fields
 
 from part4.command_line.declarations import (
+    PAPER_DEFAULTS,
     POSITIVE,
     RUN,
     TABLE,
+    Fatal,
     Range,
+    check_windows,
     duration,
     flag_name,
-    paper_defaults,
+    given_or_default,
+    parser_for,
     recorded_defaults,
     setting,
     shared,
 )
 from part4.paper.article import PAPER_OPTIMISER
-from part4.paper.recipe import CLIP, CUT_EVAL_EVERY, GLUE_RECIPE, GRIDS, RECIPES, WARMUP, WEIGHT_DECAY, grid_lrs, lr_tag
+from part4.paper.recipe import (
+    CLIP,
+    CUT_EVAL_EVERY,
+    GLUE_GRID_LRS,
+    GLUE_RECIPE,
+    GLUE_TASKS,
+    GRIDS,
+    RECIPES,
+    WARMUP,
+    WEIGHT_DECAY,
+    lr_tag,
+)
 
 CUDA_PAD_MULTIPLE = 8     # --pad-to-multiple-of on CUDA by default: the widths tensor cores tile by (bf16)
 
@@ -41,7 +59,7 @@ def learning_rate_range(lr):
     if isinstance(lr, float) and math.isfinite(lr) and 0 < lr < 1:
         return None
     return (f"{'not a number: ' if isinstance(lr, str) else ''}a learning rate must be positive and below 1, e.g. 2e-5 "
-            f"(the paper's grid: {grid_lrs('glue')})")
+            f"(the paper's grid: {GLUE_GRID_LRS})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,8 +77,8 @@ class Settings:
                              "paper's grid on each dev set, and Table 1 beside it (§4.1)")
     lr: float = setting(flag="optional positional", type=learning_rate, check=learning_rate_range, recipe=True,
                         record=(RUN, TABLE),
-                        help=f"peak learning rate (default: {paper_defaults('lr', lr_tag)}; glue: each of the paper's "
-                             f"grid {grid_lrs('glue')}, the best on dev; given, that one only)")
+                        help=f"peak learning rate (default: {PAPER_DEFAULTS['lr']}; glue: each of the paper's "
+                             f"grid {GLUE_GRID_LRS}, the best on dev; given, that one only)")
 
     # --- the model and the data ---
     model: str = shared("model", record=(RUN, TABLE), path=True)
@@ -84,9 +102,9 @@ class Settings:
 
     # --- the recipe (paper §4.1-4.4, A.3) ---
     batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE), means="the training batch",
-                              help=f"default: the paper's ({paper_defaults('batch_size')})")
+                              help=f"default: the paper's ({PAPER_DEFAULTS['batch_size']})")
     epochs: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE),
-                          help=f"default: the paper's ({paper_defaults('epochs')})")
+                          help=f"default: the paper's ({PAPER_DEFAULTS['epochs']})")
     max_len: int = shared("max_len", record=(RUN, TABLE))
     stride: int = shared("stride", record=(RUN,))
     warmup: float = setting(WARMUP, check=Range(0, 1), record=(RUN, TABLE),
@@ -102,7 +120,7 @@ class Settings:
                               "glue, each setting is chosen by its mean over the seeds (paper, BERT-large: the best "
                               "restart on dev)")
     grid: str = setting(choices=sorted(GRIDS), record=(TABLE,),
-                        help=f"glue: lr {grid_lrs('glue')} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
+                        help=f"glue: lr {GLUE_GRID_LRS} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
                              "setting with every seed")
     evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (part4/paper/recipe.py's evaluations)
                          help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article, "
@@ -152,7 +170,7 @@ class Settings:
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
                                    help="dev batch size (default: the head family's, part4/tasks/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
-    dtype: str = shared("dtype", record=(RUN, TABLE))     # fp16 refused: it does not train (fine_tune_parser.py)
+    dtype: str = shared("dtype", record=(RUN, TABLE))     # fp16 refused: it does not train (refused below)
     save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
                                    "several runs: one subfolder each)")
     device: str = shared("device")
@@ -178,6 +196,85 @@ class Settings:
     def cuts(self):
         """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
         return {flag_name(f.name): getattr(self, f.name) for f in fields(self) if f.metadata["cuts"]}
+
+
+# --- The command line: the parser and --help, the checks, the Settings made once ---
+
+ALIASES = {"squadv2": "squad_v2", "squad2": "squad_v2", "squadv1": "squad"}
+SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE and SWAG read --data-dir
+DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
+
+
+def build_parser():
+    """The article's command line, made from the declarations of Settings: every default named with where it comes
+    from (part4/paper/recipe.py)."""
+    return parser_for(
+        Settings,
+        "Part 4: BERT fine-tuned with the paper's recipe on a GLUE task (§4.1, A.3), SQuAD v1.1 (§4.2), SQuAD v2.0 "
+        "(§4.3) or SWAG (§4.4), on CUDA, Apple MPS or the CPU; or every GLUE task with the paper's choice of learning "
+        "rate, in a table beside its Table 1. Defaults are the paper's.",
+        epilog="Each run writes results/part4_<task>_lr<lr>.{log,json}; --seeds and --grid add a summary, glue the "
+               "table results/part4_glue_table.{log,json,md}.")
+
+
+def task_list(text):
+    """--tasks cola,mrpc -> ('cola', 'mrpc') in GLUE's order; every task by default; an unknown one is refused."""
+    if text is None:
+        return GLUE_TASKS
+    names = [t.strip().lower().replace("-", "") for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in GLUE_TASKS]
+    if unknown or not names:
+        raise Fatal(f"--tasks {text}: unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; choose from "
+                    f"{', '.join(GLUE_TASKS)}")
+    return tuple(t for t in GLUE_TASKS if t in names)
+
+
+def refuse_flags(a, task):
+    """Every flag given that this command would not use, or that cannot be, refused in one line, never ignored (a:
+    the parsed flags, before any default): a data flag the task's family does not read (GLUE and SWAG read
+    --data-dir; SQuAD --train-data, --dev-data, --stride), and flags that contradict each other or the command."""
+    takes = DATA_FLAGS.get(task, ("data_dir",))
+    for name in ("data_dir", "train_data", "dev_data", "stride"):
+        if getattr(a, name) is not None and name not in takes:
+            raise Fatal(f"--{name.replace('_', '-')}: {task} does not take it "
+                        f"({', '.join('--' + t.replace('_', '-') for t in takes)} {'does' if len(takes) == 1 else 'do'})")
+    if a.grid and a.lr is not None:
+        raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate "
+                    f"{lr_tag(a.lr) if isinstance(a.lr, float) else a.lr}, or drop --grid")
+    if a.grid == "a3" and (a.batch_size or a.epochs):
+        raise Fatal("--grid a3 tries its own batch sizes and epochs (paper A.3): drop --batch-size and --epochs")
+    if a.head == "checkpoint" and a.init == "random":
+        raise Fatal("--head checkpoint keeps the checkpoint's output layer, but --init random starts from random weights: "
+                    "drop one of them")
+    if a.dtype == "fp16":
+        raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which this script does not do; use bf16 or fp32")
+    if a.seeds and a.seed is not None:
+        raise Fatal(f"--seeds {a.seeds} runs the seeds 0..{a.seeds - 1}: drop --seed {a.seed}")
+    for flag, value in (("--tasks", a.tasks), ("--glue-submission", a.glue_submission)):
+        if value is not None and task != "glue":
+            raise Fatal(f"{flag}: only with the glue command (bert_part4_finetune.py glue ...)")
+
+
+def parse(argv):
+    """The command line, checked, as the Settings every function below main takes its settings from: each flag as
+    given, else its declared default (the recipe's for the task where the paper sets it, part4/paper/recipe.py); the
+    task, the tasks of glue, the learning rate, the grid and the stride are resolved here."""
+    a = build_parser().parse_intermixed_args(argv)
+    task = a.task.lower().replace("-", "")           # 'SQuAD-v2' -> 'squad_v2': the task as the recipe names it
+    task = ALIASES.get(task, task)
+    if task not in RECIPES and task != "glue":
+        raise Fatal(f"unknown task '{a.task}': choose one of {', '.join(RECIPES)}, or glue")
+    # every flag given, before any default: those the task does not read, those that contradict each other, then each
+    # against its declaration (its range), as the defaults are filled in
+    refuse_flags(a, task)
+    values = given_or_default(vars(a), Settings, RECIPES.get(task, GLUE_RECIPE))   # the glue command: GLUE's recipe
+    if task in DATA_FLAGS:
+        check_windows(values["max_len"], values["stride"])
+    resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,),
+                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),  # glue: the paper's choice
+                "stride": values["stride"] if task in DATA_FLAGS else None,
+                "argv": tuple(sys.argv[1:] if argv is None else argv)}
+    return Settings(**{**values, **resolved})
 
 
 # --- how the training steps are computed on a device, where the settings leave it to the device ---

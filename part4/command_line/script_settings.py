@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from part4.command_line.declarations import (
     POSITIVE,
+    Fatal,
     Range,
     auto_or_positive,
     auto_or_whole,
@@ -21,7 +22,6 @@ from part4.command_line.declarations import (
     settings_from,
     shared,
 )
-from part4.command_line.errors import Fatal
 from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from huggingface_hub import constants as hub_constants
 
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.models.hub import hub_offline, hub_reachable
 from part4.paper.article import HF_DEV_NUMBERS, PAPER_DEV_NUMBERS, TABLE1_BASE
 

@@ -19,7 +19,7 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoTokenizer
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-from part4.command_line.errors import Fatal, preflight
+from part4.command_line.declarations import Fatal, preflight
 from part4.models.loading import DTYPE_NAMES, is_local, load_pretrained
 from part4.output.results_files import file_sha256, stand_in_record, weight_files
 

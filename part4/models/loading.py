@@ -20,7 +20,7 @@ from huggingface_hub import try_to_load_from_cache
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.utils import logging as hf_logging
 
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.models.hub import hub_reachable
 
 # --- a Hub id or a local folder, checked before any work ---

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 

@@ -55,26 +55,22 @@ class Number:
     n: tuple = ()            # (field, count): ours counts only on the whole dev set (n questions or examples)
 
 
-def number(key, value, what, where, script="", field="", **kw):
-    return Number(key=key, value=value, what=what, where=where, script=script, field=field, **kw)
-
-
 def row(key, values, where, script, columns):
     """The entries of one quoted row, a value per column: columns are (name, what, field, the entry's other settings),
     and each entry's key is key.name."""
-    return [number(f"{key}.{name}", v, what, where, script, field, **kw) for v, (name, what, field, kw) in zip(values, columns)]
+    return [Number(f"{key}.{name}", v, what, where, script, field, **kw) for v, (name, what, field, kw) in zip(values, columns)]
 
 
 # --- The classification layer: the toy, by hand (bert_part4_math.py section 1a) ---
 
 _TOY = "The classification layer: the toy (H = 4, K = 3)"
-TOY_GLUE = [number(f"toy.glue.logit{k}", v, f"toy logit {k} = C . W[{k}]", _TOY, MATH, f"glue_toy.logits.{k}")
+TOY_GLUE = [Number(f"toy.glue.logit{k}", v, f"toy logit {k} = C . W[{k}]", _TOY, MATH, f"glue_toy.logits.{k}")
             for k, v in enumerate(("1.50", "-1.80", "-0.65"))]
-TOY_GLUE += [number(f"toy.glue.exp{k}", v, f"e^logit {k}", _TOY, MATH, f"exp glue_toy.logits.{k}")
+TOY_GLUE += [Number(f"toy.glue.exp{k}", v, f"e^logit {k}", _TOY, MATH, f"exp glue_toy.logits.{k}")
              for k, v in enumerate(("4.482", "0.165", "0.522"))]
-TOY_GLUE += [number("toy.glue.sumexp", "5.169", "the softmax's bottom, sum of e^logits", _TOY, MATH, "sumexp glue_toy.logits"),
-             number("toy.glue.p", "[0.867, 0.032, 0.101]", "softmax(C W^T)", _TOY, MATH, "glue_toy.p"),
-             number("toy.glue.loss", "0.143", "loss -log P(0)", _TOY, MATH, "glue_toy.loss")]
+TOY_GLUE += [Number("toy.glue.sumexp", "5.169", "the softmax's bottom, sum of e^logits", _TOY, MATH, "sumexp glue_toy.logits"),
+             Number("toy.glue.p", "[0.867, 0.032, 0.101]", "softmax(C W^T)", _TOY, MATH, "glue_toy.p"),
+             Number("toy.glue.loss", "0.143", "loss -log P(0)", _TOY, MATH, "glue_toy.loss")]
 
 # --- The same arithmetic on textattack/bert-base-uncased-SST-2 (bert_part4_math.py section 1b) ---
 
@@ -84,14 +80,14 @@ SST2_ROWS = (("[-4.316, 4.135]", "[-4.316, 4.135]", "[0.0002, 0.9998]", "0.0002"
 SST2_REAL = []
 for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(SST2_ROWS):
     _m = dict(model=SST2, flag="sst2_model")
-    SST2_REAL += [number(f"sst2.{_k}.CW", _cw, f"sentence {_k + 1}: C W^T, without the bias", _REAL, MATH,
+    SST2_REAL += [Number(f"sst2.{_k}.CW", _cw, f"sentence {_k + 1}: C W^T, without the bias", _REAL, MATH,
                          f"glue_real.{_k}.CW", **_m),
-                  number(f"sst2.{_k}.logits", _logits, f"sentence {_k + 1}: logits C W^T + b (the library's too)", _REAL,
+                  Number(f"sst2.{_k}.logits", _logits, f"sentence {_k + 1}: logits C W^T + b (the library's too)", _REAL,
                          MATH, f"glue_real.{_k}.logits_by_hand", **_m),
-                  number(f"sst2.{_k}.softmax", _p, f"sentence {_k + 1}: softmax", _REAL, MATH, f"glue_real.{_k}.p", **_m),
-                  number(f"sst2.{_k}.loss", _loss, f"sentence {_k + 1}: loss -log P(gold)", _REAL, MATH,
+                  Number(f"sst2.{_k}.softmax", _p, f"sentence {_k + 1}: softmax", _REAL, MATH, f"glue_real.{_k}.p", **_m),
+                  Number(f"sst2.{_k}.loss", _loss, f"sentence {_k + 1}: loss -log P(gold)", _REAL, MATH,
                          f"glue_real.{_k}.loss", **_m),
-                  number(f"sst2.{_k}.gap", _gap, f"sentence {_k + 1}: gap between the two logits", _REAL, MATH,
+                  Number(f"sst2.{_k}.gap", _gap, f"sentence {_k + 1}: gap between the two logits", _REAL, MATH,
                          f"range glue_real.{_k}.logits_by_hand", **_m)]
 
 # --- Checking the formula in code: the GLUE and SWAG heads by hand vs the library (bert_part4_heads.py) ---
@@ -99,26 +95,26 @@ for _k, (_cw, _logits, _p, _loss, _gap) in enumerate(SST2_ROWS):
 _CODE = "Checking the formula in code (reference log part4_heads_stdout.txt)"
 _H = dict(model=BERT, flag="model")
 HEADS_CHECK = [
-    number("heads.C_shape", "(1, 768)", "shape of C, the final [CLS] vector", _CODE, HEADS, "glue.C_shape", **_H),
-    number("heads.W_shape", "(3, 768)", "shape of W, K = 3 labels", _CODE, HEADS, "glue.W_shape", **_H),
-    number("heads.logits", "[-0.1763, -0.9611, 0.0659]", "logits of the random 3-label head, library and by hand", _CODE,
+    Number("heads.C_shape", "(1, 768)", "shape of C, the final [CLS] vector", _CODE, HEADS, "glue.C_shape", **_H),
+    Number("heads.W_shape", "(3, 768)", "shape of W, K = 3 labels", _CODE, HEADS, "glue.W_shape", **_H),
+    Number("heads.logits", "[-0.1763, -0.9611, 0.0659]", "logits of the random 3-label head, library and by hand", _CODE,
            HEADS, "glue.logits_library", kind="random-head", **_H),
-    number("heads.loss", "1.004374", "loss of the random head, library and by hand", _CODE, HEADS, "glue.loss_library",
+    Number("heads.loss", "1.004374", "loss of the random head, library and by hand", _CODE, HEADS, "glue.loss_library",
            kind="random-head", **_H),
-    number("heads.probs", "[0.366, 0.167, 0.467]", "probabilities of the random head", _CODE, HEADS, "glue.probabilities",
+    Number("heads.probs", "[0.366, 0.167, 0.467]", "probabilities of the random head", _CODE, HEADS, "glue.probabilities",
            kind="random-head", **_H),
-    number("heads.raw_logits", "[-0.0016, -0.1106, -0.1406]", "logits from the raw C instead of the pooled C", _CODE,
+    Number("heads.raw_logits", "[-0.0016, -0.1106, -0.1406]", "logits from the raw C instead of the pooled C", _CODE,
            HEADS, "glue.logits_raw_C", kind="random-head", **_H),
-    number("heads.new_params", "2,307", "new parameters of a 3-label head, K x H + K", _CODE, HEADS, "glue.new_params", **_H),
-    number("heads.total_params", "109,484,547", "parameters of BERT-base with a 3-label head", _CODE, HEADS,
+    Number("heads.new_params", "2,307", "new parameters of a 3-label head, K x H + K", _CODE, HEADS, "glue.new_params", **_H),
+    Number("heads.total_params", "109,484,547", "parameters of BERT-base with a 3-label head", _CODE, HEADS,
            "glue.total_params", **_H),
-    number("heads.new_share", "0.0021", "the new parameters' share, in percent", _CODE, HEADS,
+    Number("heads.new_share", "0.0021", "the new parameters' share, in percent", _CODE, HEADS,
            "ratio glue.new_params glue.total_params", scale=100, **_H),
-    number("heads.swag_shape", "(1, 4, 16)", "SWAG input shape (batch, 4 choices, tokens)", _CODE, HEADS,
+    Number("heads.swag_shape", "(1, 4, 16)", "SWAG input shape (batch, 4 choices, tokens)", _CODE, HEADS,
            "swag.input_shape", **_H),
-    number("heads.swag_scores", "[-0.3572, 0.141, -0.337, -0.0369]", "SWAG scores C.w of the random head", _CODE, HEADS,
+    Number("heads.swag_scores", "[-0.3572, 0.141, -0.337, -0.0369]", "SWAG scores C.w of the random head", _CODE, HEADS,
            "swag.scores_by_hand", kind="random-head", **_H),
-    number("heads.swag_probs", "[0.198, 0.326, 0.202, 0.273]", "softmax over the 4 choices, random head", _CODE, HEADS,
+    Number("heads.swag_probs", "[0.198, 0.326, 0.202, 0.273]", "softmax over the 4 choices, random head", _CODE, HEADS,
            "swag.probabilities", kind="random-head", **_H),
 ]
 
@@ -126,9 +122,9 @@ HEADS_CHECK = [
 
 _W = "How many new weights (reference log part4_math_stdout.txt, section 7)"
 _M7 = dict(model=SST2, flag="sst2_model")
-WEIGHTS = [number("weights.total", "109,483,778", "weights of the SST-2 model in total", _W, MATH, "new_weights.total", **_M7),
-           number("weights.new", "1,538", "new weights of the SST-2 head", _W, MATH, "new_weights.new", **_M7)]
-WEIGHTS += [number(f"weights.{label}", v, f"new weights, {label}", _W, MATH, f"new_weights.heads.{label}.counted", **_M7)
+WEIGHTS = [Number("weights.total", "109,483,778", "weights of the SST-2 model in total", _W, MATH, "new_weights.total", **_M7),
+           Number("weights.new", "1,538", "new weights of the SST-2 head", _W, MATH, "new_weights.new", **_M7)]
+WEIGHTS += [Number(f"weights.{label}", v, f"new weights, {label}", _W, MATH, f"new_weights.heads.{label}.counted", **_M7)
             for label, v in (("GLUE, K = 2 (SST-2)", "1,538"), ("GLUE, K = 3 (MNLI)", "2,307"),
                              ("SQuAD (S and E)", "1,538"), ("SWAG (one vector V)", "769"))]
 
@@ -139,27 +135,27 @@ FLOW_ROWS = ((0.190, 0.107, 0.306), (0.188, 0.072, 0.491), (0.204, 0.091, 0.407)
               (0.148, 0.128, 0.519), (0.170, 0.072, 0.503), (0.088, 0.054, 0.687), (0.062, 0.022, 0.659),
               (0.135, 0.043, 0.603), (0.191, 0.196, 0.414), (0.156, 0.117, 0.690), (0.087, 0.045, 0.740))
 FLOW_SHARES = (("q_to_p", "question -> passage"), ("p_to_q", "passage -> question"), ("q_to_special", "question -> [CLS]/[SEP]"))
-FLOW = [number(f"flow.{layer}.{name}", f"{row[c]:.3f}", f"layer {layer}: {words}", _FLOW, MATH,
+FLOW = [Number(f"flow.{layer}.{name}", f"{row[c]:.3f}", f"layer {layer}: {words}", _FLOW, MATH,
                f"attention.layers.{layer - 1}.{name}", model=SQUAD_V1, flag="squad_model")
         for layer, row in enumerate(FLOW_ROWS, start=1) for c, (name, words) in enumerate(FLOW_SHARES)]
-FLOW.append(number("flow.born", "0.162", '"born" (question): its share of attention to the passage, 12 layers', _FLOW,
+FLOW.append(Number("flow.born", "0.162", '"born" (question): its share of attention to the passage, 12 layers', _FLOW,
                    MATH, "attention.born_to_passage", model=SQUAD_V1, flag="squad_model"))
 
 # --- SQuAD v1.1: the span toy (bert_part4_math.py section 3a) ---
 
 _SPAN = "SQuAD v1.1: the span toy (4 passage tokens)"
-SPAN_TOY = [number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (not allowed: j < i)", _SPAN, MATH,
+SPAN_TOY = [Number("toy.span.max_any", "5.8", "the largest cell, i = 2, j = 0 (not allowed: j < i)", _SPAN, MATH,
                    "span_toy.best_any_score"),
-            number("toy.span.best", "i=2, j=3 (4.5)", "the best span with j >= i, and its score", _SPAN, MATH,
+            Number("toy.span.best", "i=2, j=3 (4.5)", "the best span with j >= i, and its score", _SPAN, MATH,
                    "concat span_toy.best span_toy.best_score"),
-            number("toy.span.best_score", "4.5", "the best allowed score", _SPAN, MATH, "span_toy.best_score"),
-            number("toy.span.p_start", "0.782", "P_start at i = 2", _SPAN, MATH, "span_toy.p_start.2"),
-            number("toy.span.p_end", "0.181", "P_end at j = 3", _SPAN, MATH, "span_toy.p_end.3"),
-            number("toy.span.nlog_start", "0.245", "-log P_start(2)", _SPAN, MATH, "neglog span_toy.p_start.2"),
-            number("toy.span.nlog_end", "1.709", "-log P_end(3)", _SPAN, MATH, "neglog span_toy.p_end.3"),
-            number("toy.span.loss", "1.954", "the loss if (2, 3) is the true span, as the text rounds it", _SPAN, MATH,
+            Number("toy.span.best_score", "4.5", "the best allowed score", _SPAN, MATH, "span_toy.best_score"),
+            Number("toy.span.p_start", "0.782", "P_start at i = 2", _SPAN, MATH, "span_toy.p_start.2"),
+            Number("toy.span.p_end", "0.181", "P_end at j = 3", _SPAN, MATH, "span_toy.p_end.3"),
+            Number("toy.span.nlog_start", "0.245", "-log P_start(2)", _SPAN, MATH, "neglog span_toy.p_start.2"),
+            Number("toy.span.nlog_end", "1.709", "-log P_end(3)", _SPAN, MATH, "neglog span_toy.p_end.3"),
+            Number("toy.span.loss", "1.954", "the loss if (2, 3) is the true span, as the text rounds it", _SPAN, MATH,
                    "span_toy.loss"),
-            number("toy.span.loss4", "1.9543", "the same loss, as the log prints it", _SPAN, MATH, "span_toy.loss")]
+            Number("toy.span.loss4", "1.9543", "the same loss, as the log prints it", _SPAN, MATH, "span_toy.loss")]
 
 # --- SQuAD v1.1: running it on the abstract (bert_part4_squad.py demo) ---
 
@@ -174,18 +170,18 @@ _DEMO = (("What does BERT stand for?", "21", "30", "15.16", ("11.21", "10.90"), 
          ("What does BERT learn from?", "30", "30", "9.87", ("7.65", "6.76"), ("0.810", "0.088", "0.061"),
           ("6.7e-06", "7.5e-08")))
 V1_QUESTIONS = [q for q, *_ in _DEMO]
-V1_DEMO = [number("v1.bias", "start +0.0049, end +0.0048", "the span head's bias (start, end)", _RUN, SQUAD, "v1_head.bias",
+V1_DEMO = [Number("v1.bias", "start +0.0049, end +0.0048", "the span head's bias (start, end)", _RUN, SQUAD, "v1_head.bias",
                   **_V1)]
 for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
     _at = f"v1_demo.{_k}"
-    V1_DEMO += [number(f"v1.{_k}.start", _i, f"{_q} answer's first token", _RUN, SQUAD, f"{_at}.spans.0.1", **_V1),
-                number(f"v1.{_k}.end", _j, f"{_q} answer's last token", _RUN, SQUAD, f"{_at}.spans.0.2", **_V1),
-                number(f"v1.{_k}.score", _score, f"{_q} span score S.T_i + E.T_j", _RUN, SQUAD, f"{_at}.spans.0.3", **_V1)]
-    V1_DEMO += [number(f"v1.{_k}.runner{r}", s, f"{_q} runner-up {r} score", _RUN, SQUAD, f"{_at}.spans.{r}.3", **_V1)
+    V1_DEMO += [Number(f"v1.{_k}.start", _i, f"{_q} answer's first token", _RUN, SQUAD, f"{_at}.spans.0.1", **_V1),
+                Number(f"v1.{_k}.end", _j, f"{_q} answer's last token", _RUN, SQUAD, f"{_at}.spans.0.2", **_V1),
+                Number(f"v1.{_k}.score", _score, f"{_q} span score S.T_i + E.T_j", _RUN, SQUAD, f"{_at}.spans.0.3", **_V1)]
+    V1_DEMO += [Number(f"v1.{_k}.runner{r}", s, f"{_q} runner-up {r} score", _RUN, SQUAD, f"{_at}.spans.{r}.3", **_V1)
                 for r, s in enumerate(_runners, start=1)]
-    V1_DEMO += [number(f"v1.{_k}.top{r}", p, f"{_q} P_start of the {r + 1}. likeliest start token", _RUN, SQUAD,
+    V1_DEMO += [Number(f"v1.{_k}.top{r}", p, f"{_q} P_start of the {r + 1}. likeliest start token", _RUN, SQUAD,
                        f"{_at}.start_top.{r}.1", **_V1) for r, p in enumerate(_top)]
-    V1_DEMO += [number(f"v1.{_k}.{name}", gap, f"{_q} {words}", _RUN, SQUAD, f"{_at}.{name}", kind="noise", **_V1)
+    V1_DEMO += [Number(f"v1.{_k}.{name}", gap, f"{_q} {words}", _RUN, SQUAD, f"{_at}.{name}", kind="noise", **_V1)
                 for name, gap, words in zip(("hand_gap", "bias_gap"), _gaps,
                                             ("|S.T_i by hand - model start logit|, largest",
                                              "softmax with vs without the bias, largest difference"))]
@@ -210,26 +206,26 @@ for _k, _row in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
 _F1 = "Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out"
 F1_ROWS = (("2", "1.000", "1.000", "1.000", "1"), ("3", "1.000", "0.600", "0.750", "0"),
             ("1", "0.333", "0.500", "0.400", "0"), ("0", "0.000", "0.000", "0.000", "0"))
-F1_EXAMPLES = [number(f"f1.{k}.{name}", row[c], f"example {k + 1}: {name}", _F1, MATH, f"f1_examples.{k}.{name}")
+F1_EXAMPLES = [Number(f"f1.{k}.{name}", row[c], f"example {k + 1}: {name}", _F1, MATH, f"f1_examples.{k}.{name}")
                for k, row in enumerate(F1_ROWS) for c, name in enumerate(("shared", "precision", "recall", "f1", "em"))]
-F1_EXAMPLES += [number("f1.1.recall_text", "0.6", "example 2: recall, as the text's arithmetic writes it", _F1, MATH,
+F1_EXAMPLES += [Number("f1.1.recall_text", "0.6", "example 2: recall, as the text's arithmetic writes it", _F1, MATH,
                        "f1_examples.1.recall"),
-                number("f1.1.f1_text", "0.75", "example 2: F1, as the text's arithmetic writes it", _F1, MATH,
+                Number("f1.1.f1_text", "0.75", "example 2: F1, as the text's arithmetic writes it", _F1, MATH,
                        "f1_examples.1.f1")]
 
 _DEV1 = "Scoring on the full SQuAD v1.1 dev set (reference log part4_squad_stdout.txt)"
 _N1 = ("v1_dev.n", 10570)
 # The dev set's size and its window count depend on the data and the tokenizer only (every checkpoint here has
 # bert-base-uncased's vocabulary), not on the model's weights.
-V1_DEV = [number("v1.dev.n", "10570", "questions in the v1.1 dev set", _DEV1, SQUAD, "v1_dev.n", n=_N1),
-          number("v1.dev.n_text", "10,570", "the same, in the text", _DEV1, SQUAD, "v1_dev.n", n=_N1),
-          number("v1.dev.windows", "10753", "windows of 384 tokens, stride 128, over the dev set (the tokenizer's)",
+V1_DEV = [Number("v1.dev.n", "10570", "questions in the v1.1 dev set", _DEV1, SQUAD, "v1_dev.n", n=_N1),
+          Number("v1.dev.n_text", "10,570", "the same, in the text", _DEV1, SQUAD, "v1_dev.n", n=_N1),
+          Number("v1.dev.windows", "10753", "windows of 384 tokens, stride 128, over the dev set (the tokenizer's)",
                  _DEV1, SQUAD, "v1_dev.windows", n=_N1),
-          number("v1.dev.em", "80.79", "v1.1 dev EM", _DEV1, SQUAD, "v1_dev.em", n=_N1, **_V1),
-          number("v1.dev.f1", "88.08", "v1.1 dev F1", _DEV1, SQUAD, "v1_dev.f1", n=_N1, **_V1),
-          number("v1.dev.minutes", "9.3", "minutes to score the v1.1 dev set", _DEV1, SQUAD, "v1_dev.seconds", kind="timing",
+          Number("v1.dev.em", "80.79", "v1.1 dev EM", _DEV1, SQUAD, "v1_dev.em", n=_N1, **_V1),
+          Number("v1.dev.f1", "88.08", "v1.1 dev F1", _DEV1, SQUAD, "v1_dev.f1", n=_N1, **_V1),
+          Number("v1.dev.minutes", "9.3", "minutes to score the v1.1 dev set", _DEV1, SQUAD, "v1_dev.seconds", kind="timing",
                  scale=1 / 60, n=_N1, **_V1),
-          number("v1.dev.page", "EM 80.91, F1 88.23", "the checkpoint's model page, its own evaluation code", _DEV1,
+          Number("v1.dev.page", "EM 80.91, F1 88.23", "the checkpoint's model page, its own evaluation code", _DEV1,
                  kind="paper")]
 
 # --- Table 2, quoted ---
@@ -238,9 +234,9 @@ _T2 = "Table 2 (the paper's SQuAD v1.1 results, quoted)"
 TABLE2 = {"BERT ensemble + TriviaQA": 93.2, "top leaderboard ensemble": 91.7, "BERT single + TriviaQA": 91.8}
 # The article's reading of Table 2's single model against the top ensemble, in its words (a sentence of the paper it quotes)
 TABLE2_SENTENCE = "our single BERT model outperforms the top ensemble system in terms of F1 score"
-PAPER_V1 = [number("table2.base_dev", "EM 80.8, F1 88.5", "BERT-base dev, v1.1 (Table 2)", _T2, kind="paper")]
-PAPER_V1 += [number(f"table2.{name}", f"{v}", f"{name}, test F1", _T2, kind="paper") for name, v in TABLE2.items()]
-PAPER_V1.append(number("table2.margin", "+1.5", "BERT ensemble minus the top leaderboard ensemble, test F1", _T2, MATH,
+PAPER_V1 = [Number("table2.base_dev", "EM 80.8, F1 88.5", "BERT-base dev, v1.1 (Table 2)", _T2, kind="paper")]
+PAPER_V1 += [Number(f"table2.{name}", f"{v}", f"{name}, test F1", _T2, kind="paper") for name, v in TABLE2.items()]
+PAPER_V1.append(Number("table2.margin", "+1.5", "BERT ensemble minus the top leaderboard ensemble, test F1", _T2, MATH,
                        "tables.table2_margin"))
 
 # --- SQuAD v2.0: the no-answer score on the abstract (bert_part4_squad.py demo, bert_part4_math.py section 4) ---
@@ -252,7 +248,7 @@ _V2_DEMO = (("What does BERT stand for?", "10.18", "23.25", "+13.07"),
             ("Who won the football world cup in 2018?", "21.13", "1.22", "-19.92"),
             ("How many layers does BERT have?", "13.19", "16.16", "+2.97"))
 V2_QUESTIONS = [q for q, *_ in _V2_DEMO]
-V2_DEMO = [number(f"v2.{k}.{name}", row[c], f"{row[0]} {name}", _NULL, SQUAD, f"v2_demo.{k}.{name}", **_V2)
+V2_DEMO = [Number(f"v2.{k}.{name}", row[c], f"{row[0]} {name}", _NULL, SQUAD, f"v2_demo.{k}.{name}", **_V2)
            for k, row in enumerate(_V2_DEMO) for c, name in enumerate(("s_null", "s_hat", "difference"), start=1)]
 
 _RULE = "SQuAD v2.0: the rule with real numbers (reference log part4_math_stdout.txt, section 4)"
@@ -264,49 +260,49 @@ NULL_ROWS = (("5.08", "5.10", "10.18", "11.69", "11.56", "23.25", "14.18", ("yes
 NULL = []
 for _k, (_sc, _ec, _sn, _st, _et, _sh, _bar, _answers) in enumerate(NULL_ROWS):
     _at = f"null.questions.{_k}"
-    NULL += [number(f"null.{_k}.S.C", _sc, f"question {_k + 1}: S.C", _RULE, MATH, f"{_at}.S_C", **_M4),
-             number(f"null.{_k}.E.C", _ec, f"question {_k + 1}: E.C", _RULE, MATH, f"{_at}.E_C", **_M4),
-             number(f"null.{_k}.s_null", _sn, f"question {_k + 1}: s_null = S.C + E.C", _RULE, MATH, f"{_at}.s_null", **_M4),
-             number(f"null.{_k}.S.T_i", _st, f"question {_k + 1}: S.T_i of the best span", _RULE, MATH, f"{_at}.S_T_i",
+    NULL += [Number(f"null.{_k}.S.C", _sc, f"question {_k + 1}: S.C", _RULE, MATH, f"{_at}.S_C", **_M4),
+             Number(f"null.{_k}.E.C", _ec, f"question {_k + 1}: E.C", _RULE, MATH, f"{_at}.E_C", **_M4),
+             Number(f"null.{_k}.s_null", _sn, f"question {_k + 1}: s_null = S.C + E.C", _RULE, MATH, f"{_at}.s_null", **_M4),
+             Number(f"null.{_k}.S.T_i", _st, f"question {_k + 1}: S.T_i of the best span", _RULE, MATH, f"{_at}.S_T_i",
                     **_M4),
-             number(f"null.{_k}.E.T_j", _et, f"question {_k + 1}: E.T_j of the best span", _RULE, MATH, f"{_at}.E_T_j",
+             Number(f"null.{_k}.E.T_j", _et, f"question {_k + 1}: E.T_j of the best span", _RULE, MATH, f"{_at}.E_T_j",
                     **_M4),
-             number(f"null.{_k}.s_hat", _sh, f"question {_k + 1}: s_hat, the best span's score", _RULE, MATH,
+             Number(f"null.{_k}.s_hat", _sh, f"question {_k + 1}: s_hat, the best span's score", _RULE, MATH,
                     f"{_at}.s_hat", **_M4),
-             number(f"null.{_k}.bar", _bar, f"question {_k + 1}: s_null + tau, tau = +4.00", _RULE, MATH,
+             Number(f"null.{_k}.bar", _bar, f"question {_k + 1}: s_null + tau, tau = +4.00", _RULE, MATH,
                     f"plus {_at}.s_null {TAU}", **_M4)]
-    NULL += [number(f"null.{_k}.answer{t}", a, f"question {_k + 1}: answered at tau = {t}", _RULE, MATH,
+    NULL += [Number(f"null.{_k}.answer{t}", a, f"question {_k + 1}: answered at tau = {t}", _RULE, MATH,
                     f"{_at}.answer.{t}", **_M4) for t, a in zip(("+0.00", f"{TAU:+.2f}"), _answers)]
 
 # --- Choosing tau on the SQuAD v2.0 dev set ---
 
 _DEV2 = "Choosing tau on the dev set (reference log part4_squad_stdout.txt)"
 _N2 = ("v2_dev.n", 11873)
-V2_DEV = [number("v2.dev.n", "11873", "questions in the v2.0 dev set", _DEV2, SQUAD, "v2_dev.n", n=_N2),
-          number("v2.dev.n_text", "11,873", "the same, in the text", _DEV2, SQUAD, "v2_dev.n", n=_N2),
-          number("v2.dev.noans", "5945", "dev questions without an answer", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
-          number("v2.dev.noans_text", "5,945", "the same, in the text", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
-          number("v2.dev.at0_f1", "78.47", "F1 at tau = 0", _DEV2, SQUAD, "v2_dev.at0.f1", n=_N2, **_V2),
-          number("v2.dev.at0_em", "75.47", "EM at tau = 0", _DEV2, SQUAD, "v2_dev.at0.em", n=_N2, **_V2),
-          number("v2.dev.at0_answered", "56.7", "percent of questions answered at tau = 0", _DEV2, SQUAD,
+V2_DEV = [Number("v2.dev.n", "11873", "questions in the v2.0 dev set", _DEV2, SQUAD, "v2_dev.n", n=_N2),
+          Number("v2.dev.n_text", "11,873", "the same, in the text", _DEV2, SQUAD, "v2_dev.n", n=_N2),
+          Number("v2.dev.noans", "5945", "dev questions without an answer", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
+          Number("v2.dev.noans_text", "5,945", "the same, in the text", _DEV2, SQUAD, "v2_dev.n_noans", n=_N2),
+          Number("v2.dev.at0_f1", "78.47", "F1 at tau = 0", _DEV2, SQUAD, "v2_dev.at0.f1", n=_N2, **_V2),
+          Number("v2.dev.at0_em", "75.47", "EM at tau = 0", _DEV2, SQUAD, "v2_dev.at0.em", n=_N2, **_V2),
+          Number("v2.dev.at0_answered", "56.7", "percent of questions answered at tau = 0", _DEV2, SQUAD,
                  "v2_dev.at0.answered", n=_N2, **_V2),
-          number("v2.dev.tau", f"{TAU:+.2f}", "the best tau of the sweep", _DEV2, SQUAD, "v2_dev.best.tau", n=_N2, **_V2),
-          number("v2.dev.best_f1", "78.98", "F1 at the best tau", _DEV2, SQUAD, "v2_dev.best.f1", n=_N2, **_V2),
-          number("v2.dev.best_em", "76.22", "EM at the best tau", _DEV2, SQUAD, "v2_dev.best.em", n=_N2, **_V2),
-          number("v2.dev.best_answered", "52.1", "percent of questions answered at the best tau", _DEV2, SQUAD,
+          Number("v2.dev.tau", f"{TAU:+.2f}", "the best tau of the sweep", _DEV2, SQUAD, "v2_dev.best.tau", n=_N2, **_V2),
+          Number("v2.dev.best_f1", "78.98", "F1 at the best tau", _DEV2, SQUAD, "v2_dev.best.f1", n=_N2, **_V2),
+          Number("v2.dev.best_em", "76.22", "EM at the best tau", _DEV2, SQUAD, "v2_dev.best.em", n=_N2, **_V2),
+          Number("v2.dev.best_answered", "52.1", "percent of questions answered at the best tau", _DEV2, SQUAD,
                  "v2_dev.best.answered", n=_N2, **_V2),
-          number("v2.dev.minutes", "8.2", "minutes to score the v2.0 dev set", _DEV2, SQUAD, "v2_dev.seconds",
+          Number("v2.dev.minutes", "8.2", "minutes to score the v2.0 dev set", _DEV2, SQUAD, "v2_dev.seconds",
                  kind="timing", scale=1 / 60, n=_N2, **_V2),
-          number("v2.dev.page", "78.62", "the checkpoint's model page: F1, its own evaluation code", _DEV2, kind="paper"),
-          number("table3.large_dev", "81.9", "BERT-large dev F1, v2.0 (Table 3); the paper gives no BERT-base number", _DEV2,
+          Number("v2.dev.page", "78.62", "the checkpoint's model page: F1, its own evaluation code", _DEV2, kind="paper"),
+          Number("table3.large_dev", "81.9", "BERT-large dev F1, v2.0 (Table 3); the paper gives no BERT-base number", _DEV2,
                  kind="paper")]
 
 # --- SWAG: the toy (bert_part4_math.py section 6) ---
 
 _SWAG = "SWAG: choosing the best ending (the toy, H = 4)"
-SWAG_TOY = [number("toy.swag.p", "[0.596, 0.015, 0.327, 0.063]", "softmax over the four scores V . C_k", _SWAG, MATH,
+SWAG_TOY = [Number("toy.swag.p", "[0.596, 0.015, 0.327, 0.063]", "softmax over the four scores V . C_k", _SWAG, MATH,
                    "swag_toy.p"),
-            number("toy.swag.loss", "0.518", "loss if ending 1 is right", _SWAG, MATH, "swag_toy.loss")]
+            Number("toy.swag.loss", "0.518", "loss if ending 1 is right", _SWAG, MATH, "swag_toy.loss")]
 
 # --- Our own fine-tune: SST-2 and MRPC (bert_part4_finetune.py; logs part4_sst2_stdout.txt, part4_mrpc_lr*_stdout.txt) ---
 
@@ -325,12 +321,12 @@ _CURVE = ((0, "210", "0.5933", "0.8544", "0.8486", "82"), (-2, "6300", "0.0790",
           (-1, "6315", "0.0487", "0.9255", "0.9279", "2894"))
 # Counts of the data and the recipe (steps, warmup steps, dev examples) need no model: any checkpoint gives them.
 _SC = dict(match=_S["match"], n=_S["n"])
-SST2_RUN = [number("sst2.steps", "6315", "optimiser steps, 3 epochs of batch 32", _FT_SST2, FINETUNE, "steps", **_SC),
-            number("sst2.steps_text", "6,315", "the same, in the text", _FT_SST2, FINETUNE, "steps", **_SC),
-            number("sst2.warmup", "631", "warmup steps, 10%", _FT_SST2, FINETUNE, "warmup_steps", **_SC),
-            number("sst2.before", "0.4908", "dev accuracy before fine-tuning (random classifier layer)", _FT_SST2, FINETUNE,
+SST2_RUN = [Number("sst2.steps", "6315", "optimiser steps, 3 epochs of batch 32", _FT_SST2, FINETUNE, "steps", **_SC),
+            Number("sst2.steps_text", "6,315", "the same, in the text", _FT_SST2, FINETUNE, "steps", **_SC),
+            Number("sst2.warmup", "631", "warmup steps, 10%", _FT_SST2, FINETUNE, "warmup_steps", **_SC),
+            Number("sst2.before", "0.4908", "dev accuracy before fine-tuning (random classifier layer)", _FT_SST2, FINETUNE,
                    "before.dev.accuracy", kind="random-head", **_S),
-            number("sst2.before_text", "49.1", "the same, in percent, in the text", _FT_SST2, FINETUNE,
+            Number("sst2.before_text", "49.1", "the same, in percent, in the text", _FT_SST2, FINETUNE,
                    "before.dev.accuracy", kind="random-head", scale=100, **_S)]
 for _pos, _step, *_row in _CURVE:
     SST2_RUN += row(f"sst2.curve.{_step}", (_step, *_row), _FT_SST2, FINETUNE, [
@@ -339,52 +335,50 @@ for _pos, _step, *_row in _CURVE:
         ("accuracy", f"dev accuracy at step {_step}", f"curve.{_pos}.dev.dev.accuracy", _S),
         ("f1", f"dev F1 at step {_step}", f"curve.{_pos}.dev.dev.f1", _S),
         ("seconds", f"seconds at step {_step}", f"curve.{_pos}.seconds", {**_S, "kind": "timing"})])
-SST2_RUN += [number("sst2.curve.210.accuracy_text", "85.4", "dev accuracy after the first 210 steps, percent", _FT_SST2,
+SST2_RUN += [Number("sst2.curve.210.accuracy_text", "85.4", "dev accuracy after the first 210 steps, percent", _FT_SST2,
                     FINETUNE, "curve.0.dev.dev.accuracy", scale=100, **_S),
-             number("sst2.best.accuracy", "93.5", "the best dev accuracy during training, percent", _FT_SST2, FINETUNE,
+             Number("sst2.best.accuracy", "93.5", "the best dev accuracy during training, percent", _FT_SST2, FINETUNE,
                     "best_during_training.dev.dev.accuracy", scale=100, **_S),
-             number("sst2.best.step", "2,520", "the step of the best dev accuracy during training", _FT_SST2, FINETUNE,
+             Number("sst2.best.step", "2,520", "the step of the best dev accuracy during training", _FT_SST2, FINETUNE,
                     "best_during_training.step", **_S),
-             number("sst2.minutes", "48.3", "training time in minutes (the article's: a GPU other jobs shared)", _FT_SST2,
+             Number("sst2.minutes", "48.3", "training time in minutes (the article's: a GPU other jobs shared)", _FT_SST2,
                     FINETUNE, "seconds", kind="timing", scale=1 / 60, **_S),
-             number("sst2.minutes_text", "48", "the same, in the text", _FT_SST2, FINETUNE, "seconds", kind="timing",
+             Number("sst2.minutes_text", "48", "the same, in the text", _FT_SST2, FINETUNE, "seconds", kind="timing",
                     scale=1 / 60, **_S),
-             number("sst2.paper_dev", "92.7", "the paper's BERT-base SST-2 dev accuracy (Table 5)", _FT_SST2, kind="paper"),
-             number("sst2.paper_test", "93.5", "the paper's BERT-base SST-2 test accuracy (Table 1)", _FT_SST2, kind="paper")]
-
-
-def _final(task, lr, where, printed):
-    """The FINAL line's numbers for one run (accuracy, correct, n, F1), then the text's roundings of them in percent
-    (accuracy, F1), where it has them."""
-    at, m = f"{task}.lr{lr:g}", dict(model=BERT, flag="model", match=(("task", task), ("lr", lr)), n=_DEV_N[task])
-    accuracy, correct, n, f1, text = printed
-    out = [number(f"{at}.accuracy", accuracy, f"{task} dev accuracy at the end, lr {lr:g}", where, FINETUNE,
-                  "final.dev.accuracy", **m),
-           number(f"{at}.correct", correct, f"{task} dev examples right, lr {lr:g}", where, FINETUNE, "final.dev.correct", **m),
-           number(f"{at}.n", n, f"{task} dev examples", where, FINETUNE, "final.dev.n", match=m["match"], n=m["n"]),
-           number(f"{at}.f1", f1, f"{task} dev F1 at the end, lr {lr:g}", where, FINETUNE, "final.dev.f1", **m)]
-    return out + [number(f"{at}.{name}_text", v, f"the same {words}, in percent, in the text", where, FINETUNE,
-                         f"final.dev.{name}", scale=100, **m)
-                  for (name, words), v in zip((("accuracy", "accuracy"), ("f1", "F1")), text)]
+             Number("sst2.paper_dev", "92.7", "the paper's BERT-base SST-2 dev accuracy (Table 5)", _FT_SST2, kind="paper"),
+             Number("sst2.paper_test", "93.5", "the paper's BERT-base SST-2 test accuracy (Table 1)", _FT_SST2, kind="paper")]
 
 
 _FT_MRPC = "Our own fine-tune: MRPC, the four learning rates (reference logs part4_mrpc_lr*_stdout.txt)"
-FINALS = [e for (task, lr), printed in FINAL_ROWS.items()
-          for e in _final(task, lr, _FT_SST2 if task == "sst2" else _FT_MRPC, printed)]
+# The FINAL line's numbers for each run (accuracy, correct, n, F1), then the text's roundings of them in percent
+# (accuracy, F1), where it has them.
+FINALS = []
+for (_task, _lr), (_accuracy, _correct, _n, _f1, _text) in FINAL_ROWS.items():
+    _at, _where = f"{_task}.lr{_lr:g}", _FT_SST2 if _task == "sst2" else _FT_MRPC
+    _m = dict(model=BERT, flag="model", match=(("task", _task), ("lr", _lr)), n=_DEV_N[_task])
+    FINALS += [Number(f"{_at}.accuracy", _accuracy, f"{_task} dev accuracy at the end, lr {_lr:g}", _where, FINETUNE,
+                      "final.dev.accuracy", **_m),
+               Number(f"{_at}.correct", _correct, f"{_task} dev examples right, lr {_lr:g}", _where, FINETUNE,
+                      "final.dev.correct", **_m),
+               Number(f"{_at}.n", _n, f"{_task} dev examples", _where, FINETUNE, "final.dev.n", match=_m["match"], n=_m["n"]),
+               Number(f"{_at}.f1", _f1, f"{_task} dev F1 at the end, lr {_lr:g}", _where, FINETUNE, "final.dev.f1", **_m)]
+    FINALS += [Number(f"{_at}.{name}_text", v, f"the same {words}, in percent, in the text", _where, FINETUNE,
+                      f"final.dev.{name}", scale=100, **_m)
+               for (name, words), v in zip((("accuracy", "accuracy"), ("f1", "F1")), _text)]
 _REPEAT = "Our own fine-tune: MRPC 2e-5 run once more (reference log part4_mrpc_repeat_lr2e-5_stdout.txt)"
 _R = dict(model=BERT, flag="model", match=(("task", "mrpc"), ("lr", 2e-5)), n=_DEV_N["mrpc"])
-MRPC_REPEAT = [number("mrpc.repeat.accuracy", "0.8186", "MRPC 2e-5 dev accuracy, the same job run again", _REPEAT,
+MRPC_REPEAT = [Number("mrpc.repeat.accuracy", "0.8186", "MRPC 2e-5 dev accuracy, the same job run again", _REPEAT,
                       FINETUNE, "final.dev.accuracy", **_R),
-               number("mrpc.repeat.correct", "334", "dev examples right, the same job run again", _REPEAT, FINETUNE,
+               Number("mrpc.repeat.correct", "334", "dev examples right, the same job run again", _REPEAT, FINETUNE,
                       "final.dev.correct", **_R),
-               number("mrpc.repeat.f1", "0.8741", "dev F1, the same job run again", _REPEAT, FINETUNE, "final.dev.f1", **_R),
-               number("mrpc.repeat.accuracy_text", "81.9", "the same accuracy in percent, in the text", _REPEAT, FINETUNE,
+               Number("mrpc.repeat.f1", "0.8741", "dev F1, the same job run again", _REPEAT, FINETUNE, "final.dev.f1", **_R),
+               Number("mrpc.repeat.accuracy_text", "81.9", "the same accuracy in percent, in the text", _REPEAT, FINETUNE,
                       "final.dev.accuracy", scale=100, **_R),
-               number("mrpc.before", "0.3162", "MRPC dev accuracy before fine-tuning (random classifier layer)", _FT_MRPC,
+               Number("mrpc.before", "0.3162", "MRPC dev accuracy before fine-tuning (random classifier layer)", _FT_MRPC,
                       FINETUNE, "before.dev.accuracy", kind="random-head", **_R),
-               number("mrpc.before_text", "31.6", "the same, in percent, in the text", _FT_MRPC, FINETUNE,
+               Number("mrpc.before_text", "31.6", "the same, in percent, in the text", _FT_MRPC, FINETUNE,
                       "before.dev.accuracy", kind="random-head", scale=100, **_R),
-               number("mrpc.paper_dev", "86.7", "the paper's BERT-base MRPC dev accuracy (Table 5)", _FT_MRPC, kind="paper")]
+               Number("mrpc.paper_dev", "86.7", "the paper's BERT-base MRPC dev accuracy (Table 5)", _FT_MRPC, kind="paper")]
 
 # --- Table 1, quoted, and the arithmetic the text does on it ---
 
@@ -394,14 +388,14 @@ TABLE1 = {"OpenAI GPT": 75.1, "BERT-base": 79.6, "BERT-large": 82.1}          # 
 TABLE1_BASE = {"mnli": (84.6, 83.4), "qqp": (71.2,), "qnli": (90.5,), "sst2": (93.5,), "cola": (52.1,), "stsb": (85.8,),
                "mrpc": (88.9,), "rte": (66.4,)}
 PAPER_AVERAGE = TABLE1["BERT-base"]       # Table 1, BERT-base: the mean of its columns, WNLI left out
-TABLE1_ROWS = [number(f"table1.{name}", f"{v}", f"{name}: GLUE average (Table 1)", _T1, kind="paper")
+TABLE1_ROWS = [Number(f"table1.{name}", f"{v}", f"{name}: GLUE average (Table 1)", _T1, kind="paper")
                for name, v in TABLE1.items()]
-TABLE1_ROWS += [number("table1.large_mnli", "86.7/85.9", "BERT-large MNLI matched/mismatched test accuracy", _T1, kind="paper"),
-                number("table1.mnli_train", "392", "MNLI training examples, thousands (the table's small print)", _T1,
+TABLE1_ROWS += [Number("table1.large_mnli", "86.7/85.9", "BERT-large MNLI matched/mismatched test accuracy", _T1, kind="paper"),
+                Number("table1.mnli_train", "392", "MNLI training examples, thousands (the table's small print)", _T1,
                        kind="paper"),
-                number("table1.rte_train", "2.5", "RTE training examples, thousands (the table's small print)", _T1,
+                Number("table1.rte_train", "2.5", "RTE training examples, thousands (the table's small print)", _T1,
                        kind="paper")]
-TABLE1_ROWS += [number(f"table1.{name}.gain", v, f"{name} average minus OpenAI GPT's", _T1, MATH,
+TABLE1_ROWS += [Number(f"table1.{name}.gain", v, f"{name} average minus OpenAI GPT's", _T1, MATH,
                        f"tables.table1_gains.{name}") for name, v in (("BERT-base", "4.5"), ("BERT-large", "7.0"))]
 
 # In the article's order.

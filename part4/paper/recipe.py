@@ -1,9 +1,8 @@
 """The paper's fine-tuning recipe as settings (§4.1-4.4, A.3), and the one home of each: every task's learning rate,
 batch size, epochs, input length and dev evaluations (and a run's count of them); the optimiser's warmup, weight decay
 and clipping; the grids; SQuAD's windows and span search; the dev batches. No torch here, so that the command lines
-(part4/command_line/fine_tune_settings.py and fine_tune_parser.py, part4/command_line/script_settings.py) show and
-check them at once; the recipe itself (bert_part4_finetune.py) and every room that reads one of them import it from
-here."""
+(part4/command_line/fine_tune_settings.py, part4/command_line/script_settings.py) show and check them at once; the
+recipe itself (bert_part4_finetune.py) and every room that reads one of them import it from here."""
 
 from dataclasses import dataclass
 
@@ -71,6 +70,10 @@ def lr_tag(lr):
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
+# '5e-5, 4e-5, 3e-5, 2e-5': the learning rates of grid glue (§4.1) as the paper writes them
+GLUE_GRID_LRS = ", ".join(lr_tag(lr) for lr in GRIDS["glue"]["lr"])
+
+
 def grid_settings(name, batch_size, epochs):
     """The (batch_size, lr, epochs) of every run of a grid, in its order; what it does not vary, as given."""
     axes = {"batch_size": (batch_size,), "epochs": (epochs,), **GRIDS[name]}
@@ -85,8 +88,3 @@ def grid_description(name, batch_size, epochs):
     product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
     return (f"grid {name} ({GRID_SOURCES[name]}): " + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named)
             + f"{product} = {len(grid_settings(name, batch_size, epochs))} runs")
-
-
-def grid_lrs(name):
-    """'5e-5, 4e-5, 3e-5, 2e-5': a grid's learning rates as the paper writes them."""
-    return ", ".join(lr_tag(lr) for lr in GRIDS[name]["lr"])

@@ -20,7 +20,7 @@ import torch
 import transformers
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
 
-from part4.command_line.errors import not_a_script
+from part4.command_line.declarations import not_a_script
 from part4.models.loading import pick_device
 from part4.output.results_files import read_json, write_atomic
 from part4.paper.recipe import GLUE_RECIPE, MAX_LEN

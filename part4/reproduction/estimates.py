@@ -8,7 +8,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import not_a_script
+from part4.command_line.declarations import not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.output.results_files import fingerprint
 

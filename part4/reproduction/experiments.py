@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import not_a_script
+from part4.command_line.declarations import not_a_script
 from part4.output.results_files import portable, read_json
 from part4.paper import article
 from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag

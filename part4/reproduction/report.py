@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 
-from part4.command_line.errors import Fatal, not_a_script, say_error
+from part4.command_line.declarations import Fatal, not_a_script, say_error
 from part4.output.results_files import check_writable_dir, read_results  # no torch here: the report reads JSON
 from part4.paper import article
 from part4.paper.recipe import GLUE_RECIPE

@@ -17,7 +17,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import Fatal, not_a_script, preflight
+from part4.command_line.declarations import Fatal, not_a_script, preflight
 from part4.command_line.script_settings import STAND_IN_BASE as DEFAULT  # the documented default base
 from part4.output.results_files import (
     STAND_IN,

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import torch
 
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import Fatal
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import gather
 from part4.output.results_files import replace_atomically, write_atomic

@@ -25,14 +25,13 @@ import zipfile
 
 import numpy as np
 
-from part4.command_line.declarations import TABLE, recorded
-from part4.command_line.errors import Fatal, preflight
+from part4.command_line.declarations import TABLE, Fatal, preflight, recorded
 from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.data.readers import TASKS, Sources, label_name, test_problems
 from part4.output.log import Report, fmt
 from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
 from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
-from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, grid_lrs, lr_tag
+from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, GLUE_GRID_LRS, lr_tag
 from part4.run.records import (
     NameParts,
     by_setting,
@@ -147,8 +146,8 @@ def written_besides(settings, rows, submission):
 def selection_line(settings):
     if settings.grid is None:
         return (f"learning rate {lr_tag(settings.lr)} for every task, as given: no selection (paper: the best of "
-                f"{grid_lrs('glue')} on dev); batch {settings.batch_size}, {settings.epochs} epoch{plural(settings.epochs)}")
-    what = f"learning rate ({grid_lrs('glue')})" if settings.grid == "glue" else "setting of grid a3 (paper A.3)"
+                f"{GLUE_GRID_LRS} on dev); batch {settings.batch_size}, {settings.epochs} epoch{plural(settings.epochs)}")
+    what = f"learning rate ({GLUE_GRID_LRS})" if settings.grid == "glue" else "setting of grid a3 (paper A.3)"
     return (f"the best {what} of each task, chosen on dev in Table 1's metric (MCC for CoLA, F1 for MRPC and QQP, "
             f"Spearman for STS-B, accuracy otherwise)" + (
                 f", the mean over {settings.seeds} seeds (paper: for BERT-large, the best of several random restarts on "

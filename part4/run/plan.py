@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from part4.command_line.errors import Fatal, preflight, run_main
+from part4.command_line.declarations import Fatal, preflight, run_main
 from part4.data.readers import TASKS, Sources
 from part4.models.folders import read_model_folder
 from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, load_model, model_problem, pick_device
@@ -325,7 +325,7 @@ def end_processes():
 
 def run_cli(main, argv=None):
     """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
-    (part4/command_line/errors.py's run_main); the processes are ended last, whatever happened."""
+    (part4/command_line/declarations.py's run_main); the processes are ended last, whatever happened."""
     return run_main(main, argv, end=end_processes)
 
 

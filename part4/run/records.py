@@ -9,8 +9,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from part4.command_line.declarations import RUN, recorded
-from part4.command_line.errors import Fatal
+from part4.command_line.declarations import RUN, Fatal, recorded
 from part4.command_line.fine_tune_settings import as_recorded_now, flags_record, settings_diff
 from part4.models.loading import DTYPE_NAMES
 from part4.output.log import command_line
@@ -41,7 +40,7 @@ def job_of(result):
 @dataclass(frozen=True)
 class Config:
     """What every run of one task shares: the command's Settings (declared in part4/command_line/fine_tune_settings.py,
-    made once by part4/command_line/fine_tune_parser.py; each value there, once) and what is the task's own, made for
+    made once by part4/command_line/fine_tune_settings.py; each value there, once) and what is the task's own, made for
     the task (task_config)."""
     task: str
     settings: object                   # the Settings of the command line

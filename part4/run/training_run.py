@@ -20,8 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from part4.command_line.declarations import readable_time, shown_duration
-from part4.command_line.errors import Fatal, Stopped
+from part4.command_line.declarations import Fatal, Stopped, readable_time, shown_duration
 from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
