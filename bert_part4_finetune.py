@@ -37,7 +37,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
 from part4.models.loading import autocast, load_model, load_pretrained, seed_everything, task_labels
-from part4.paper.recipe import evaluations, grid_settings
+from part4.paper.recipe import grid_settings
 from part4.run.packing import make_padding_free
 from part4.run.plan import Command, run_cli
 from part4.run.records import Job
@@ -119,7 +119,7 @@ def planned_runs(config):
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
     points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])
-    return [Job(lr=lr, batch_size=b, epochs=e, seed=s, evals=evaluations(settings.evals, config.recipe, e))
+    return [Job(lr=lr, batch_size=b, epochs=e, seed=s, evals=settings.evals or config.recipe.evals or e)
             for b, lr, e in points for s in seeds]
 
 

@@ -16,7 +16,7 @@ from test_finetune import write_sst2
 import bert_part4_finetune as ft
 from part4.command_line import fine_tune_settings
 from part4.command_line.declarations import RUN, TABLE, Fatal, Range, setting
-from part4.command_line.fine_tune_settings import Settings, computation_on, flags_record
+from part4.command_line.fine_tune_settings import Settings, computation_on
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
@@ -243,7 +243,7 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
         fine_tune_settings.parse(["rte", "--dummy-share", "1.5"])
-    assert flags_record(given)["dummy_share"] == 0.5
+    assert records.recorded_command(given)["config"]["dummy_share"] == 0.5
     assert glue_row.table_settings(fine_tune_settings.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):

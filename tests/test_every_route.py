@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4.command_line import declarations, fine_tune_settings
+from part4.command_line import fine_tune_settings
 from part4.data import readers
 from part4.output import log
 from part4.output.results_files import portable
@@ -34,8 +34,9 @@ def test_help_states_every_default(name):
     parser = (fine_tune_settings if name == "finetune" else SCRIPTS[name]).build_parser()
     for action in parser._actions:
         f = getattr(action, "declaration", None)
+        words = {} if f is None or not isinstance(f.metadata["choices"], dict) else f.metadata["choices"]
         default = action.default if f is None else "the recipe's" if f.metadata["recipe"] else \
-            declarations.recorded_value(f, f.default)
+            next((word for word, v in words.items() if v == f.default), f.default)      # a word for the value it stands for
         if action.dest == "help" or default is None or default is False or default == ():
             continue
         assert "default" in (action.help or "").lower(), f"{name} {action.option_strings}: {action.help}"

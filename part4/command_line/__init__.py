@@ -5,5 +5,5 @@
                          where recorded), and what is made from the declarations: the parser's arguments, the checks,
                          the values, the recorded settings; the settings several scripts take, each declared once
     fine_tune_settings   bert_part4_finetune.py's command line: its Settings, each declared once; the parser, the checks
-                         across flags, Settings made once (parse); the command as a results file records it
+                         across flags, Settings made once (parse); settings recorded earlier read as now
     script_settings      the settings and command lines of the heads, SQuAD, math, report and reproduce scripts"""

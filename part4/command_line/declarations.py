@@ -17,7 +17,7 @@ import argparse
 import os
 import re
 import sys
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 from part4.paper.article import ARTICLE_MODEL
 from part4.paper.recipe import RECIPES, STRIDE, lr_tag
@@ -306,30 +306,30 @@ def given_or_default(given, settings_class, recipe):
     return values
 
 
-def recorded_value(f, value, path=None):
-    """A value as a results file records it: a word for the value it stands for, a path as path() writes it."""
-    words = f.metadata["choices"]
-    if isinstance(words, dict):
-        return {v: k for k, v in words.items()}[value]
-    return path(value) if f.metadata["path"] and path is not None else value
-
-
 def recorded(settings, place, path=None):
     """{name: value} of the settings declared as recorded in place (RUN or TABLE), each under its flag's name, a word
     for the value it stands for (group_by_length "auto"), a path as path() writes it; one recorded there unless
     default is left out at its default."""
-    return {dest(f): recorded_value(f, getattr(settings, f.name), path) for f in fields(settings)
-            if place in f.metadata.get("record", ())
-            and not (place in f.metadata["unless_default"] and getattr(settings, f.name) == f.default)}
+    out = {}
+    for f in fields(settings):
+        value, m = getattr(settings, f.name), f.metadata
+        if place not in m.get("record", ()) or (place in m["unless_default"] and value == f.default):
+            continue
+        if isinstance(m["choices"], dict):
+            value = {v: k for k, v in m["choices"].items()}[value]
+        elif m["path"] and path is not None:
+            value = path(value)
+        out[dest(f)] = value
+    return out
 
 
 def recorded_defaults(settings_class, place):
     """{name: its declared default as recorded} of the settings recorded in place whose default is not the recipe's:
-    what a results file that does not record one of them (written before it was declared) ran with. A setting
-    recorded there only when it is not its default is left out: absent is how its default is written."""
-    return {dest(f): recorded_value(f, f.default) for f in fields(settings_class)
-            if place in f.metadata.get("record", ()) and place not in f.metadata["unless_default"]
-            and not f.metadata["recipe"] and f.default is not MISSING}
+    what a results file that does not record one of them (written before it was declared) ran with: the settings of a
+    command given no flag, as recorded. A setting recorded there only when it is not its default is left out: absent
+    is how its default is written."""
+    recipe = {dest(f) for f in fields(settings_class) if f.metadata.get("recipe")}
+    return {name: value for name, value in recorded(settings_class(), place).items() if name not in recipe}
 
 
 # --- The settings several scripts take, each declared once here and taken by every script that takes it (shared) ---

@@ -2,12 +2,12 @@
 refused flag answer at once: the Settings, each declared once (flag, default, help, range or choices, where a results
 file records it; the defaults the recipe's, part4/paper/recipe.py, read from there); the parser and --help made from
 those declarations, the checks before any work, and the Settings the command line becomes, once, by keyword, in
-parse; how the training steps are computed where the settings leave it to the device; the command as a results file
-records it, and settings recorded by earlier versions read as this one records them."""
+parse; how the training steps are computed where the settings leave it to the device; and settings recorded by earlier
+versions read as this one records them."""
 
 import math
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 from part4.command_line.declarations import (
     PAPER_DEFAULTS,
@@ -122,7 +122,7 @@ class Settings:
     grid: str = setting(choices=sorted(GRIDS), record=(TABLE,),
                         help=f"glue: lr {GLUE_GRID_LRS} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
                              "setting with every seed")
-    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (part4/paper/recipe.py's evaluations)
+    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (planned_runs)
                          help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article, "
                               "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
                               f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
@@ -286,15 +286,6 @@ def computation_on(settings, device_type):
     cuda = device_type == "cuda"
     multiple = settings.pad_to_multiple_of or (CUDA_PAD_MULTIPLE if cuda else 1)
     return {"pad_to_multiple_of": multiple, "cudnn_attention": cuda and bool(settings.cudnn_attention)}
-
-
-# --- the command as a results file records it ---
-
-def flags_record(settings, **ran):
-    """The command's settings as a results file records them (JSON values; ran: what a task's run resolved, its
-    task). Under a grid no single learning rate was given: lr is null, the grid names them."""
-    record = {k: v for k, v in asdict(settings).items() if k != "argv"}
-    return {**record, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks), **ran}
 
 
 # --- settings recorded by earlier versions, read as this one records them, and what differs ---

@@ -26,7 +26,7 @@ class Recipe:
     batch_size: int
     epochs: int
     max_len: int
-    evals: int = None      # dev evaluations per run; None: one per epoch (evaluations counts them)
+    evals: int = None      # dev evaluations per run; None: one per epoch
 
 
 GLUE_RECIPE = Recipe(lr=2e-5, batch_size=GLUE_BATCH_SIZE, epochs=GLUE_EPOCHS, max_len=128, evals=30)  # lr, ~30: the article's
@@ -41,17 +41,9 @@ GRIDS = {"glue": {"lr": (5e-5, 4e-5, 3e-5, 2e-5)},                        # §4.
 GRID_SOURCES = {"glue": "paper §4.1", "a3": "paper A.3"}
 
 
-def evaluations(given, recipe, epochs):
-    """The dev evaluations of one run, counted once: --evals as given, else the recipe's (GLUE: the article's 30),
-    else one per epoch of the run."""
-    if given is not None:
-        return given
-    return recipe.evals if recipe.evals is not None else epochs
-
-
 def eval_every(evals, steps, cut):
     """The steps between two dev evaluations of a run, its one home (the run, its preamble and the reproduction's plan
-    of work read it here): steps // evals (evals: the run's count, evaluations above); a run cut by
+    of work read it here): steps // evals (evals: the run's count, Job.evals); a run cut by
     --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
     full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
     every = max(1, steps // evals)

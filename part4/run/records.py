@@ -5,12 +5,12 @@ in part4/paper/recipe.py."""
 
 import os
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from part4.command_line.declarations import RUN, Fatal, recorded
-from part4.command_line.fine_tune_settings import as_recorded_now, flags_record, settings_diff
+from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import DTYPE_NAMES
 from part4.output.log import command_line
 from part4.output.results_files import portable, read_results
@@ -28,7 +28,7 @@ class Job:
     batch_size: int
     epochs: int
     seed: int
-    evals: int                         # dev evaluations during the run: part4/paper/recipe.py's evaluations counts them
+    evals: int                         # dev evaluations during the run: bert_part4_finetune.py's planned_runs counts them
 
 
 def job_of(result):
@@ -160,9 +160,11 @@ def model_folders(config, jobs):
 # --- the command line a results file records; the summaries of seeds and grids ---
 
 def recorded_command(settings, **ran):
-    """The command line as a results file records it: its argv, and its settings as given (ran: a task's own, its
-    task)."""
-    return command_line(settings.argv, flags_record(settings, **ran))
+    """The command line as a results file records it: its argv, and its settings as given, JSON values (ran: a task's
+    own, its task). Under a grid no single learning rate was given: lr is null, the grid names them."""
+    flags = {k: v for k, v in asdict(settings).items() if k != "argv"}
+    return command_line(settings.argv, {**flags, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks),
+                                        **ran})
 
 
 def by_setting(results, score):
