@@ -55,12 +55,6 @@ class Number:
     n: tuple = ()            # (field, count): ours counts only on the whole dev set (n questions or examples)
 
 
-def row(key, values, where, script, columns):
-    """The entries of one quoted row, a value per column: columns are (name, what, field, the entry's other settings),
-    and each entry's key is key.name."""
-    return [Number(f"{key}.{name}", v, what, where, script, field, **kw) for v, (name, what, field, kw) in zip(values, columns)]
-
-
 # --- The classification layer: the toy, by hand (bert_part4_math.py section 1a) ---
 
 _TOY = "The classification layer: the toy (H = 4, K = 3)"
@@ -191,15 +185,16 @@ for _k, (_q, _i, _j, _score, _runners, _top, _gaps) in enumerate(_DEMO):
 _GOLD = "SQuAD v1.1: the loss on the gold span (reference log part4_math_stdout.txt, section 3b)"
 _M3 = dict(model=SQUAD_V1, flag="squad_model")
 SPAN_REAL = []
-for _k, _row in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
-                           ("30..30", "9.87", "0.0615", "0.0407", "5.9909"))):
-    _q = f"question {_k + 1}"
-    SPAN_REAL += row(f"gold.{_k}", _row, _GOLD, MATH, [
-        ("tokens", f"{_q}: predicted tokens", f"span_real.{_k}.span", _M3),
-        ("score", f"{_q}: predicted span's score", f"span_real.{_k}.score", _M3),
-        ("p_start", f"{_q}: P_start(gold start)", f"span_real.{_k}.p_start_gold", _M3),
-        ("p_end", f"{_q}: P_end(gold end)", f"span_real.{_k}.p_end_gold", _M3),
-        ("loss", f"{_q}: loss -log P_start - log P_end", f"span_real.{_k}.loss", _M3)])
+for _k, (_tokens, _score, _p_start, _p_end, _loss) in enumerate((("21..30", "15.16", "0.9893", "0.9661", "0.0453"),
+                                                                  ("30..30", "9.87", "0.0615", "0.0407", "5.9909"))):
+    _q, _at = f"question {_k + 1}", f"span_real.{_k}"
+    SPAN_REAL += [Number(f"gold.{_k}.tokens", _tokens, f"{_q}: predicted tokens", _GOLD, MATH, f"{_at}.span", **_M3),
+                  Number(f"gold.{_k}.score", _score, f"{_q}: predicted span's score", _GOLD, MATH, f"{_at}.score", **_M3),
+                  Number(f"gold.{_k}.p_start", _p_start, f"{_q}: P_start(gold start)", _GOLD, MATH, f"{_at}.p_start_gold",
+                         **_M3),
+                  Number(f"gold.{_k}.p_end", _p_end, f"{_q}: P_end(gold end)", _GOLD, MATH, f"{_at}.p_end_gold", **_M3),
+                  Number(f"gold.{_k}.loss", _loss, f"{_q}: loss -log P_start - log P_end", _GOLD, MATH, f"{_at}.loss",
+                         **_M3)]
 
 # --- Scoring on the full SQuAD v1.1 dev set: EM and F1 worked out (bert_part4_math.py section 5), then the dev score ---
 
@@ -328,13 +323,16 @@ SST2_RUN = [Number("sst2.steps", "6315", "optimiser steps, 3 epochs of batch 32"
                    "before.dev.accuracy", kind="random-head", **_S),
             Number("sst2.before_text", "49.1", "the same, in percent, in the text", _FT_SST2, FINETUNE,
                    "before.dev.accuracy", kind="random-head", scale=100, **_S)]
-for _pos, _step, *_row in _CURVE:
-    SST2_RUN += row(f"sst2.curve.{_step}", (_step, *_row), _FT_SST2, FINETUNE, [
-        ("step", "a quoted line of the curve: its step", f"curve.{_pos}.step", _SC),
-        ("loss", f"train loss at step {_step}", f"curve.{_pos}.train_loss", _S),
-        ("accuracy", f"dev accuracy at step {_step}", f"curve.{_pos}.dev.dev.accuracy", _S),
-        ("f1", f"dev F1 at step {_step}", f"curve.{_pos}.dev.dev.f1", _S),
-        ("seconds", f"seconds at step {_step}", f"curve.{_pos}.seconds", {**_S, "kind": "timing"})])
+for _pos, _step, _loss, _accuracy, _f1, _seconds in _CURVE:
+    _key, _at = f"sst2.curve.{_step}", f"curve.{_pos}"
+    SST2_RUN += [Number(f"{_key}.step", _step, "a quoted line of the curve: its step", _FT_SST2, FINETUNE, f"{_at}.step",
+                        **_SC),
+                 Number(f"{_key}.loss", _loss, f"train loss at step {_step}", _FT_SST2, FINETUNE, f"{_at}.train_loss", **_S),
+                 Number(f"{_key}.accuracy", _accuracy, f"dev accuracy at step {_step}", _FT_SST2, FINETUNE,
+                        f"{_at}.dev.dev.accuracy", **_S),
+                 Number(f"{_key}.f1", _f1, f"dev F1 at step {_step}", _FT_SST2, FINETUNE, f"{_at}.dev.dev.f1", **_S),
+                 Number(f"{_key}.seconds", _seconds, f"seconds at step {_step}", _FT_SST2, FINETUNE, f"{_at}.seconds",
+                        **{**_S, "kind": "timing"})]
 SST2_RUN += [Number("sst2.curve.210.accuracy_text", "85.4", "dev accuracy after the first 210 steps, percent", _FT_SST2,
                     FINETUNE, "curve.0.dev.dev.accuracy", scale=100, **_S),
              Number("sst2.best.accuracy", "93.5", "the best dev accuracy during training, percent", _FT_SST2, FINETUNE,
