@@ -22,8 +22,7 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 from part4.command_line.declarations import Fatal, preflight
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, seed_everything
-from part4.output.log import RANDOM_HEAD, Report, article, command_line, rounded
-from part4.output.results_files import check_writable_dir, portable
+from part4.output.results_files import RANDOM_HEAD, Log, beside_article, check_writable_dir, command_line, portable, rounded
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
 from part4.paper.article import HEADS_LABELS as ARTICLE
 from part4.run.plan import run_cli
@@ -107,20 +106,20 @@ def glue_head(loaded, tok, device, report, *, seed):
     say = report.say
     say(f"input tokens: {tok.convert_ids_to_tokens(enc['input_ids'][0])}")
     say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
-        + article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
+        + beside_article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
     if fresh:
         say(f"W is a new, random layer (seed {seed}{'; ' + head.note if head.note else ''}); its bias is a seeded draw "
             f"too: {rounded(b.detach(), 4)}")
-    say(f"logits from the library:  {rounded(out.logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
-    say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + article(ARTICLE["logits"], fresh and RANDOM_HEAD))
+    say(f"logits from the library:  {rounded(out.logits[0], 4)}" + beside_article(ARTICLE["logits"], fresh and RANDOM_HEAD))
+    say(f"logits by hand (pooled C): {rounded(logits[0], 4)}" + beside_article(ARTICLE["logits"], fresh and RANDOM_HEAD))
     say(f"loss from the library {out.loss.item():.6f}  vs  -log softmax(C W^T)[label] by hand {loss.item():.6f}"
-        + article(ARTICLE["loss"], fresh and RANDOM_HEAD))
+        + beside_article(ARTICLE["loss"], fresh and RANDOM_HEAD))
     say(f"probabilities ({'untrained W, so they mean nothing yet' if fresh else 'the checkpoint W'}): "
-        f"{rounded(torch.softmax(logits[0], -1), 3)}" + article(ARTICLE["probs"], fresh and RANDOM_HEAD))
+        f"{rounded(torch.softmax(logits[0], -1), 3)}" + beside_article(ARTICLE["probs"], fresh and RANDOM_HEAD))
     say(f"with the raw C instead of the pooled C the logits would be {rounded(raw_logits[0], 4)} "
-        f"(the library uses the pooled C)" + article(ARTICLE["raw_logits"], fresh and RANDOM_HEAD))
+        f"(the library uses the pooled C)" + beside_article(ARTICLE["raw_logits"], fresh and RANDOM_HEAD))
     say(f"new parameters for this task: {new:,} out of {total:,} ({100 * new / total:.4f}%)"
-        + article(f"{ARTICLE['new_params']} for {ARTICLE_MODEL}"))
+        + beside_article(f"{ARTICLE['new_params']} for {ARTICLE_MODEL}"))
     return {
         "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]), "C_shape": list(C.shape), "W_shape": list(W.shape),
         "logits_library": out.logits[0].tolist(), "logits_by_hand": logits[0].tolist(),
@@ -153,11 +152,11 @@ def swag_head(loaded, tok, device, report):
         scores = swag_scores(C, w, b).view(1, n)
         probs = torch.softmax(scores, -1)                 # softmax across the 4 choices
     report.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
-               f"{tuple(w.shape)}" + article(f"{ARTICLE['swag_shape']}, w (1, {ARCHITECTURE['hidden']})"))
+               f"{tuple(w.shape)}" + beside_article(f"{ARTICLE['swag_shape']}, w (1, {ARCHITECTURE['hidden']})"))
     report.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
-               + article(ARTICLE["swag_scores"], fresh and RANDOM_HEAD))
+               + beside_article(ARTICLE["swag_scores"], fresh and RANDOM_HEAD))
     report.say(f"softmax over the {n} choices ({'untrained w' if fresh else 'the checkpoint w'}): "
-               f"{rounded(probs[0], 3)}" + article(ARTICLE["swag_probs"], fresh and RANDOM_HEAD))
+               f"{rounded(probs[0], 3)}" + beside_article(ARTICLE["swag_probs"], fresh and RANDOM_HEAD))
     return {"input_shape": list(e["input_ids"].shape), "scores_library": library[0].tolist(),
             "scores_by_hand": scores[0].tolist(), "max_score_gap": (library - scores).abs().max().item(),
             "probabilities": probs[0].tolist()}
@@ -213,7 +212,7 @@ def main(argv=None):
     folder = read_model_folder(args.model)              # its config, weight files and tokenizer, before any line
     preflight([not_bert(folder, "the hand-computed heads read BERT's pooler, bert.pooler")])
     models, tok = load_heads(folder, args.seed, device), folder.tokenizer
-    report = Report("part4_heads", args.results_dir)
+    report = Log("part4_heads", args.results_dir)
     report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     for line in [weights_line(folder), *folder.notes]:
         report.say(line)

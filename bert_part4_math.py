@@ -42,8 +42,17 @@ from part4.models.loading import (
     pick_device,
     seed_everything,
 )
-from part4.output.log import UNTRAINED_HEAD, Report, article, command_line, pyplot, rounded
-from part4.output.results_files import check_writable_dir, portable, read_results
+from part4.output.results_files import (
+    UNTRAINED_HEAD,
+    Log,
+    beside_article,
+    check_writable_dir,
+    command_line,
+    portable,
+    pyplot,
+    read_results,
+    rounded,
+)
 from part4.paper.article import ARCHITECTURE, NULL_TAU_LABEL, PASSAGE, SQUAD_V1, SST2, TABLE1, TABLE2
 from part4.paper.article import MATH_LABELS as ARTICLE
 from part4.paper.article import TAU as ARTICLE_TAU
@@ -127,11 +136,11 @@ def glue_real(model, tok, name, device, report, fresh):
         report.say(f"  W: shape {tuple(W.shape)}, bias [{', '.join(f'{x:.3f}' for x in b)}]")
         report.say(f"  C W^T = [{', '.join(f'{x:.3f}' for x in CW)}], + bias = logits "
                    f"[{', '.join(f'{x:.3f}' for x in logits)}]  (library: [{', '.join(f'{x:.3f}' for x in library)}])"
-                   + article(f"C W^T = {art['CW']}, logits {art['logits']}", fresh and UNTRAINED_HEAD))
+                   + beside_article(f"C W^T = {art['CW']}, logits {art['logits']}", fresh and UNTRAINED_HEAD))
         report.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}"
-                   + article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
+                   + beside_article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
         report.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
-                   + article(art["gap"], fresh and UNTRAINED_HEAD))
+                   + beside_article(art["gap"], fresh and UNTRAINED_HEAD))
         out.append({"text": text, "gold": gold, "CW": CW.tolist(), "logits_by_hand": logits.tolist(),
                     "logits_library": library.tolist(),
                     "max_gap": (logits - library).abs().max().item(), "p": P.tolist(), "loss": loss})
@@ -158,14 +167,14 @@ def new_weights(model, report):
     report.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
                f"{trainable:,} have requires_grad = True during fine-tuning"
                + (" (all of them)" if trainable == total else "")
-               + article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, "
+               + beside_article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, "
                          f"H = {ARCHITECTURE['hidden']}"))
     counts = {}
     for label, (m, attr, k) in heads.items():
         counted = sum(p.numel() for p in getattr(m, attr).parameters())
         counts[label] = {"formula": new_head_parameters(k, H), "counted": counted}
         report.say(f"  new weights, {label}: {counted:,}"
-                   + article(f"{ARTICLE['weights'][label]} with H = {ARCHITECTURE['hidden']}"))
+                   + beside_article(f"{ARTICLE['weights'][label]} with H = {ARCHITECTURE['hidden']}"))
     return {"total": total, "new": new, "trainable": trainable, "H": H, "heads": counts}
 
 
@@ -209,12 +218,13 @@ def attention_flow(model, tok, name, device, report):
         art = ARTICLE["flow"][r["layer"] - 1] if r["layer"] <= len(ARTICLE["flow"]) else None
         report.say(f"  layer {r['layer']:>2}: question -> passage {r['q_to_p']:.3f}   passage -> question {r['p_to_q']:.3f}"
                    f"   question -> [CLS]/[SEP] {r['q_to_special']:.3f}"
-                   + (article(" / ".join(f"{x:.3f}" for x in art)) if art else ""))
+                   + (beside_article(" / ".join(f"{x:.3f}" for x in art)) if art else ""))
     born = [i for i in q if tokens[i] == FLOW_WORD]
     born_share = float(np.mean([block_share(A, born, p).mean().item() for A in att])) if born else None
     if born:
         report.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
-                   f"of its attention to the passage" + article(f"{ARTICLE['born']}, over {ARCHITECTURE['layers']} layers"))
+                   f"of its attention to the passage"
+                   + beside_article(f"{ARTICLE['born']}, over {ARCHITECTURE['layers']} layers"))
     return {"tokens": tokens, "layers": layers, "born_to_passage": born_share}
 
 
@@ -294,9 +304,9 @@ def span_real(model, tok, name, device, report):
         report.say(f'Q: {question}   gold "{gold}" = tokens {gs}..{ge} {d["tokens"][gs:ge + 1]}')
         report.say(f"   S, E: shape ({d['S'].shape[0]},) each; first 4 of S [{', '.join(f'{x:.3f}' for x in d['S'][:4])}], "
                    f"of E [{', '.join(f'{x:.3f}' for x in d['E'][:4])}]")
-        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})' + article(art["span"]))
+        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})' + beside_article(art["span"]))
         report.say(f"   P_start(gold start) = {ps:.4f}, P_end(gold end) = {pe:.4f}, "
-                   f"loss = -log P_start - log P_end = {loss:.4f}" + article(art["p"]))
+                   f"loss = -log P_start - log P_end = {loss:.4f}" + beside_article(art["p"]))
         row = {"question": question, "gold": gold, "gold_tokens": [gs, ge], "predicted": text, "span": [i, j],
                "score": score, "p_start_gold": ps, "p_end_gold": pe, "loss": loss}
         if n == 0:                                                # the window the article draws as a heatmap
@@ -336,22 +346,22 @@ def null_scores(model, tok, name, *, device, chosen, report):
     chosen_tau gives them."""
     tau, source = chosen
     report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
-               + article(NULL_TAU_LABEL))
+               + beside_article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
         d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         report.say(f"Q: {question}")
-        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}" + article(art["s_null"]))
+        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}" + beside_article(art["s_null"]))
         report.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}'
-                   + article(art["s_hat"]))
+                   + beside_article(art["s_hat"]))
         decisions = {}
         for t, art_answer in zip((0.0, tau), art["answer"]):
             answer = s_hat > s_null + t
             label = "0:    " if t == 0 else f"{t:+.2f}:"
             report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
-                       + article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
+                       + beside_article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
         out.append({"question": question, "S_C": sc, "E_C": ec, "s_null": s_null, "best_span": text,
                     "S_T_i": float(d["start"][i]), "E_T_j": float(d["end"][j]), "s_hat": s_hat, "answer": decisions})
@@ -370,7 +380,7 @@ def f1_examples(report):
         normal = squad_metric.normalize_answer
         report.say(f'pred "{pred}" -> "{normal(pred)}" | gold "{gold}" -> "{normal(gold)}"')
         report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
-                   + article(f"F1 {art}"))
+                   + beside_article(f"F1 {art}"))
         out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,
                     "f1": f1, "em": em})
     return out
@@ -398,12 +408,12 @@ def table_arithmetic(report):
     gains = {name: TABLE1[name] - base for name in ("BERT-base", "BERT-large")}
     for name, gain in gains.items():
         report.say(f"  Table 1, GLUE average: {name} {TABLE1[name]} - OpenAI GPT {base} = {gain:.1f} points"
-                   + article(ARTICLE["table1"][name]))
+                   + beside_article(ARTICLE["table1"][name]))
     ens, top, single = (TABLE2[k] for k in ("BERT ensemble + TriviaQA", "top leaderboard ensemble", "BERT single + TriviaQA"))
     report.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
-               + article(ARTICLE["table2"]))
+               + beside_article(ARTICLE["table2"]))
     report.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
-               + article(ARTICLE["table2_single"]))
+               + beside_article(ARTICLE["table2_single"]))
     return {"table1_gains": gains, "table2_margin": ens - top, "single_beats_top": single > top}
 
 
@@ -589,7 +599,7 @@ def model_sections(m, report, blocks):
 def main(argv=None):
     args = parse_args(argv)
     check_writable_dir(args.results_dir, "--results-dir")
-    report = Report("part4_math", args.results_dir)
+    report = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
     m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, tau=args.tau,
                         results_dir=args.results_dir, report=report) if args.only == "all" else None

@@ -48,7 +48,15 @@ from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
-from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
+from part4.output.results_files import (
+    RU_MAXRSS_UNIT,
+    STAND_IN,
+    check_room,
+    check_writable_dir,
+    portable,
+    read_json,
+    write_atomic,
+)
 from part4.reproduction import estimates, experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
@@ -422,7 +430,7 @@ def run_command(item, words, estimate):
         status = "ran" if code == 0 else "failed"
         return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
                        reason="" if code == 0 else last_line(err) or f"exit status {code}",
-                       peak=usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+                       peak=usage.ru_maxrss * RU_MAXRSS_UNIT)
 
 
 class Child:

@@ -31,8 +31,16 @@ from part4.command_line.declarations import preflight
 from part4.data.readers import HUB_DATASETS, file_problem, read_squad
 from part4.models.folders import loaded_record, read_model_folders, weights_line
 from part4.models.loading import DTYPE_NAMES, Processes, autocast_dtype, load_qa_model, model_problem, model_type_note
-from part4.output.log import Report, article, command_line, fmt, line_plot
-from part4.output.results_files import check_writable_dir, portable, write_atomic
+from part4.output.results_files import (
+    Log,
+    beside_article,
+    check_writable_dir,
+    command_line,
+    fmt,
+    line_plot,
+    portable,
+    write_atomic,
+)
 from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2, WINDOWS_LABEL
 from part4.paper.article import SQUAD_LABELS as ARTICLE
 from part4.run.plan import all_agree, run_cli, start_processes
@@ -96,14 +104,14 @@ def demo_v1(model, tok, *, device, search, report):
     report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
     report.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
-               f"position, so it cancels in the softmax)" + article(ARTICLE["bias"]))
+               f"position, so it cancels in the softmax)" + beside_article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
         d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         report.say(f"Q: {q}")
         report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
-                   + article(ARTICLE["v1_demo"][q]))
+                   + beside_article(ARTICLE["v1_demo"][q]))
         report.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
         report.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
         report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
@@ -165,7 +173,7 @@ def demo_v2(model, tok, *, device, search, report):
         text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
         report.say(f"SQuAD 2.0 Q: {q}")
         report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
-                   f"difference {s_hat - d['s_null']:+.2f}" + article(ARTICLE["v2_demo"][q]))
+                   f"difference {s_hat - d['s_null']:+.2f}" + beside_article(ARTICLE["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
     return {"v2_demo": results}
@@ -253,7 +261,7 @@ def main(argv=None):
     examples, folders = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
                                                          data=data, limit=args.limit))
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
-    report = Report("part4_squad", args.results_dir, quiet=not processes.is_main)
+    report = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")

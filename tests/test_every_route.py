@@ -18,8 +18,8 @@ import bert_part4_math as bm
 import bert_part4_squad as sq
 from part4.command_line import fine_tune_settings
 from part4.data import readers
-from part4.output import log
-from part4.output.results_files import portable
+from part4.output import results_files as output
+from part4.output.results_files import Log, command_line, portable
 from part4.paper import article, recipe
 from part4.run.plan import run_cli
 from part4.tasks import squad_spans
@@ -74,8 +74,8 @@ def test_missing_matplotlib_is_said_once(monkeypatch, capsys):
             raise ImportError(name)
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    monkeypatch.setattr(log, "_PLOT_NOTICE", [])
-    assert log.pyplot() is None and log.pyplot() is None
+    monkeypatch.setattr(output, "_PLOT_NOTICE", [])
+    assert output.pyplot() is None and output.pyplot() is None
     err = capsys.readouterr().err.splitlines()
     assert err == ["plots skipped: matplotlib is not installed (pip install matplotlib to get them)"]
 
@@ -96,10 +96,10 @@ def test_paths_are_recorded_relative_or_by_name_and_fingerprint(tmp_path, monkey
     assert portable(model) != printed                        # another config, another fingerprint
     assert portable("bert-base-uncased") == "bert-base-uncased"
     assert portable(str(tmp_path / "outside")) == os.path.join("..", "outside")     # beside: a plain folder
-    report = log.Report("x", str(inside / "results"))
+    report = Log("x", str(inside / "results"))
     args = type("A", (), {})()
     args.model, args.n = model, 3
-    report.save({}, cli=log.command_line(["--model", model], vars(args)))
+    report.save({}, cli=command_line(["--model", model], vars(args)))
     saved = (inside / "results" / "x.json").read_text()
     assert str(tmp_path) not in saved and json.loads(saved)["run"]["config"]["model"].startswith("my-model@")
 

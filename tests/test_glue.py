@@ -18,7 +18,7 @@ import bert_part4_finetune as ft
 from part4.command_line import fine_tune_settings
 from part4.command_line.declarations import Fatal
 from part4.data import readers
-from part4.output.log import Report, fmt
+from part4.output.results_files import Log, fmt
 from part4.paper import article, recipe
 from part4.run import glue_row, plan, records, training_run
 from part4.run.plan import run_cli
@@ -164,7 +164,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
         family = plan.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
-        report = Report("x", str(tmp_path), quiet=True)
+        report = Log("x", str(tmp_path), quiet=True)
         config = SimpleNamespace(task=task, settings=SimpleNamespace(grid="glue", seeds=None))
         ranked = records.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
@@ -259,7 +259,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     text = "index\tprediction\n0\tentailment\n1\tnot_entailment\n"
     (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
     rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
-    report = Report("x", str(tmp_path), quiet=True)
+    report = Log("x", str(tmp_path), quiet=True)
     out = glue_row.write_submission(str(folder), rows, report)
     assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
     with zipfile.ZipFile(folder / "submission.zip") as z:

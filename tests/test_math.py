@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenc
 
 import bert_part4_math as bm
 from part4.models import folders, loading
-from part4.output.log import Report
+from part4.output.results_files import Log
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
 
@@ -40,7 +40,7 @@ def test_no_script_imports_another_what_two_share_is_in_part4(tmp_path):
 
 
 def test_toy_numbers_are_the_articles(tmp_path):
-    report = Report("x", str(tmp_path))
+    report = Log("x", str(tmp_path))
     glue, span, swag = bm.glue_toy(report), bm.span_toy(report), bm.swag_toy(report)
     f1 = bm.f1_examples(report)
     assert [round(x, 3) for x in glue["p"]] == [0.867, 0.032, 0.101] and round(glue["loss"], 3) == 0.143
@@ -104,7 +104,7 @@ def test_the_shares_of_each_question_token_add_up_to_one(tiny_qa_dir):
 
 def test_weight_counts_against_the_heads(tiny_sst2_dir, tmp_path):
     model = BertForSequenceClassification.from_pretrained(tiny_sst2_dir)
-    w = bm.new_weights(model, Report("x", str(tmp_path)))
+    w = bm.new_weights(model, Log("x", str(tmp_path)))
     H = model.config.hidden_size
     assert w["total"] == sum(p.numel() for p in model.parameters()) == w["trainable"]
     assert w["new"] == sum(p.numel() for p in model.classifier.parameters()) == 2 * H + 2
@@ -272,6 +272,6 @@ def test_an_untrained_sst2_classifier_is_said_so(tiny_qa_dir, tmp_path):
 
 
 def test_table_arithmetic_is_the_articles(tmp_path):
-    t = bm.table_arithmetic(Report("x", str(tmp_path)))
+    t = bm.table_arithmetic(Log("x", str(tmp_path)))
     assert {k: round(v, 1) for k, v in t["table1_gains"].items()} == {"BERT-base": 4.5, "BERT-large": 7.0}
     assert round(t["table2_margin"], 1) == 1.5 and t["single_beats_top"]

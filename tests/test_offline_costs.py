@@ -107,7 +107,7 @@ def test_a_model_folder_that_cannot_be_written_is_one_line_and_none_is_left(tmp_
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with pytest.raises(Fatal) as refused:
-        results_files.replace_folder_atomically(str(target), write, "; kept: nothing else")
+        results_files.write_atomic(str(target), write, "; kept: nothing else", folder=True)
     assert str(refused.value) == (f"{target}: not written (No space left on device); nothing "
                                   f"half-written is left; kept: nothing else")
     assert not os.path.exists((tmp_path / "seen").read_text()) and os.listdir(target) == ["config.json"]
@@ -126,5 +126,5 @@ def test_an_error_that_is_not_a_failed_write_is_raised_as_it_is(tmp_path):
         raise RuntimeError("a bug")
 
     with pytest.raises(RuntimeError, match="a bug"):
-        results_files.replace_atomically(str(tmp_path / "x.json"), write)
+        results_files.write_atomic(str(tmp_path / "x.json"), write)
     assert not os.listdir(tmp_path)

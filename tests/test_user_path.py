@@ -18,7 +18,7 @@ from test_glue import read_tsv, write_glue
 import bert_part4_finetune as ft
 from part4.data import readers
 from part4.models.loading import ALONE
-from part4.output.log import Report
+from part4.output.results_files import Log
 from part4.run import checkpoint_files, plan, records, training_run
 from part4.run.plan import run_cli
 from part4.run.records import Job
@@ -189,7 +189,7 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     assert torch.load(path, weights_only=True)["processes"][0]["losses"] == [0.5, 0.25]   # this process's, unsummed
     losses.append(torch.tensor(0.125, device=meta))
     assert torch.stack(losses).shape == (3,)                        # raised before: cpu beside meta
-    report = Report("x", str(tmp_path), quiet=True)
+    report = Log("x", str(tmp_path), quiet=True)
     assert checkpoint.resumed(model, opt, sched, report=report, steps=10)[0]["step"] == 2
     assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
 
@@ -200,7 +200,7 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
-        report = Report("x", "unused", quiet=True)
+        report = Log("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
         records.grid_table(config, family, [result], report, labels=records.article_numbers("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
@@ -223,7 +223,7 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
 
 
 @pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.records", "models.loading",
-                                    "command_line.fine_tune_settings", "paper.recipe", "output.log",
+                                    "command_line.fine_tune_settings", "paper.recipe", "output.results_files",
                                     "command_line.declarations"])
 @pytest.mark.slow
 def test_a_room_run_as_a_module_does_nothing(module):

@@ -56,8 +56,10 @@ def to_device(batch, device):
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def batches_by_length(lengths, batch_size):
-    """Rows sorted by length, cut into batches: each batch carries little padding (for evaluation)."""
+def batches_by_length(rows, batch_size):
+    """The rows (token ids; a row of several inputs, SWAG's four, by its longest) sorted by length, cut into batches of
+    their indices: each batch carries little padding (for evaluation)."""
+    lengths = [max(len(r) for r in row) if isinstance(row[0], list) else len(row) for row in rows]
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
@@ -79,9 +81,3 @@ def epoch_batches(n, batch_size, epochs, seed, lengths=None, group=50):
             batches = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
         out.append(batches)
     return out
-
-
-def row_length(enc, i):
-    """Tokens of row i after the cut (the longest of its four inputs for SWAG)."""
-    row = enc["input_ids"][i]
-    return max(len(r) for r in row) if isinstance(row[0], list) else len(row)

@@ -61,7 +61,12 @@ def read_model_folder(name, flag="--model", weights=True):
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
     casing, note = casing_problem(tok)
     problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)),
-                *tokenizer_problems(tok, config), casing, folder and stand_in_problem(folder)]
+                *tokenizer_problems(tok, config), casing]
+    if folder:
+        try:
+            stand_in_record(folder)                 # what it stands in for (results_files.STAND_IN), where it says so
+        except Fatal as e:
+            problems.append(str(e))
     preflight([f"{flag} {name}: {p}" for p in problems if p])
     return ModelFolder(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
 
@@ -76,15 +81,6 @@ def read_model_folders(models, weights=True):
             problems.append(str(e))
     preflight(problems)
     return found
-
-
-def stand_in_problem(folder):
-    """Why a folder's record of what it stands in for (part4/output/results_files.py's STAND_IN) cannot be read, or None."""
-    try:
-        stand_in_record(folder)
-    except Fatal as e:
-        return str(e)
-    return None
 
 
 def local_folder(name):
@@ -128,43 +124,42 @@ def weights_problem(folder, local=True):
         if not os.path.isfile(path):
             return f"{name}, named by its shard index, is missing: download it again"
         try:
-            saved_dtypes(path)
+            read_weight_file(path)
         except Exception as e:          # safetensors, torch's zip reader and json each raise their own kind
             return f"{name} is truncated or corrupt ({str(e).splitlines()[0] if str(e) else type(e).__name__}): " \
                    f"download it again"
     return None
 
 
-def saved_dtypes(path):
-    """The dtypes of the floating-point tensors of one weight file ({"bf16"}), read without its data: a safetensors
-    file's header (it must cover the file), a .bin's zip archive onto the meta device, an index's JSON. Raises what
-    the file's reader raises when it cannot be read whole. Read once per state of the file."""
-    return read_weight_file(path)[0]
+_READ = {}            # {(path, size, mtime): what read_weight_file found}: each state of a file read once
 
 
 def read_weight_file(path):
-    """(the dtypes of its floating-point tensors, the numbers its tensors hold) of one weight file, read without its
-    data; once per state of the file."""
+    """(the dtypes of its floating-point tensors, {"bf16"}; the numbers its tensors hold) of one weight file, read
+    without its data: a safetensors file's header (it must cover the file), a .bin's zip archive onto the meta device,
+    an index's JSON. Raises what the file's reader raises when it cannot be read whole. Read once per state of the
+    file."""
     stat = os.stat(path)
-    return _read_weight_file(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _read_weight_file(path, size, mtime):
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key in _READ:
+        return _READ[key]
     if path.endswith(".json"):
         with open(path, encoding="utf-8") as f:
             json.load(f)
-        return frozenset(), 0
-    if path.endswith(".safetensors"):
+        found = frozenset(), 0
+    elif path.endswith(".safetensors"):
         with safe_open(path, "pt") as f:
             slices = [f.get_slice(k) for k in f.keys()]
-            found = {s.get_dtype() for s in slices}
+            dtypes = {s.get_dtype() for s in slices}
             numbers = sum(math.prod(s.get_shape()) for s in slices)
-        return frozenset(SAFETENSORS_DTYPES[d] for d in found if d in SAFETENSORS_DTYPES), numbers
-    state = torch.load(path, map_location="meta", weights_only=True)     # weights only: never code
-    tensors = [t for t in state.values() if isinstance(t, torch.Tensor)]
-    return (frozenset(DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in tensors if t.is_floating_point()),
-            sum(t.numel() for t in tensors))
+        found = frozenset(SAFETENSORS_DTYPES[d] for d in dtypes if d in SAFETENSORS_DTYPES), numbers
+    else:
+        state = torch.load(path, map_location="meta", weights_only=True)     # weights only: never code
+        tensors = [t for t in state.values() if isinstance(t, torch.Tensor)]
+        found = (frozenset(DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in tensors if t.is_floating_point()),
+                 sum(t.numel() for t in tensors))
+    _READ[key] = found
+    return found
 
 
 def saved_weights(name):
@@ -174,7 +169,7 @@ def saved_weights(name):
     files = weight_files(folder) if folder else ()
     if not files or not all(os.path.isfile(os.path.join(folder, f)) for f in files):
         return None
-    dtypes = set().union(*(saved_dtypes(os.path.join(folder, f)) for f in files))
+    dtypes = set().union(*(read_weight_file(os.path.join(folder, f))[0] for f in files))
     return Weights(files=files, saved_in=", ".join(sorted(dtypes)) or "no floating-point weights")
 
 
@@ -242,28 +237,23 @@ def weights_line(model_folder, head=""):
     return f"model weights: {files}{dtype}" + (f"; {head}" if head else "")
 
 
-def loaded_record(model_folder, head=None):
-    """What the results record of a loaded model, for the report to judge it by what it is: the weight files read,
-    the dtype they hold and the one loaded (the weights every script computes with), each file's sha256 (what a
-    published checkpoint is known by), the architecture (architecture), what the folder stands in for where it is a
-    stand-in (part4/output/results_files.py's STAND_IN), and whose task head it ran with."""
-    w, folder = saved_weights(model_folder.name), local_folder(model_folder.name)
-    record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32",
-              "sha256": {f: file_sha256(os.path.join(folder, f)) for f in w.files} if w else None,
-              "architecture": architecture(model_folder.config, folder, w.files if w else ())}
-    marker = stand_in_record(folder) if folder else None
-    record |= {"stand_in": marker} if marker else {}
-    return {**record, "head": "the checkpoint's" if head.kept else "new"} if head is not None else record
-
-
 ARCHITECTURE_KEYS = {"model_type": "model_type", "layers": "num_hidden_layers", "hidden": "hidden_size",
                      "heads": "num_attention_heads", "vocab": "vocab_size"}
 
 
-def architecture(config, folder, files):
-    """A model's architecture as the results record it: its config's model type, layers, hidden size H, attention
-    heads and vocabulary, and the numbers its weight files hold (parameters: the checkpoint's, whatever head a script
-    adds; None without them)."""
-    found = {name: getattr(config, key, None) for name, key in ARCHITECTURE_KEYS.items()}
-    held = sum(read_weight_file(os.path.join(folder, f))[1] for f in files) if files else None   # the numbers they hold
-    return {**found, "parameters": held}
+def loaded_record(model_folder, head=None):
+    """What the results record of a loaded model, for the report to judge it by what it is: the weight files read,
+    the dtype they hold and the one loaded (the weights every script computes with), each file's sha256 (what a
+    published checkpoint is known by), the architecture (its config's model type, layers, hidden size H, attention heads
+    and vocabulary, and the numbers its weight files hold: the checkpoint's parameters, whatever head a script adds;
+    None without them), what the folder stands in for where it is a stand-in (part4/output/results_files.py's
+    STAND_IN), and whose task head it ran with."""
+    w, folder = saved_weights(model_folder.name), local_folder(model_folder.name)
+    architecture = {name: getattr(model_folder.config, key, None) for name, key in ARCHITECTURE_KEYS.items()}
+    architecture["parameters"] = sum(read_weight_file(os.path.join(folder, f))[1] for f in w.files) if w else None
+    record = {"weight_files": list(w.files) if w else None, "saved_in": w.saved_in if w else None, "loaded_in": "fp32",
+              "sha256": {f: file_sha256(os.path.join(folder, f)) for f in w.files} if w else None,
+              "architecture": architecture}
+    marker = stand_in_record(folder) if folder else None
+    record |= {"stand_in": marker} if marker else {}
+    return {**record, "head": "the checkpoint's" if head.kept else "new"} if head is not None else record

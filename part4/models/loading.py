@@ -132,10 +132,21 @@ def load_model(loader, name, flag="--model", *, head, **kwargs):
     asked (task_head: "new", "checkpoint" or "either"). Returns the model and its Head."""
     model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True,
                                   dtype=torch.float32, **kwargs)
-    problem = loading_problem(model, info)
-    if problem:
-        raise Fatal(f"{flag} {name}: {problem}; refusing to run the model on weights that are not the checkpoint's "
-                    f"(--init random is the way to ask for random weights)")
+    refused = ("; refusing to run the model on weights that are not the checkpoint's (--init random is the way to ask "
+               "for random weights)")
+    mismatched = sorted(m for m in info["mismatched_keys"] if encoder_key(model, m[0]))
+    if mismatched:
+        key, in_file, by_config = mismatched[0]
+        raise Fatal(f"{flag} {name}: {len(mismatched)} weights of the checkpoint have another shape than its config.json "
+                    f"gives (the encoder's {key}: {tuple(in_file)} in the file, {tuple(by_config)} by the config){refused}")
+    missing = [k for k in info["missing_keys"] if encoder_key(model, k)]
+    if missing:
+        raise Fatal(f"{flag} {name}: {len(missing)} encoder weights are not in the checkpoint and would be initialised "
+                    f"at random ({some(missing)}){refused}")
+    unused = [k for k in info["unexpected_keys"] if encoder_key(model, k)]
+    if unused:
+        raise Fatal(f"{flag} {name}: {len(unused)} weights of the checkpoint's encoder would not be used "
+                    f"({some(unused)}){refused}")
     return model, task_head(model, info, head, f"{flag} {name}")
 
 
@@ -154,23 +165,6 @@ def some(keys):
     return ", ".join(keys[:2]) + (", ..." if len(keys) > 2 else "")
 
 
-def loading_problem(model, info):
-    """What the loading report says is wrong with the encoder's weights (None when only the task head differs)."""
-    mismatched = sorted(m for m in info["mismatched_keys"] if encoder_key(model, m[0]))
-    if mismatched:
-        key, in_file, by_config = mismatched[0]
-        return (f"{len(mismatched)} weights of the checkpoint have another shape than its config.json gives (the "
-                f"encoder's {key}: {tuple(in_file)} in the file, {tuple(by_config)} by the config)")
-    missing = [k for k in info["missing_keys"] if encoder_key(model, k)]
-    if missing:
-        return (f"{len(missing)} encoder weights are not in the checkpoint and would be initialised at random "
-                f"({some(missing)})")
-    unused = [k for k in info["unexpected_keys"] if encoder_key(model, k)]
-    if unused:
-        return f"{len(unused)} weights of the checkpoint's encoder would not be used ({some(unused)})"
-    return None
-
-
 def task_head(model, info, head, who):
     """The task head as asked. "new" (the paper's fine-tuning): a new layer; where the checkpoint has one, it is left
     out and drawn again as from_pretrained draws a layer a checkpoint lacks. "checkpoint": the checkpoint's own, refused
@@ -185,7 +179,15 @@ def task_head(model, info, head, who):
         raise Fatal(f"{who}: {head_problem(absent, reshaped)}; --head new starts a new one, as the paper does")
     if whole and head != "new":
         return Head(kept=True)
-    draw_again(model, loaded)
+    # The head's weights drawn again as from_pretrained draws a weight the checkpoint lacks (the model's own
+    # initialisation, from the global random state): a head left out is the head a checkpoint without one gets.
+    for key in loaded:
+        owner, _, name = key.rpartition(".")
+        module = model.get_submodule(owner)
+        module._is_hf_initialized = False
+        getattr(module, name)._is_hf_initialized = False
+    if loaded:
+        model.initialize_weights()
     note = "the checkpoint's own left out; --head checkpoint keeps it" if whole and keys else \
         head_problem(absent, reshaped) if reshaped else ""
     return Head(kept=False, note=note)
@@ -197,18 +199,6 @@ def head_problem(absent, reshaped):
         key, (in_file, task) = min(reshaped.items(), key=lambda kv: (not kv[0].endswith("weight"), kv[0]))
         return f"the checkpoint's task head has another shape ({key}: {in_file} in the file, {task} for the task)"
     return f"the checkpoint has no task head to keep ({some(absent)} are not in it)"
-
-
-def draw_again(model, keys):
-    """The weights `keys` drawn again as from_pretrained draws a weight the checkpoint lacks (the model's own
-    initialisation, from the global random state): a head left out is the head a checkpoint without one gets."""
-    for key in keys:
-        owner, _, name = key.rpartition(".")
-        module = model.get_submodule(owner)
-        module._is_hf_initialized = False
-        getattr(module, name)._is_hf_initialized = False
-    if keys:
-        model.initialize_weights()
 
 
 def task_labels(model, names):

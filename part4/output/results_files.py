@@ -1,16 +1,28 @@
-"""Results files and the paths they record, without torch (the report reads them on any machine): a path as the
-results record it (relative, or a model folder by its name and a fingerprint), a weight file's sha256, what a stand-in
-model folder stands in for, a results JSON read with one line for a file that is not one, a folder checked writable
-before any work, and files and model folders written atomically (a temp file or folder, then rename: a crash leaves
-nothing that looks complete); the free space a write needs checked before, and a write that fails anyway (no space
-left, a read-only folder) said in one line."""
+"""What the scripts print and write, without torch at import (the report reads results on any machine):
 
-import functools
+- the paths a results file records (relative, or a model folder by its name and a fingerprint), a weight file's sha256,
+  what a stand-in model folder stands in for;
+- results files: a results JSON read with one line for a file that is not one, a folder checked writable before any
+  work, files and model folders written atomically (a temporary file or folder, then rename: a crash leaves nothing that
+  looks complete); the free space a write needs checked before, and a write that fails anyway (no space left, a
+  read-only folder) said in one line;
+- the log (`Log`: each line printed and kept, then written with the numbers it is given as results/<name>.log and
+  .json, with the command line, the device, the seconds and the library versions);
+- how a line is formatted: a score in points with two decimals (88.50), a list as the article prints it, the article's
+  number labelled beside ours (`beside_article`);
+- the plots, drawn to files when matplotlib is installed.
+
+The fine-tuning command's own lines are part4/run/'s, a family's part4/tasks/families.py's, each script's the script's."""
+
 import hashlib
 import json
 import os
+import platform
 import shutil
+import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 
 from part4.command_line.declarations import Fatal
 
@@ -46,37 +58,27 @@ def read_json(path):
 def fingerprint(folder):
     """12 hex digits of sha256 over the folder's config.json and the weight files from_pretrained reads there
     (weight_files: a pytorch_model.bin beside the model.safetensors it reads is not one): the same model, the same
-    print. Hashed once per state of those files (a BERT-base is 440 MB), however often a run records the model."""
+    print."""
     names = sorted({"config.json", *(f for f in weight_files(folder) if not f.endswith(".index.json"))})
-    files = tuple((name, os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
-                  for name in names if os.path.isfile(os.path.join(folder, name)))
-    return _fingerprint(os.path.abspath(folder), files)
+    return file_sha256(*(os.path.join(folder, n) for n in names if os.path.isfile(os.path.join(folder, n))))[:12]
 
 
-@functools.lru_cache(maxsize=64)
-def _fingerprint(folder, files):
-    h = hashlib.sha256()
-    for name, _, _ in files:
-        with open(os.path.join(folder, name), "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:12]
+_SHA256 = {}          # {((path, size, mtime), ...): hex digest}: each state of the files hashed once
 
 
-def file_sha256(path):
-    """The sha256 of a file's bytes, in hex: what a published checkpoint is known by (the sha256 its Hub page's LFS
-    pointer quotes). Hashed once per state of the file (a BERT-base is 440 MB), however often a run records it."""
-    stat = os.stat(path)
-    return _file_sha256(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _file_sha256(path, size, mtime):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def file_sha256(*paths):
+    """The sha256 of the files' bytes, one file after the other, in hex; of one weight file, what a published
+    checkpoint is known by (the sha256 its Hub page's LFS pointer quotes). Hashed once per state of the files (a
+    BERT-base is 440 MB), however often a run records them."""
+    key = tuple((os.path.abspath(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    if key not in _SHA256:
+        h = hashlib.sha256()
+        for path, _, _ in key:
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+        _SHA256[key] = h.hexdigest()
+    return _SHA256[key]
 
 
 # A model folder that stands in for one of the article's checkpoints (a small model fine-tuned here in its place) says
@@ -150,38 +152,67 @@ def check_writable_dir(path, flag):
     return path
 
 
-def write_atomic(path, text):
-    """Write text to a temp file in the same folder, then rename: readers never see half a file."""
-    def write_text(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-    replace_atomically(path, write_text)
-
-
-def replace_atomically(path, write, kept=""):
-    """write(tmp) into a temp file beside path, then rename it to path; on any failure the temp file goes. A write
-    that fails for want of room or rights is one line (not_written; kept: what is kept and how to go on)."""
-    folder, tmp = os.path.dirname(os.path.abspath(path)), None
+def write_atomic(path, content, kept="", folder=False):
+    """path written whole or not at all: content (a text, or write(tmp), which fills the temporary file it is given;
+    with folder, the temporary folder) goes to a temporary file or folder beside path, which then takes path's place,
+    so that a reader never sees half a file or half a model folder; on any failure the temporary one goes. What is
+    written gets the ordinary permissions of the user's umask (mkstemp makes 0600, mkdtemp 0700). A write that fails
+    for want of room or rights is one line (not_written; kept: what is kept and how to go on). Returns path (a
+    folder's made absolute)."""
+    if folder:
+        path = os.path.abspath(os.path.expanduser(path))
+    parent, tmp, old = os.path.dirname(os.path.abspath(path)), None, None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-        os.close(fd)
-        write(tmp)
+        if folder:
+            os.makedirs(parent, exist_ok=True)
+            tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=os.path.basename(path))
+            os.close(fd)
+        if isinstance(content, str):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(content)
+        else:
+            content(tmp)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes 0600; results are ordinary files
+        if folder:
+            for where, _, files in os.walk(tmp):
+                os.chmod(where, 0o777 & ~umask)
+                for name in files:
+                    os.chmod(os.path.join(where, name), 0o666 & ~umask)
+            if os.path.isdir(path):                     # the old folder moved aside: a folder cannot replace one
+                old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
+                os.rename(path, os.path.join(old, "model"))
+        else:
+            os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+        if old:
+            shutil.rmtree(old)
     except BaseException as e:
-        line = not_written(path, e, kept)             # measured before the temp file goes: a full disk is full now
-        if tmp and os.path.exists(tmp):
+        line = not_written(path, e, kept)             # measured before the temporary one goes: a full disk is full now
+        if folder and tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp and os.path.exists(tmp):
             os.remove(tmp)
         if line:
             raise Fatal(line) from e
         raise
+    return path
 
 
 # --- the room a write needs: checked before any work; a write that fails anyway, one line ---
 
 FULL = 1 << 20           # bytes: a file system with less free is full (torch.save says so only as a RuntimeError)
+
+# A fine-tune's resume checkpoint holds the model's weights and AdamW's two moments of them, each as large as the
+# weights: CHECKPOINT_SIZE times the weights' bytes on disk (and the moments, beside the weights, in memory).
+ADAMW_MOMENTS = 2
+CHECKPOINT_SIZE = 1 + ADAMW_MOMENTS
+
+# A process's peak memory as resource.getrusage and os.wait4 give it (ru_maxrss) is in kilobytes on Linux, in bytes on
+# macOS: bytes = ru_maxrss * RU_MAXRSS_UNIT.
+RU_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
 
 
 def size_text(n):
@@ -226,7 +257,7 @@ def not_written(path, error, kept=""):
     return f"{path}: not written ({why}); nothing half-written is left{kept}"
 
 
-# --- a model's folder: checked before any work, replaced whole ---
+# --- a model's folder: checked before any work (write_atomic replaces it whole) ---
 
 def check_model_target(path, flag):
     """A folder a model will be saved to must be writable before any training starts; an existing one must be a
@@ -239,34 +270,135 @@ def check_model_target(path, flag):
     check_writable_dir(os.path.dirname(path), flag)
 
 
-def replace_folder_atomically(path, write, kept=""):
-    """write(tmp) fills a temporary folder beside path, which then takes path's place: never half a folder. The
-    folder and its files get the ordinary permissions of the user's umask (mkdtemp makes 0700). A write that fails for
-    want of room or rights is one line (not_written; kept: what is kept and how to go on)."""
-    path = os.path.abspath(os.path.expanduser(path))
-    parent, tmp = os.path.dirname(path), None
+# --- the log: each line printed and kept, then the .log and the .json written ---
+
+@dataclass
+class Log:
+    """A script's log: say prints each line to stdout (unless quiet) and keeps it; save writes the lines as
+    results_dir/<name>.log and the numbers as <name>.json."""
+    name: str
+    results_dir: str
+    quiet: bool = False
+    lines: list = field(default_factory=list)
+    started: float = field(default_factory=time.time)          # the seconds the .json records count from here
+
+    def say(self, line=""):
+        if not self.quiet:
+            print(line, flush=True)
+        self.lines.append(line)
+
+    def say_again(self, lines):
+        """The lines of an interrupted run, printed and kept again (a resumed run's log continues them)."""
+        for line in lines:
+            self.say(line)
+
+    def save(self, payload, cli=None, device=None, also=""):
+        """Write results/<name>.log and results/<name>.json, each atomically, the log ending with the line that says
+        so ("written: results/<name>.log, .json", in the folder as the user gave it; also: what else the command
+        wrote, on the same line). cli: the command line as recorded by command_line."""
+        import numpy as np  # imported here: the rest of this room serves the report, without torch
+        import tokenizers
+        import torch
+        import transformers
+
+        payload = dict(payload)
+        versions = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+                    "tokenizers": tokenizers.__version__, "numpy": np.__version__}
+        payload["run"] = {**(cli or command_line(None, None)), "device": str(device) if device is not None else None,
+                          "seconds": round(time.time() - self.started, 3), "versions": versions}
+        os.makedirs(self.results_dir, exist_ok=True)
+        base = os.path.join(self.results_dir, self.name)
+        self.say(f"written: {base}.log, .json{also}")
+        write_atomic(base + ".log", "\n".join(self.lines) + "\n")
+        write_atomic(base + ".json", json.dumps(payload, indent=2, default=_jsonable) + "\n")
+        return base + ".json"
+
+
+def command_line(argv, flags):
+    """What a results file records of the command that made it: its argv and its parsed flags (a dict), each with
+    local paths made portable."""
+    return {"argv": [portable(a) for a in list(sys.argv[:1]) + list(argv if argv is not None else sys.argv[1:])],
+            "config": {k: portable(v) for k, v in flags.items()} if flags is not None else None}
+
+
+def _jsonable(x):
+    import numpy as np
+    import torch
+
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    return str(x)
+
+
+# --- how lines are formatted: scores as printed, a list as the article prints it, the article's number beside ours ---
+
+def fmt(scores, missing="n/a"):
+    """Scores as the logs and tables print them, with two decimals: 88.5 -> '88.50'; several (MNLI's matched and
+    mismatched) joined by '/': [84.1, 83.4] -> '84.10/83.40'; None or none at all -> missing."""
+    if scores is None:
+        return missing
+    values = scores if isinstance(scores, (list, tuple)) else [scores]
+    return "/".join(f"{v:.2f}" for v in values) if values else missing
+
+
+def rounded(values, digits):
+    """A list printed as the article prints it: [-0.1763, -0.9611, 0.0659]."""
+    return str([round(float(v), digits) for v in values])
+
+
+RANDOM_HEAD = "the article's own random head, not expected to match"
+UNTRAINED_HEAD = "from a trained head; ours is untrained, not expected to match"
+
+
+def beside_article(value, note=None):
+    """The article's number, labelled, printed after ours on every route ('   [article: 0.8333]'). Where ours comes
+    from a randomly initialised head, the note says that the two are not expected to match."""
+    return f"   [article: {value}" + (f"; {note}]" if note else "]")
+
+
+# --- plots, drawn to files when matplotlib is installed (an optional package: without it one line says they were skipped) ---
+
+_PLOT_NOTICE = []
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files (no screen needed), or None when matplotlib is not installed
+    (then one line on stderr, once, says so and how to get the plots)."""
     try:
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        for folder, _, files in os.walk(tmp):
-            os.chmod(folder, 0o777 & ~umask)
-            for name in files:
-                os.chmod(os.path.join(folder, name), 0o666 & ~umask)
-        old = None
-        if os.path.isdir(path):
-            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
-            os.rename(path, os.path.join(old, "model"))
-        os.rename(tmp, path)
-        if old:
-            shutil.rmtree(old)
-    except BaseException as e:
-        line = not_written(path, e, kept)
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if line:
-            raise Fatal(line) from e
-        raise
+        import matplotlib
+    except ImportError:
+        if not _PLOT_NOTICE:
+            _PLOT_NOTICE.append(1)
+            print("plots skipped: matplotlib is not installed (pip install matplotlib to get them)", file=sys.stderr)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def line_plot(path, x, series, xlabel, ylabel=None, right=None):
+    """One figure of lines against x, saved to path when matplotlib is installed: series {label: values} on the
+    left axis, right = (label, values) on a second axis. Returns the path, or None without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, values in series.items():
+        ax.plot(x, values, label=label)
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if right:
+        ax.twinx().plot(x, right[1], color="C1", label=right[0])
+        fig.legend(loc="lower center", ncol=2)
+    else:
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
     return path

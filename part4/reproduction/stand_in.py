@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from part4.command_line.declarations import Fatal, not_a_script, preflight
 from part4.command_line.script_settings import STAND_IN_BASE as DEFAULT  # the documented default base
 from part4.output.results_files import (
+    CHECKPOINT_SIZE,
     STAND_IN,
     file_sha256,
     not_written,
@@ -237,7 +238,7 @@ def room_needed(mirror, steps):
     and AdamW's two moments)."""
     weights = sum(os.path.getsize(os.path.join(mirror.base, f)) for f in weight_files(mirror.base))
     todo = [s for s in steps if not s.built]
-    return len(todo) * weights + (3 * weights if any(s.build.task for s in todo) else 0)
+    return len(todo) * weights + (CHECKPOINT_SIZE * weights if any(s.build.task for s in todo) else 0)
 
 
 def copy_base(step, mirror):

@@ -14,7 +14,7 @@ import torch
 from part4.command_line.declarations import Fatal
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import gather
-from part4.output.results_files import replace_atomically, write_atomic
+from part4.output.results_files import write_atomic
 
 # --- the RNG states and the checkpoint file: tensors and plain values only ---
 
@@ -57,7 +57,7 @@ def save_atomic(obj, path, kept=""):
     """torch.save, written atomically (see write_atomic in part4/output/results_files.py): a checkpoint is whole or absent;
     one that cannot be written (no space left) is one line, ending with kept."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    replace_atomically(path, lambda tmp: torch.save(obj, tmp), kept)
+    write_atomic(path, lambda tmp: torch.save(obj, tmp), kept)
 
 
 # --- the checkpoint of one run: written, read back, refused when of other settings ---

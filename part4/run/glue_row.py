@@ -28,8 +28,7 @@ import numpy as np
 from part4.command_line.declarations import TABLE, Fatal, preflight, recorded
 from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.data.readers import TASKS, Sources, label_name, test_problems
-from part4.output.log import Report, fmt
-from part4.output.results_files import check_writable_dir, portable, replace_atomically, write_atomic
+from part4.output.results_files import Log, check_writable_dir, fmt, portable, write_atomic
 from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, GLUE_GRID_LRS, lr_tag
 from part4.run.records import (
@@ -112,7 +111,7 @@ def start(settings, run, absent, processes):
     if settings.submission:
         check_writable_dir(settings.submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=settings.data_dir))])
-    report = Report(table_name(settings), settings.results_dir, quiet=not processes.is_main)
+    report = Log(table_name(settings), settings.results_dir, quiet=not processes.is_main)
     check_not_replaced(os.path.join(settings.results_dir, report.name + ".json"), {"tasks": run, **table_settings(settings)},
                        "a table of other settings", recorded=saved_table_settings)
     report.say(f"GLUE (paper §4.1): {len(run)} of {len(settings.tasks)} tasks run ({', '.join(run)})"
@@ -410,7 +409,7 @@ def write_submission(folder, rows, report):
     every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
     missing = [f for f in every if f not in written]
     zip_path = os.path.join(folder, "submission.zip")
-    replace_atomically(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
+    write_atomic(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
     report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
                + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
     return {"files": written, "missing": missing, "zip": portable(zip_path)}

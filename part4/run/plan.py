@@ -20,8 +20,7 @@ from part4.command_line.declarations import Fatal, preflight, run_main
 from part4.data.readers import TASKS, Sources
 from part4.models.folders import read_model_folder
 from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, load_model, model_problem, pick_device
-from part4.output.log import Report
-from part4.output.results_files import check_model_target, check_writable_dir
+from part4.output.results_files import Log, check_model_target, check_writable_dir
 from part4.paper.recipe import ONCE_PER_EPOCH
 from part4.run import glue_row, records
 from part4.run.records import (
@@ -76,7 +75,7 @@ class Command:
         if self.in_table:
             report = self.glue_log
         else:
-            report = Report(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
+            report = Log(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
         return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
                          header=records.grid_header(config, len(jobs), self.in_table))
 
@@ -155,7 +154,7 @@ class Plan:
     data: TaskData
     mode: str
     where: Where
-    report: Report
+    report: Log
     earlier: dict                      # {k: the earlier results of run k} for the runs of this process done before
 
     def mine(self):

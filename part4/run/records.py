@@ -12,8 +12,7 @@ import torch
 from part4.command_line.declarations import RUN, Fatal, recorded
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import DTYPE_NAMES
-from part4.output.log import command_line
-from part4.output.results_files import portable, read_results
+from part4.output.results_files import command_line, portable, read_results
 from part4.paper.article import ARTICLE_RUN, article_final
 from part4.paper.recipe import RECIPES, grid_description, lr_tag
 from part4.tasks.metrics import METRIC_NAMES

@@ -26,8 +26,18 @@ from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
 from part4.models.folders import loaded_record, weights_line
 from part4.models.loading import WithoutCudnnAttention, autocast, has_fused_adamw, model_type_note, summed
-from part4.output.log import RANDOM_HEAD, Report, article, line_plot
-from part4.output.results_files import check_room, portable, replace_folder_atomically
+from part4.output.results_files import (
+    ADAMW_MOMENTS,
+    CHECKPOINT_SIZE,
+    RANDOM_HEAD,
+    RU_MAXRSS_UNIT,
+    Log,
+    beside_article,
+    check_room,
+    line_plot,
+    portable,
+    write_atomic,
+)
 from part4.paper.article import (
     ARTICLE_BEFORE,
     ARTICLE_FINAL,
@@ -69,7 +79,7 @@ class TrainingRun:
         self.settings = run_settings(self.config, job, family=self.family, train_rows=len(self.data.train["input_ids"]),
                                      dtype=self.dtype, processes=self.processes)
         main = plan.where.processes.is_main and self.processes.is_main
-        self.report = Report(self.name, self.config.settings.results_dir, quiet=not main)
+        self.report = Log(self.name, self.config.settings.results_dir, quiet=not main)
         self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device,
                                      again=shlex.join(["python", FINETUNE, *self.config.settings.argv]))
         # {"pad_to_multiple_of", "cudnn_attention"}: how the steps are computed on this device
@@ -91,7 +101,7 @@ class TrainingRun:
         self.eval_every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
-        check_room([(self.checkpoint.path, 3 * weights, "a resume checkpoint (the model, AdamW's two moments)"),
+        check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
                     *[(f, weights, "the model saved") for f in model_folders(self.config, [self.job]) if c.save_model]])
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
         if loaded is None:
@@ -121,7 +131,7 @@ class TrainingRun:
         scores = family.format(before) if self.processes.is_main else ""
         theirs = ""
         if config.task in ARTICLE_BEFORE and init == "pretrained" and not head.kept:
-            theirs = article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
+            theirs = beside_article(ARTICLE_BEFORE[config.task], RANDOM_HEAD)
         self.report.say(f"before fine-tuning ({fresh}): {scores}"
                         + family.baseline(self.data.majority, self.data.devs) + theirs)
         self.report.say(self.cost_line(evaluation))
@@ -148,8 +158,8 @@ class TrainingRun:
         evals = evaluations_made(self.steps, self.eval_every)
         total = self.steps * step + evals * evaluation
         peak = (torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024))
-        peak += 2 * self.weight_bytes                                        # AdamW's two moments, to come
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RU_MAXRSS_UNIT)
+        peak += ADAMW_MOMENTS * self.weight_bytes                            # AdamW's two moments, to come
         memory = f"; memory about {peak / 1e9:.1f} GB at its peak" if peak >= LARGE_MEMORY else ""
         evaluations = f"{evals} dev evaluation{'s' if evals > 1 else ''}"
         return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about "
@@ -330,7 +340,7 @@ def save_model_folder(model, tok, path, kept=""):
     def write(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-    return replace_folder_atomically(path, write, kept)
+    return write_atomic(path, write, kept, folder=True)
 
 
 # --- the processes that share a run: each its rows of every batch, the model DDP-wrapped, one decision to stop ---
@@ -496,5 +506,5 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        line += article(f"no run with these settings (it ran {article_runs()})")
+        line += beside_article(f"no run with these settings (it ran {article_runs()})")
     return line + "".join(f"   [{r}]" for r in family.references())

@@ -28,8 +28,7 @@ from part4.data.readers import (
     read_squad_task,
     read_swag,
 )
-from part4.output.log import fmt
-from part4.output.results_files import write_atomic
+from part4.output.results_files import fmt, write_atomic
 from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans

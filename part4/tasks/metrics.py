@@ -6,7 +6,7 @@ import math
 import numpy as np
 import torch
 
-from part4.data.batches import batches_by_length, collate, row_length
+from part4.data.batches import batches_by_length, collate
 from part4.models.loading import autocast
 
 
@@ -70,7 +70,7 @@ def predict_logits(model, enc, device, dtype, batch_size):
     """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
     model.eval()
     out = None
-    for idx in batches_by_length([row_length(enc, i) for i in range(len(enc["labels"]))], batch_size):
+    for idx in batches_by_length(enc["input_ids"], batch_size):
         batch = collate(enc, idx, device)
         batch.pop("labels")
         with autocast(device, dtype):

@@ -226,7 +226,7 @@ def score_windows(model, windows, search, device, processes=ALONE):
     n = len(windows)
     best, i_best, j_best, s_null = np.zeros(n), np.zeros(n, int), np.zeros(n, int), np.zeros(n)
     model_seconds = 0.0
-    batches = batches_by_length([len(w["input_ids"]) for w in windows], search.batch_size)[processes.rank::processes.world]
+    batches = batches_by_length([w["input_ids"] for w in windows], search.batch_size)[processes.rank::processes.world]
     columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
                if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (part4/data/batches.py)
