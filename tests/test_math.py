@@ -176,7 +176,7 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     import bert_part4_report as report
     from part4.paper import article
     from part4.reproduction import experiments
-    from part4.reproduction import report as rules
+    from part4.reproduction import our_numbers as rules
     from part4.run.plan import run_cli
     folder = save_tiny(str(tmp_path / "base"))
     monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])              # the name the results record, as run

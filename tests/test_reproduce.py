@@ -24,7 +24,7 @@ import bert_part4_reproduce as reproduce
 from part4.command_line.errors import Fatal
 from part4.paper import article
 from part4.reproduction import estimates, experiments
-from part4.reproduction import report as rules
+from part4.reproduction import report as report_text
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -263,7 +263,7 @@ def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_article
     model is shown as another model's, cut or not, with its architecture beside the article's; none is counted on the
     article's models, none differs for no known reason, none is unusable for a layer the model does not have."""
     saved = json.loads((quick_pass[0] / report.REPORT_JSON).read_text())
-    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][rules.UNVERIFIED_COUNT] == 0
+    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][report_text.UNVERIFIED_COUNT] == 0
     assert ", 0 on the article's models, 0 on its checkpoints by name and architecture" in saved["summary"]
     needs_model = [r for r in saved["rows"] if article.NUMBERS[r["key"]].model]
     assert needs_model and {r["model"] for r in needs_model} == {"other"}
