@@ -5,10 +5,8 @@ sum of each unit's seconds times its count, by part (start, steps, evals, checkp
 
 import os
 import platform
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.output.results_files import fingerprint
 
@@ -108,7 +106,3 @@ def model_key(model):
     if os.path.isdir(model) and os.path.isfile(os.path.join(model, "config.json")):
         return f"{os.path.basename(os.path.normpath(model))}@{fingerprint(model)}"
     return model
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/reproduction/estimates.py", "python bert_part4_reproduce.py --plan"))

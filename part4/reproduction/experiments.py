@@ -12,10 +12,8 @@ import csv
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.errors import not_a_script
 from part4.output.results_files import portable, read_json
 from part4.paper import article
 from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
@@ -370,7 +368,3 @@ def model_kind_problem(hub_id, inputs):
     held = f"{', '.join(names)} with {labels} labels" if any(n.endswith(needed[1]) for n in names) else \
         ", ".join(names) or "no architectures in its config.json"
     return f"{model_path(hub_id, inputs)} holds {held}, not {needed[0]}: not a model of the kind {hub_id} is"
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/reproduction/experiments.py", "python bert_part4_reproduce.py --plan"))
