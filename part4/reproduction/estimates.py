@@ -108,4 +108,3 @@ def model_key(model):
     if os.path.isdir(model) and os.path.isfile(os.path.join(model, "config.json")):
         return f"{os.path.basename(os.path.normpath(model))}@{fingerprint(model)}"
     return model
-

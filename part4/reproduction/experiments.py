@@ -366,4 +366,3 @@ def model_kind_problem(hub_id, inputs):
     held = f"{', '.join(names)} with {labels} labels" if any(n.endswith(needed[1]) for n in names) else \
         ", ".join(names) or "no architectures in its config.json"
     return f"{model_path(hub_id, inputs)} holds {held}, not {needed[0]}: not a model of the kind {hub_id} is"
-

@@ -170,4 +170,3 @@ def one_run(path, requirements):
     if table:
         print(status_summary(table, {path: data}, f"This run, {len(counted(table))} of the article's numbers")[2])
     return 0
-

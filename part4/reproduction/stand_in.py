@@ -321,4 +321,3 @@ def move_into_place(step, mirror, *, command, ran):
         if os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)
     return final
-

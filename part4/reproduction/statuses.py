@@ -403,4 +403,3 @@ def counted(table):
     for r in table:
         by_entry.setdefault(r["key"], []).append(r["status"])
     return {key: entry_status(statuses) for key, statuses in by_entry.items()}
-
