@@ -48,15 +48,7 @@ from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
-from part4.output.results_files import (
-    RU_MAXRSS_UNIT,
-    STAND_IN,
-    check_room,
-    check_writable_dir,
-    portable,
-    read_json,
-    write_atomic,
-)
+from part4.output.results_files import RU_MAXRSS_UNIT, STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
 from part4.reproduction import estimates, experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
@@ -72,7 +64,7 @@ STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/s
 build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
 
 
-# --- The inputs: the flags checked, the mirror's folders named ---
+# --- The inputs: the flags checked, the mirror's folders named, the log opened ---
 
 def results_folder(given, models, building):
     """--results-dir as given (None: not given; the parser leaves a flag not given None, its declared default comes
@@ -138,77 +130,7 @@ def opened_log(plan, results_dir, argv):
     return log
 
 
-# --- The estimates: each experiment's size times the units measured on this device ---
-
-def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
-    """({experiment or stand-in name: its estimated seconds, or None}, {name: why it has none}, {name: its estimate's
-    parts, estimates.parts}) for the experiments chosen and the stand-ins to build (steps). An experiment reading a
-    model that cannot be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not
-    cached) has none, and nothing of it is measured; units not in the cache are measured first
-    (part4/reproduction/calibration.py, which loads torch: only when something is not measured yet; names: how its
-    lines name a model's folder)."""
-    cache_path = os.path.join(inputs.results_dir, estimates.CACHE)
-    saved = read_json(cache_path) or {}
-    device = estimates.device_key(inputs.device)
-    cache = dict(saved.get(device) or {})
-    off_hub = off_hub or {}
-    blocked = {e.name: cannot_run(e, inputs, off_hub) for e in chosen}
-    works = [work for e in chosen if not blocked[e.name] for _, work in experiments.size(e, inputs)]
-    works += [work for step in steps if not step.built for _, work in experiments.build_size(step.build, inputs)]
-    works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
-    problems = {}
-    if any(estimates.work_key(w, cache) not in cache for w in works):
-        start, load = time.perf_counter(), os.getloadavg()[0]
-        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable(),
-                                   names=names)
-        cache[estimates.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
-                                         f"{readable_time(time.perf_counter() - start)} at load {load:.1f} on "
-                                         f"{os.cpu_count()} cores")
-        os.makedirs(inputs.results_dir, exist_ok=True)
-        write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
-    costs, why, parts = {}, {}, {}
-    for e in chosen:
-        parts[e.name] = None if blocked[e.name] else estimates.parts(experiments.size(e, inputs), cache)
-        costs[e.name] = None if parts[e.name] is None else sum(parts[e.name].values())
-        if blocked[e.name]:
-            why[e.name] = "; ".join(blocked[e.name])
-        elif costs[e.name] is None:
-            why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models_of(e, inputs)) or "?"
-    for step in steps:
-        parts[step.name] = {} if step.built else estimates.parts(experiments.build_size(step.build, inputs), cache)
-        costs[step.name] = None if parts[step.name] is None else sum(parts[step.name].values())
-        if costs[step.name] is None:
-            why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
-    return costs, why, parts
-
-
-# --- Side by side: a grid's runs as several processes at a time on the one device ---
-
-def room_work(grid, inputs):
-    """The calibration's unit that says how many of a grid's runs fit on the device side by side."""
-    return estimates.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
-
-
-def side_by_side_groups(order, asked, inputs, done):
-    """[(the grid's runs to run, how many at a time, why that many)] of every grid with two or more runs not done:
-    --side-by-side N (at most the runs), or auto: the room the calibration measured on the device (1 on the CPU)."""
-    cache = (read_json(os.path.join(inputs.results_dir, estimates.CACHE)) or {}).get(
-        estimates.device_key(inputs.device)) or {}
-    out = []
-    for grid in experiments.grids(order).values():
-        runs = [e for e in grid if not done[e.name]]
-        if len(runs) < 2:
-            continue
-        if asked != "auto":
-            out.append((runs, min(asked, len(runs)), f"--side-by-side {asked}"))
-            continue
-        fits = cache.get(estimates.work_key(room_work(grid, inputs), cache))
-        why = ("--side-by-side auto: the room is not measured" if fits is None else
-               f"--side-by-side auto: {fits} fit on the device" if fits > 1 else
-               "--side-by-side auto: one at a time on this device (on the CPU one run uses every core)")
-        out.append((runs, min(fits or 1, len(runs)), why))
-    return out
-
+# --- What cannot run here: a model out of the Hub's reach, a file it reads missing, a folder of another kind ---
 
 def hub_problems(chosen, inputs):
     """{Hub id: why it cannot be had} for the models the experiments read from the Hub (no --models folder) when the
@@ -223,12 +145,69 @@ def hub_problems(chosen, inputs):
 def cannot_run(experiment, inputs, off_hub):
     """Why an experiment cannot run here, each in words ([] when it can): the files it reads that are missing, its
     models out of the Hub's reach, the --models folders that hold another kind of model than it reads."""
-    absent = experiments.missing(experiment, inputs)
+    absent = [path for _, path in experiments.expected_paths(experiment, inputs) if not os.path.exists(path)]
     heads = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for _, h in experiment.models]
     far = [h for _, h in experiment.models if h in off_hub]
     return ((["missing " + ", ".join(absent)] if absent else [])
             + ([f"{off_hub[far[0]]} and {', '.join(far)} {'is' if len(far) == 1 else 'are'} not in the local cache"]
                if far else []) + [p for p in heads if p])
+
+
+# --- The estimates: each experiment's size times the units measured on this device ---
+
+@dataclass
+class Times:
+    """What the plan knows of each experiment's and stand-in's time here: its estimate's parts (start, steps, evals,
+    checkpoints: part4/reproduction/estimates.py's parts), or None and why it has none; and this device's units as
+    measured (the calibration cache's entry for it, read once, with what the calibration added)."""
+    parts: dict                    # {name: {part: seconds}, or None}
+    why: dict                      # {name: why it has no estimate}
+    cache: dict                    # {unit: seconds (a length, a room)}, and when it was calibrated (CALIBRATED)
+
+    @property
+    def costs(self):
+        """{name: its estimate in seconds (the sum of its parts), or None}."""
+        return {name: None if p is None else sum(p.values()) for name, p in self.parts.items()}
+
+
+def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
+    """The Times of the experiments chosen and the stand-ins to build (steps). An experiment reading a model that cannot
+    be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not cached) has none, and
+    nothing of it is measured; units not in the cache are measured first (part4/reproduction/calibration.py, which
+    loads torch: only when something is not measured yet; names: how its lines name a model's folder). Each size is
+    counted once, on the data it reads."""
+    cache_path = os.path.join(inputs.results_dir, estimates.CACHE)
+    saved = read_json(cache_path) or {}
+    device = estimates.device_key(inputs.device)
+    cache = dict(saved.get(device) or {})
+    blocked = {e.name: cannot_run(e, inputs, off_hub or {}) for e in chosen}
+    sizes = {e.name: e.size(e, inputs) for e in chosen if not blocked[e.name]}     # [(count, Work)]: what it does
+    sizes |= {step.name: experiments.build_size(step.build, inputs) for step in steps if not step.built}
+    works = [work for size in sizes.values() for _, work in size]
+    works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
+    problems = {}
+    if any(estimates.work_key(w, cache) not in cache for w in works):
+        start, load = time.perf_counter(), os.getloadavg()[0]
+        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable(),
+                                   names=names)
+        cache[estimates.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
+                                       f"{readable_time(time.perf_counter() - start)} at load {load:.1f} on "
+                                       f"{os.cpu_count()} cores")
+        os.makedirs(inputs.results_dir, exist_ok=True)
+        write_atomic(cache_path, json.dumps({**saved, device: cache}, indent=1, sort_keys=True) + "\n")
+    parts = {e.name: None for e in chosen} | {step.name: {} for step in steps}     # none; a stand-in built: nothing
+    parts |= {name: estimates.parts(size, cache) for name, size in sizes.items()}   # None: a unit not measured
+    why = {}
+    for e in chosen:
+        models = [experiments.timed_model(hub_id, inputs) for _, hub_id in e.models]
+        if blocked[e.name]:
+            why[e.name] = "; ".join(blocked[e.name])
+        elif parts[e.name] is None:
+            why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models) or "?"
+    for step in steps:
+        if parts[step.name] is None:
+            why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
+    return Times(parts, why, cache)
 
 
 def measured(works, device, cache, log, offline=False, names=None):
@@ -257,38 +236,55 @@ def measured(works, device, cache, log, offline=False, names=None):
     return {**answer["cache"], **starts}, answer["problems"]
 
 
-def models_of(experiment, inputs):
-    return [experiments.timed_model(hub_id, inputs) for _, hub_id in experiment.models]
+def room_work(grid, inputs):
+    """The calibration's unit that says how many of a grid's runs fit on the device side by side."""
+    return estimates.Work("room", experiments.timed_model(grid[0].models[0][1], inputs))
 
 
-# --- The plan ---
+# --- The plan: the stand-ins to build, every experiment with its estimate, a grid's runs side by side, the verdict ---
 
-def show_plan(items, parts, *, why, done, inputs, log):
+def show_stand_ins(mirror, steps, times, log):
+    """--stand-in: the mirror's models, built first, each with what it is and its estimate (or built before)."""
+    if mirror is None:
+        return
+    costs = times.costs
+    log.say(f"The stand-in mirror {portable(mirror.models)}: the article's four models made from {mirror.name} "
+            f"({mirror.source}), built first (part4_stand_in.json in each folder says what it is)")
+    for k, step in enumerate(steps, 1):
+        state = ("built before" if step.built else "a copy" if not step.build.task else
+                 f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
+                 f"no estimate: {times.why[step.name]}")
+        log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
+        if step.build.task and not step.built:
+            log.say(f"    {command_text(step, None, mirror)}")
+
+
+def show_plan(items, times, *, done, inputs, log):
     """One line per experiment of items: the numbers it gives (count and sections), its estimate, the sum of its parts
     (or why there is none, or the results file that has it done), its command, the parts of its estimate (start,
     steps, evals, checkpoints); then the total, with the stand-ins of items to build (said before: show_stand_ins),
     and what the --models and --data folders lack."""
-    costs = {name: None if p is None else sum(p.values()) for name, p in parts.items()}
+    costs = times.costs
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {estimates.device_key(inputs.device)}")
-    calibrated = ((read_json(os.path.join(inputs.results_dir, estimates.CACHE)) or {}).get(
-        estimates.device_key(inputs.device)) or {}).get(estimates.CALIBRATED)
-    if calibrated:
+    if estimates.CALIBRATED in times.cache:
         log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
-                f"model (a training step at the task's mean row length and a forward pass, each the quicker of two "
-                f"after a warm-up, on rows of 2,048 tokens (8 at least) scaled to the batch on a CPU; a model loaded; "
-                f"a script's start, as the imports of every script timed once; a checkpoint written), calibrated {calibrated}")
+                f"model (a training step at the task's mean row length and a forward pass, each the quickest of "
+                f"{estimates.REPEATS} after a warm-up, on rows of {estimates.TOKENS:,} tokens ({estimates.ROWS} at least) "
+                f"scaled to the batch on a CPU; a model loaded; a script's start, as the imports of every script timed "
+                f"once; a checkpoint written), calibrated {times.cache[estimates.CALIBRATED]}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else
                  f"estimate {readable_time(costs[e.name])}" if costs[e.name] is not None else
-                 f"no estimate: {why[e.name]}")
+                 f"no estimate: {times.why[e.name]}")
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
         log.say(f"    {command_text(e, inputs, None)}")
-        if not done[e.name] and parts[e.name]:
-            log.say(f"    parts: {parts_text(parts[e.name])}")
+        if not done[e.name] and times.parts[e.name]:
+            log.say("    parts: " + ", ".join(f"{part} {readable_time(seconds)}"
+                                              for part, seconds in times.parts[e.name].items()))
     to_do = [e for e in order if not done[e.name]]
     to_build = [s for s in steps if not s.built]
     total = sum(costs[x.name] or 0 for x in to_build + to_do)
@@ -301,26 +297,6 @@ def show_plan(items, parts, *, why, done, inputs, log):
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
     show_mirror(order, inputs, log)
-
-
-def parts_text(parts):
-    """{part: seconds} -> 'start 3.1 s, steps 40 s, evals 5.0 s, checkpoints 0.0 s'."""
-    return ", ".join(f"{name} {readable_time(seconds)}" for name, seconds in parts.items())
-
-
-def show_stand_ins(mirror, steps, *, costs, why, log):
-    """--stand-in: the mirror's models, built first, each with what it is and its estimate (or built before)."""
-    if mirror is None:
-        return
-    log.say(f"The stand-in mirror {portable(mirror.models)}: the article's four models made from {mirror.name} "
-            f"({mirror.source}), built first (part4_stand_in.json in each folder says what it is)")
-    for k, step in enumerate(steps, 1):
-        state = ("built before" if step.built else "a copy" if not step.build.task else
-                 f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
-                 f"no estimate: {why[step.name]}")
-        log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
-        if step.build.task and not step.built:
-            log.say(f"    {command_text(step, None, mirror)}")
 
 
 def show_mirror(order, inputs, log):
@@ -337,6 +313,26 @@ def show_mirror(order, inputs, log):
     unfit = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for h in hub_ids]
     if any(unfit):
         log.say("Not the kind of model their experiments read: " + "; ".join(p for p in unfit if p))
+
+
+def side_by_side_groups(order, asked, inputs, done, *, cache):
+    """[(the grid's runs to run, how many at a time, why that many)] of every grid with two or more runs not done:
+    --side-by-side N (at most the runs), or auto: the room the calibration measured on the device (1 on the CPU;
+    cache: the device's units, Times.cache)."""
+    out = []
+    for grid in experiments.grids(order).values():
+        runs = [e for e in grid if not done[e.name]]
+        if len(runs) < 2:
+            continue
+        if asked != "auto":
+            out.append((runs, min(asked, len(runs)), f"--side-by-side {asked}"))
+            continue
+        fits = cache.get(estimates.work_key(room_work(grid, inputs), cache))
+        why = ("--side-by-side auto: the room is not measured" if fits is None else
+               f"--side-by-side auto: {fits} fit on the device" if fits > 1 else
+               "--side-by-side auto: one at a time on this device (on the CPU one run uses every core)")
+        out.append((runs, min(fits or 1, len(runs)), why))
+    return out
 
 
 def show_side_by_side(groups, log):
@@ -397,96 +393,6 @@ class Terminated(Exception):
 
 def raise_terminated(signum, frame):
     raise Terminated()
-
-
-def command_words(item, inputs, mirror):
-    """The command an experiment or a stand-in's fine-tune runs, the script first; [] for the base, copied."""
-    if isinstance(item, stand_in.Step):
-        return stand_in.fine_tune_command(item.build, mirror) if item.build.task else []
-    return experiments.command(item, inputs)
-
-
-def command_text(item, inputs, mirror):
-    """The command as the log shows it, as given (the stand-in's base by its name and where it comes from: its pip
-    package's folder is this machine's)."""
-    words = command_words(item, inputs, mirror)
-    return shlex.join(["python", *words]) if words else f"a copy of {mirror.name} ({mirror.source})"
-
-
-def run_command(item, words, estimate):
-    """A script's command as a subprocess, its stdout on ours, its stderr kept for its one-line error. Ctrl-C and
-    SIGTERM are passed on to it: it stops cleanly (a fine-tune saves its checkpoint) and we wait for it."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stderr=err)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)          # proc.wait(), with the child's peak memory
-            proc.returncode = code = os.waitstatus_to_exitcode(status)
-        except (KeyboardInterrupt, Terminated) as stop:
-            proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
-            proc.wait()
-            return Outcome(item, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
-                           reason=last_line(err))
-        status = "ran" if code == 0 else "failed"
-        return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
-                       reason="" if code == 0 else last_line(err) or f"exit status {code}",
-                       peak=usage.ru_maxrss * RU_MAXRSS_UNIT)
-
-
-class Child:
-    """An experiment's command started as a process of its own beside others, its stdout and stderr kept in files."""
-
-    def __init__(self, experiment, estimate, inputs, env):
-        self.experiment, self.estimate, self.start = experiment, estimate, time.perf_counter()
-        words = experiments.command(experiment, inputs)
-        self.out, self.err = (tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") for _ in range(2))
-        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stdout=self.out,
-                                     stderr=self.err, env=env)
-
-    def outcome(self, status):
-        """Its Outcome once it has ended, its stdout printed whole."""
-        seconds = time.perf_counter() - self.start
-        self.out.seek(0)
-        sys.stdout.write(self.out.read())
-        sys.stdout.flush()
-        reason = "" if status == "ran" else last_line(self.err) or f"exit status {self.proc.returncode}"
-        self.out.close()
-        self.err.close()
-        return Outcome(self.experiment, status, seconds=seconds, estimate=self.estimate, reason=reason)
-
-
-def build_stand_in(step, mirror, estimate):
-    """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
-    then its saved model taken in; each moved into place with its record (part4/reproduction/stand_in.py)."""
-    start = time.perf_counter()
-    stand_in.fresh_staging(mirror, step.build)
-    if not step.build.task:
-        stand_in.copy_base(step, mirror)
-        return Outcome(step, "ran", seconds=time.perf_counter() - start, estimate=estimate)
-    words = stand_in.fine_tune_command(step.build, mirror)
-    outcome = run_command(step, words, estimate)
-    if outcome.status == "ran":
-        try:
-            stand_in.take_fine_tuned(step, mirror, words)
-        except Fatal as e:
-            return Outcome(step, "failed", seconds=outcome.seconds, estimate=estimate, reason=str(e))
-    return outcome
-
-
-def last_line(err):
-    """The script's one-line error: its last line on stderr that says why it stopped, else its last line (a
-    traceback's: the exception)."""
-    err.seek(0)
-    lines = [part.strip() for line in err.read().splitlines() for part in line.split("\r") if part.strip()]
-    said = [line for line in lines if line.startswith(("error:", "stopped", "interrupted"))]
-    return (said or lines or [""])[-1]
-
-
-def rebuild_report(results_dir, log):
-    """bert_part4_report.py on the results folder: its summary line, or its one-line error."""
-    done = subprocess.run([sys.executable, REPORT, "--results-dir", results_dir], capture_output=True, text=True)
-    lines = (done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
-    log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
 def in_turns(order, groups):
@@ -553,6 +459,67 @@ def refined(estimate, outcomes):
     return f"{readable_time(estimate * ratio)} (the plan's {readable_time(estimate)} x {ratio:.2f}, as the runs before it took)"
 
 
+def command_text(item, inputs, mirror):
+    """The command an experiment or a stand-in's fine-tune runs, as the log shows it, as given; the stand-in's base,
+    copied, by its name and where it comes from (its pip package's folder is this machine's)."""
+    if isinstance(item, stand_in.Step):
+        words = stand_in.fine_tune_command(item.build, mirror) if item.build.task else []
+    else:
+        words = experiments.command(item, inputs)
+    return shlex.join(["python", *words]) if words else f"a copy of {mirror.name} ({mirror.source})"
+
+
+def build_stand_in(step, mirror, estimate):
+    """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
+    then its saved model taken in; each moved into place with its record (part4/reproduction/stand_in.py)."""
+    start = time.perf_counter()
+    stand_in.fresh_staging(mirror, step.build)
+    if not step.build.task:
+        stand_in.copy_base(step, mirror)
+        return Outcome(step, "ran", seconds=time.perf_counter() - start, estimate=estimate)
+    words = stand_in.fine_tune_command(step.build, mirror)
+    outcome = run_command(step, words, estimate)
+    if outcome.status == "ran":
+        try:
+            stand_in.take_fine_tuned(step, mirror, words)
+        except Fatal as e:
+            return Outcome(step, "failed", seconds=outcome.seconds, estimate=estimate, reason=str(e))
+    return outcome
+
+
+def run_experiment(experiment, inputs, estimate):
+    return run_command(experiment, experiments.command(experiment, inputs), estimate)
+
+
+def run_command(item, words, estimate):
+    """A script's command as a subprocess, its stdout on ours, its stderr kept for its one-line error. Ctrl-C and
+    SIGTERM are passed on to it: it stops cleanly (a fine-tune saves its checkpoint) and we wait for it."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
+        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stderr=err)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)          # proc.wait(), with the child's peak memory
+            proc.returncode = code = os.waitstatus_to_exitcode(status)
+        except (KeyboardInterrupt, Terminated) as stop:
+            proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+            proc.wait()
+            return Outcome(item, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
+                           reason=last_line(err))
+        status = "ran" if code == 0 else "failed"
+        return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
+                       reason="" if code == 0 else last_line(err) or f"exit status {code}",
+                       peak=usage.ru_maxrss * RU_MAXRSS_UNIT)
+
+
+def last_line(err):
+    """The script's one-line error: its last line on stderr that says why it stopped, else its last line (a
+    traceback's: the exception)."""
+    err.seek(0)
+    lines = [part.strip() for line in err.read().splitlines() for part in line.split("\r") if part.strip()]
+    said = [line for line in lines if line.startswith(("error:", "stopped", "interrupted"))]
+    return (said or lines or [""])[-1]
+
+
 def run_side_by_side(runs, n, costs, inputs):
     """The experiments runs, n processes at a time, each its own script's command (its own results file); each one's
     stdout kept and printed whole when it ends (not interleaved), its stderr for its one-line error. On the CPU each
@@ -579,8 +546,33 @@ def run_side_by_side(runs, n, costs, inputs):
     return ended
 
 
-def run_experiment(experiment, inputs, estimate):
-    return run_command(experiment, experiments.command(experiment, inputs), estimate)
+class Child:
+    """An experiment's command started as a process of its own beside others, its stdout and stderr kept in files."""
+
+    def __init__(self, experiment, estimate, inputs, env):
+        self.experiment, self.estimate, self.start = experiment, estimate, time.perf_counter()
+        words = experiments.command(experiment, inputs)
+        self.out, self.err = (tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") for _ in range(2))
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stdout=self.out,
+                                     stderr=self.err, env=env)
+
+    def outcome(self, status):
+        """Its Outcome once it has ended, its stdout printed whole."""
+        seconds = time.perf_counter() - self.start
+        self.out.seek(0)
+        sys.stdout.write(self.out.read())
+        sys.stdout.flush()
+        reason = "" if status == "ran" else last_line(self.err) or f"exit status {self.proc.returncode}"
+        self.out.close()
+        self.err.close()
+        return Outcome(self.experiment, status, seconds=seconds, estimate=self.estimate, reason=reason)
+
+
+def rebuild_report(results_dir, log):
+    """bert_part4_report.py on the results folder: its summary line, or its one-line error."""
+    done = subprocess.run([sys.executable, REPORT, "--results-dir", results_dir], capture_output=True, text=True)
+    lines = (done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
+    log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
 
 
 # --- The end: the estimates against the times, the failures, what the budget left ---
@@ -626,16 +618,17 @@ def main(argv=None):
     mirror, steps = stand_in_mirror(args.stand_in, inputs)
     inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
     log = opened_log(args.plan, inputs.results_dir, argv)
-    done = {e.name: experiments.done_before(e, inputs) for e in experiments.EXPERIMENTS}
-    done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
-    chosen = [e for e in experiments.EXPERIMENTS if args.plan or not done[e.name]]
-    off_hub = hub_problems(chosen, inputs)
-    costs, why, parts = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub,
-                                  names={mirror.base: f"{mirror.name} ({mirror.source})"} if mirror else None)
     order = list(experiments.EXPERIMENTS)          # the article's order, as declared
-    show_stand_ins(mirror, steps, costs=costs, why=why, log=log)
-    show_plan([*steps, *order], parts, why=why, done=done, inputs=inputs, log=log)
-    groups = side_by_side_groups(order, args.side_by_side, inputs, done)
+    done = experiments.done_before(order, inputs)
+    done |= {s.name: f"{STAND_IN} and the weights it names" if s.built else None for s in steps}
+    chosen = [e for e in order if args.plan or not done[e.name]]
+    off_hub = hub_problems(chosen, inputs)
+    times = estimated(chosen, inputs, log, steps=steps, off_hub=off_hub,
+                      names={mirror.base: f"{mirror.name} ({mirror.source})"} if mirror else None)
+    costs = times.costs
+    show_stand_ins(mirror, steps, times, log)
+    show_plan([*steps, *order], times, done=done, inputs=inputs, log=log)
+    groups = side_by_side_groups(order, args.side_by_side, inputs, done, cache=times.cache)
     show_side_by_side(groups, log)
     if args.plan:
         return plan_verdict(order, costs, done=done, off_hub=off_hub, steps=steps)

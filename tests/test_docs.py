@@ -13,7 +13,7 @@ from conftest import ROOT
 from test_report import parses
 
 from part4.command_line.declarations import Fatal
-from part4.reproduction import report as rules
+from part4.reproduction import statuses as rules
 
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))

@@ -17,8 +17,8 @@ import bert_part4_report as report
 from part4.command_line import fine_tune_settings
 from part4.command_line.declarations import Fatal
 from part4.paper import article
-from part4.reproduction import experiments
-from part4.reproduction import report as rules
+from part4.reproduction import experiments, our_numbers, statuses
+from part4.reproduction import report as report_text
 
 RESULTS = os.path.join(ROOT, "results")
 
@@ -57,17 +57,17 @@ def squad_v1(windows=10753, n=10570, tokenizers="0.23.3", em=80.79, model="csarr
 
 
 def status(key, data):
-    return rules.judge(article.NUMBERS[key], data, rules.read_requirements())
+    return statuses.judge(article.NUMBERS[key], data, statuses.read_requirements())
 
 
 def test_same_means_equal_at_the_printed_precision():
     assert status("sst2.lr2e-05.accuracy", finetune_run(accuracy=0.92549)) == ("same", "")
     assert status("sst2.lr2e-05.accuracy_text", finetune_run(accuracy=0.92549)) == ("same", "")       # 92.55
-    assert rules.compare(article.NUMBERS["v1.0.hand_gap"], 1.04e-5)[0] == "1.0e-05"
-    assert rules.compare(article.NUMBERS["heads.total_params"], 109484547) == ("109,484,547", 0.0)
-    assert rules.compare(article.NUMBERS["toy.glue.p"], [0.8670, 0.0320, 0.1010]) == ("0.867, 0.032, 0.101", 0.0)
-    assert rules.compare(article.NUMBERS["null.2.answer+4.00"], False) == ("no", 0.0)
-    assert rules.compare(article.NUMBERS["null.2.answer+4.00"], True)[1] == float("inf")
+    assert statuses.compare(article.NUMBERS["v1.0.hand_gap"], 1.04e-5)[0] == "1.0e-05"
+    assert statuses.compare(article.NUMBERS["heads.total_params"], 109484547) == ("109,484,547", 0.0)
+    assert statuses.compare(article.NUMBERS["toy.glue.p"], [0.8670, 0.0320, 0.1010]) == ("0.867, 0.032, 0.101", 0.0)
+    assert statuses.compare(article.NUMBERS["null.2.answer+4.00"], False) == ("no", 0.0)
+    assert statuses.compare(article.NUMBERS["null.2.answer+4.00"], True)[1] == float("inf")
 
 
 def test_the_articles_own_spread_and_the_stated_tolerances():
@@ -78,7 +78,7 @@ def test_the_articles_own_spread_and_the_stated_tolerances():
     assert status("mrpc.lr2e-05.accuracy", finetune_run("mrpc", accuracy=0.8450))[0] == "within tolerance"   # 0.8333 + 0.0117
     assert status("mrpc.lr2e-05.accuracy", finetune_run("mrpc", accuracy=0.8100))[0] == "differs"   # 0.0233 under 0.8333
     assert status("sst2.lr2e-05.accuracy", finetune_run(accuracy=0.9150)) == ("within tolerance",
-                                                                              rules.TOLERANCE["fine-tune"][1])
+                                                                              statuses.TOLERANCE["fine-tune"][1])
     assert status("sst2.lr2e-05.accuracy", finetune_run(accuracy=0.9050)) == ("differs", "no known reason")
     assert status("v1.dev.em", squad_v1(em=80.70))[0] == "within tolerance"
     assert status("v1.dev.em", squad_v1(em=80.60))[0] == "differs"
@@ -92,29 +92,29 @@ def test_the_articles_own_spread_and_the_stated_tolerances():
 
 def test_the_window_count_differs_for_its_known_reason_and_a_version_requirements_txt_excludes_is_another_setting():
     state, why = status("v1.dev.windows", squad_v1(windows=10784, tokenizers="0.23.3"))
-    assert state == "differs" and "tokenizers 0.23.1 and 0.23.2" in why and rules.WINDOWS_DOC in why
+    assert state == "differs" and "tokenizers 0.23.1 and 0.23.2" in why and statuses.WINDOWS_DOC in why
     assert status("v1.dev.windows", squad_v1(windows=10753, tokenizers="0.23.3")) == ("same", "")
     for windows in (10753, 10784):                      # 0.23.2: the article's count, but requirements.txt excludes it
         state, why = status("v1.dev.windows", squad_v1(windows=windows, tokenizers="0.23.2"))
         assert state == "another setting" and "tokenizers 0.23.2" in why and "requirements.txt" in why
-    assert os.path.isfile(os.path.join(ROOT, rules.WINDOWS_DOC.split("#")[0]))
+    assert os.path.isfile(os.path.join(ROOT, statuses.WINDOWS_DOC.split("#")[0]))
 
 
 def test_excluded_versions_reads_the_requirements_specifiers():
     requirements = "# a comment\n-r other.txt\ntorch>=2.2,<3\ntokenizers!=0.23.1,!=0.23.2  # why\n"
-    assert rules.excluded_versions({"torch": "2.13.0+cpu", "tokenizers": "0.23.3"}, requirements) == ""
-    assert rules.excluded_versions({"torch": "3.0.0"}, requirements).startswith("torch 3.0.0, which")
-    assert "tokenizers 0.23.1" in rules.excluded_versions({"tokenizers": "0.23.1"}, requirements)
-    assert rules.excluded_versions({"tokenizers": "0.23.1"}, "") == ""
-    assert "tokenizers!=0.23.1" in rules.read_requirements()          # the checkout's own file is the one read
+    assert statuses.excluded_versions({"torch": "2.13.0+cpu", "tokenizers": "0.23.3"}, requirements) == ""
+    assert statuses.excluded_versions({"torch": "3.0.0"}, requirements).startswith("torch 3.0.0, which")
+    assert "tokenizers 0.23.1" in statuses.excluded_versions({"tokenizers": "0.23.1"}, requirements)
+    assert statuses.excluded_versions({"tokenizers": "0.23.1"}, "") == ""
+    assert "tokenizers!=0.23.1" in statuses.read_requirements()          # the checkout's own file is the one read
 
 
 def test_a_number_with_several_rows_counts_once_by_the_stated_rule():
-    assert rules.entry_status(["same", "differs"]) == "differs"          # a disagreeing run is not hidden
-    assert rules.entry_status(["another setting", "within tolerance"]) == "reproduced"
-    assert rules.entry_status(["another split", "another model"]) == "another model"
-    assert rules.entry_status(["shown", "not run yet"]) == "shown"
-    assert rules.entry_status(["not run yet"]) == "not run yet"
+    assert statuses.entry_status(["same", "differs"]) == "differs"          # a disagreeing run is not hidden
+    assert statuses.entry_status(["another setting", "within tolerance"]) == "reproduced"
+    assert statuses.entry_status(["another split", "another model"]) == "another model"
+    assert statuses.entry_status(["shown", "not run yet"]) == "shown"
+    assert statuses.entry_status(["not run yet"]) == "not run yet"
 
 
 def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judged():
@@ -143,6 +143,26 @@ def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judge
     assert status("sst2.before", finetune_run())[0] == "shown"
 
 
+def test_a_stand_ins_numbers_on_the_offline_part_are_counted_on_another_split_too():
+    """A stand-in's SQuAD run scored on the offline evaluation part of the dev set: its numbers that need a model are
+    another model (stand-in), and the summary counts them on another split too, from where the run says it scored; the
+    dev set itself with fewer questions is not that part."""
+    data = squad_v1(n=1988, model="models/stand-in/csarron/bert-base-uncased-squad-v1")
+    data["models"]["v1"] = MINILM | {"stand_in": {"stand_in_for": article.SQUAD_V1,
+                                                  "what": "stand-in: all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1"}}
+    data["run"]["config"]["v1_data"] = "../shared/data/squad/offline-eval-v1.1.json"
+    runs = {"part4_squad.json": data}
+    table = statuses.rows(runs)
+    scored = {r["key"] for r in table if r["status"] == "another model"}
+    assert scored and all(r["model"] == "stand-in" and "on another split too" in r["note"]
+                          for r in table if r["key"] in scored)
+    line = report_text.status_summary(table, runs)[2]
+    assert f"; {len(scored)} on another model ({len(scored)} of them on another split too); " in line
+    data["run"]["config"]["v1_data"] = "../shared/data/squad/dev-v1.1.json"
+    line = report_text.status_summary(statuses.rows(runs), runs)[2]
+    assert f"; {len(scored)} on another model; " in line
+
+
 def test_a_count_that_needs_no_model_is_judged_whatever_model_ran():
     other = finetune_run(model="models/all-MiniLM-L6-v2")
     for key in ("sst2.steps", "sst2.steps_text", "sst2.warmup", "sst2.lr2e-05.n", "sst2.curve.6315.step"):
@@ -153,10 +173,10 @@ def test_a_count_that_needs_no_model_is_judged_whatever_model_ran():
 
 
 def test_a_model_is_named_one_way():
-    assert rules.model_name("models/all-MiniLM-L6-v2") == rules.model_name("all-MiniLM-L6-v2@2e8a342051c5") \
+    assert statuses.model_name("models/all-MiniLM-L6-v2") == statuses.model_name("all-MiniLM-L6-v2@2e8a342051c5") \
         == "all-MiniLM-L6-v2"
-    assert rules.model_name("csarron/bert-base-uncased-squad-v1") == "csarron/bert-base-uncased-squad-v1"
-    assert rules.models_note({"a.json": {"run": {"config": {"model": "all-MiniLM-L6-v2@2e8a342051c5"}}}}) == [
+    assert statuses.model_name("csarron/bert-base-uncased-squad-v1") == "csarron/bert-base-uncased-squad-v1"
+    assert report_text.report_notes({"a.json": {"run": {"config": {"model": "all-MiniLM-L6-v2@2e8a342051c5"}}}})[1:] == [
         "A local model is named by its folder's name; a folder outside the checkout is recorded with a fingerprint of "
         "its config and weights: all-MiniLM-L6-v2@2e8a342051c5."]
 
@@ -184,10 +204,10 @@ def write_runs(folder, runs):
 
 
 def by_entry(rows):
-    statuses = {}
+    seen = {}
     for r in rows:
-        statuses.setdefault(r["key"], []).append(r["status"])
-    return statuses
+        seen.setdefault(r["key"], []).append(r["status"])
+    return seen
 
 
 def test_the_summary_and_the_section_table_count_the_rows(tmp_path):
@@ -199,36 +219,36 @@ def test_the_summary_and_the_section_table_count_the_rows(tmp_path):
     assert report.main(["--results-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / report.REPORT_JSON).read_text())
     md = (tmp_path / report.REPORT_MD).read_text()
-    counts, statuses = summary_counts(saved["summary"]), by_entry(saved["rows"])
+    counts, seen = summary_counts(saved["summary"]), by_entry(saved["rows"])
     assert f"**{saved['summary']}**" in md
-    assert counts["total"] == len(statuses) == len([e for e in article.ENTRIES if e.kind != "paper"])
-    assert counts["differs"] == sum("differs" in s for s in statuses.values()) == 1       # the window count
-    reproduced = [k for k, s in statuses.items() if "differs" not in s and set(s) & set(rules.REPRODUCED)]
+    assert counts["total"] == len(seen) == len([e for e in article.ENTRIES if e.kind != "paper"])
+    assert counts["differs"] == sum("differs" in s for s in seen.values()) == 1       # the window count
+    reproduced = [k for k, s in seen.items() if "differs" not in s and set(s) & set(statuses.REPRODUCED)]
     assert counts["reproduced"] == len(reproduced) == counts["no model"] + counts["model"] + counts["unverified"]
     assert counts["model"] == sum(bool(article.NUMBERS[k].model) for k in reproduced) > 0     # sst2 at 0.92: bert-base
     assert counts["no model"] == sum(not article.NUMBERS[k].model for k in reproduced) > 0    # its steps, the v1 count
-    assert counts["not run yet"] == sum(set(s) == {"not run yet"} for s in statuses.values())
-    assert counts["another model"] == sum(set(s) == {"another model"} for s in statuses.values()) > 0
-    assert counts["shown"] == sum(set(s) == {"shown"} for s in statuses.values())
+    assert counts["not run yet"] == sum(set(s) == {"not run yet"} for s in seen.values())
+    assert counts["another model"] == sum(set(s) == {"another model"} for s in seen.values()) > 0
+    assert counts["shown"] == sum(set(s) == {"shown"} for s in seen.values())
     assert sum(v for k, v in counts.items() if k not in ("total", "no model", "model", "unverified")) == counts["total"]
     assert saved["counts"]["differs"] == 1 and saved["reproduced"]["on the article's models"] == counts["model"]
     assert "| sst2 dev accuracy at the end, lr 2e-05 | 0.9255 | 0.9200 | -0.0055 | within tolerance" in md
     article_setting = md.split("in the article's setting")[1].split("\n\n")[1].splitlines()   # another model: mrpc 5e-5
     assert article_setting[0].startswith(f"- `python bert_part4_finetune.py mrpc 5e-5 --results-dir {tmp_path}` (needs")
-    header = md.splitlines().index("| Section | " + " | ".join(rules.ORDER) + " |")
+    header = md.splitlines().index("| Section | " + " | ".join(statuses.ORDER) + " |")
     for line in md.splitlines()[header + 2:]:
         if not line.startswith("|"):
             break
         section, *cells = [c.strip() for c in line.strip("|").split("|")]
         keys = {r["key"] for r in saved["rows"] if r["section"] == section}
         assert sum(map(int, cells)) == len(keys), section
-        assert int(cells[rules.ORDER.index("differs")]) == sum("differs" in statuses[k] for k in keys), section
+        assert int(cells[statuses.ORDER.index("differs")]) == sum("differs" in seen[k] for k in keys), section
 
 
 def test_every_table_cell_escapes_its_pipes(tmp_path):
     """A `|` inside a cell ('|S.T_i by hand - model start logit|') is escaped, so every row of a table has its
     header's number of cells."""
-    assert rules.cell("|a| b") == "\\|a\\| b"
+    assert report_text.table_row(["|a| b", 1]) == "| \\|a\\| b | 1 |"
     assert report.main(["--results-dir", str(tmp_path)]) == 0
     md = (tmp_path / report.REPORT_MD).read_text()
     assert "\\|S.T_i by hand - model start logit\\|" in md
@@ -267,7 +287,7 @@ def test_on_an_empty_folder_every_number_is_not_run_yet_with_a_command_its_scrip
     for command in commands:
         assert command.endswith(f" --results-dir {tmp_path}")
         parses(command)
-    assert rules.OFFLINE in (tmp_path / report.REPORT_MD).read_text()
+    assert report_text.OFFLINE in (tmp_path / report.REPORT_MD).read_text()
     with pytest.raises(Fatal):
         parses("python bert_part4_squad.py --only v3")
 
@@ -338,8 +358,8 @@ def test_the_plots_the_scripts_drew_are_linked_from_their_sections(tmp_path):
 def test_a_key_that_holds_dots_is_read_whole():
     """The math script keys its no-answer decisions by tau ('+0.00'): the report reads them, not 'unusable'."""
     data = {"null": {"questions": [{"answer": {"+0.00": True, "+4.00": False}, "s_hat": 1.5}]}}
-    assert rules.lookup(data, "null.questions.0.answer.+0.00") is True
-    assert rules.lookup(data, "null.questions.0.answer.+4.00") is False
-    assert rules.lookup(data, "null.questions.-1.s_hat") == 1.5
-    assert rules.lookup(data, "null.questions.0.answer.+1.00") is rules.MISSING
-    assert rules.lookup(data, "null.questions.1.s_hat") is rules.MISSING
+    assert our_numbers.lookup(data, "null.questions.0.answer.+0.00") is True
+    assert our_numbers.lookup(data, "null.questions.0.answer.+4.00") is False
+    assert our_numbers.lookup(data, "null.questions.-1.s_hat") == 1.5
+    assert our_numbers.lookup(data, "null.questions.0.answer.+1.00") is our_numbers.MISSING
+    assert our_numbers.lookup(data, "null.questions.1.s_hat") is our_numbers.MISSING

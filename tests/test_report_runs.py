@@ -25,7 +25,8 @@ import bert_part4_report as report
 import bert_part4_squad as sq
 from part4.command_line.declarations import Fatal
 from part4.paper import article
-from part4.reproduction import report as rules
+from part4.reproduction import report as report_text
+from part4.reproduction import statuses
 
 SCRIPTS = {"heads": heads, "math": bm, "squad": sq, "finetune": ft}
 GLUE = ["--batch-size", "8", "--epochs", "1", "--device", "cpu"]
@@ -294,7 +295,7 @@ def test_a_folder_that_is_not_one_and_an_empty_one_are_said(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert report.main(["--results-dir", str(empty)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == f"{empty}: {rules.NO_RESULTS}"
+    assert capsys.readouterr().out.splitlines()[0] == f"{empty}: {report_text.NO_RESULTS}"
     assert "No results files found" in (empty / report.REPORT_MD).read_text()
 
 
@@ -372,9 +373,14 @@ def named(source, folder):
     return folder
 
 
+def summary(runs):
+    """(counts, the reproduced split, the line) of the report on these runs."""
+    return report_text.status_summary(statuses.rows(runs), runs)
+
+
 def model_rows(data, name="part4_heads.json"):
     """The rows of a results file's numbers that need a model."""
-    return [r for r in rules.rows({name: data}) if r["file"] and article.NUMBERS[r["key"]].model]
+    return [r for r in statuses.rows({name: data}) if r["file"] and article.NUMBERS[r["key"]].model]
 
 
 def tiny_architecture(folder):
@@ -412,7 +418,7 @@ def test_another_architecture_under_the_articles_name_is_another_model(under_the
     assert shape["note"] == (f"ours: {article.BERT}, bert, 2 layers, H 32, 2 heads, vocab "
                              f"{data['weights']['architecture']['vocab']:,}; article: {article.BERT}, bert, 12 layers, "
                              f"H 768, 12 heads, vocab 30,522")
-    assert "0 on the article's models" in rules.status_summary(rules.rows({"part4_heads.json": data}))[2]
+    assert "0 on the article's models" in summary({"part4_heads.json": data})[2]
 
 
 def test_the_articles_architecture_with_other_weights_is_not_the_articles_model(under_the_articles_name, monkeypatch):
@@ -444,13 +450,13 @@ def test_a_weight_file_whose_sha256_is_the_published_one_is_the_articles_model(u
         rows = model_rows(results)
         assert {r["model"] for r in rows} == {"article"} and "another model" not in {r["status"] for r in rows}
         assert not [r for r in rows if "weights not verified" in r["note"]]
-    reproduced = rules.status_summary(rules.rows({"part4_heads.json": data}))[1]["on the article's models"]
-    assert reproduced == sum(r["status"] in rules.REPRODUCED for r in model_rows(data))
+    reproduced = summary({"part4_heads.json": data})[1]["on the article's models"]
+    assert reproduced == sum(r["status"] in statuses.REPRODUCED for r in model_rows(data))
     published[article.BERT] = article.Published("model.safetensors", None, None, "a test: not known")
     judged = [r for r in model_rows(data) if r["status"] != "shown"]
     assert {r["model"] for r in judged} == {"unverified"}
-    split = rules.status_summary(rules.rows({"part4_heads.json": data}))[1]
-    assert (split["on the article's models"], split[rules.UNVERIFIED_COUNT]) == (0, reproduced)
+    split = summary({"part4_heads.json": data})[1]
+    assert (split["on the article's models"], split[report_text.UNVERIFIED_COUNT]) == (0, reproduced)
     assert all(r["note"].endswith("by name and architecture; weights not verified") for r in judged)
     assert {r["status"] for r in model_rows(elsewhere) if r["status"] != "shown"} == {"another model"}
 
@@ -485,7 +491,7 @@ def test_a_stand_in_says_so_on_every_number_that_needs_a_model(tiny_qa_dir, tmp_
                     dev_file("1.1", str(tmp_path)), "--limit", "3", "--results-dir", str(out), "--device", "cpu"]) == 0
     data = json.loads((out / "part4_squad.json").read_text())
     assert data["models"]["v1"]["stand_in"] == {"stand_in_for": article.SQUAD_V1, "what": what}
-    rows = [r for r in rules.rows({"part4_squad.json": data}) if r["file"]]
+    rows = [r for r in statuses.rows({"part4_squad.json": data}) if r["file"]]
     v1 = [r for r in rows if article.NUMBERS[r["key"]].model == article.SQUAD_V1]
     assert v1 and {(r["status"], r["model"]) for r in v1} == {("another model", "stand-in")}
     assert all(r["note"].startswith(f"all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1, in the place of {article.SQUAD_V1}")

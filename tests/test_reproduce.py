@@ -24,7 +24,7 @@ import bert_part4_reproduce as reproduce
 from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import estimates, experiments
-from part4.reproduction import report as rules
+from part4.reproduction import report as report_text
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -263,7 +263,7 @@ def test_a_mirror_of_another_architecture_under_the_hub_ids_is_never_the_article
     model is shown as another model's, cut or not, with its architecture beside the article's; none is counted on the
     article's models, none differs for no known reason, none is unusable for a layer the model does not have."""
     saved = json.loads((quick_pass[0] / report.REPORT_JSON).read_text())
-    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][rules.UNVERIFIED_COUNT] == 0
+    assert saved["reproduced"]["on the article's models"] == 0 and saved["reproduced"][report_text.UNVERIFIED_COUNT] == 0
     assert ", 0 on the article's models, 0 on its checkpoints by name and architecture" in saved["summary"]
     needs_model = [r for r in saved["rows"] if article.NUMBERS[r["key"]].model]
     assert needs_model and {r["model"] for r in needs_model} == {"other"}
@@ -350,7 +350,7 @@ def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick
     args = reproduce.parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 limit=args.limit, device=args.device, results_dir=args.results_dir)
-    costs, _, _ = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log())
+    costs = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log()).costs
     order = experiments.EXPERIMENTS
     budget = costs[order[0].name] + costs[order[1].name] / 2
     done = run([*argv, "--budget", f"{budget:.6f}s"])
@@ -569,7 +569,7 @@ def test_an_estimate_is_the_sum_of_its_parts_and_checkpoints_come_by_the_clock(s
     trained = 100 * step + 400 * 0.01
     assert checkpoints == min(9, int(trained // 600))
     assert found == pytest.approx({"start": 4.5, "steps": 100 * step, "evals": 4.0, "checkpoints": 2.0 * checkpoints})
-    assert estimates.seconds(works, cache) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
+    assert sum(found.values()) == pytest.approx(4.5 + trained + 2.0 * checkpoints)
     assert estimates.parts(works, {k: v for k, v in cache.items() if k != "checkpoint m classifier"}) is None
 
 
@@ -590,21 +590,20 @@ def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
 def test_a_grid_runs_side_by_side_as_many_as_asked_or_as_the_device_holds(tmp_path):
     """MRPC's four learning rates are the plan's one grid: --side-by-side N runs min(N, the runs not done) at a time;
     auto, the room the calibration measured for the model on this device (1 when it is not measured)."""
-    inputs = experiments.Inputs(results_dir=str(tmp_path))
+    inputs, groups = experiments.Inputs(results_dir=str(tmp_path)), reproduce.side_by_side_groups
     mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
     assert list(experiments.grids(experiments.EXPERIMENTS).values()) == [mrpc] and len(mrpc) == 4
     done = {e.name: None for e in experiments.EXPERIMENTS}
-    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 8, inputs, done)] == [(mrpc, 4)]
+    assert [(runs, n) for runs, n, _ in groups(experiments.EXPERIMENTS, 8, inputs, done, cache={})] == [(mrpc, 4)]
     done[mrpc[0].name] = "part4_mrpc_lr5e-5.json"
-    assert [(runs, n) for runs, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, 2, inputs, done)] == \
+    assert [(runs, n) for runs, n, _ in groups(experiments.EXPERIMENTS, 2, inputs, done, cache={})] == \
         [(mrpc[1:], 2)]
-    assert [n for _, n, _ in reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)] == [1]
-    key = estimates.work_key(reproduce.room_work(mrpc, inputs), {})
-    (tmp_path / estimates.CACHE).write_text(json.dumps({estimates.device_key("auto"): {key: 2}}))
-    (runs, n, why), = reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done)
+    assert [n for _, n, _ in groups(experiments.EXPERIMENTS, "auto", inputs, done, cache={})] == [1]
+    cache = {estimates.work_key(reproduce.room_work(mrpc, inputs), {}): 2}         # the room measured: 2
+    (runs, n, why), = groups(experiments.EXPERIMENTS, "auto", inputs, done, cache=cache)
     assert (runs, n) == (mrpc[1:], 2) and why == "--side-by-side auto: 2 fit on the device"
     done.update({e.name: "done" for e in mrpc[1:3]})
-    assert reproduce.side_by_side_groups(experiments.EXPERIMENTS, "auto", inputs, done) == []     # one run left: no grid
+    assert groups(experiments.EXPERIMENTS, "auto", inputs, done, cache=cache) == []     # one run left: no grid
 
 
 @needs_shared_data

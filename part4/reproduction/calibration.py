@@ -1,11 +1,10 @@
-"""The calibration: each unit of work an experiment does (part4/reproduction/estimates.py's Work) measured on this device, with
-the experiment's own model at its own shapes, short enough that a first --plan answers in seconds: a script's process
-starting (this process's own start, to the scripts imported: IMPORTED, timed by bert_part4_reproduce.py), a model
-loaded (once), a training step and a forward pass (each warm: one untimed, then the quicker of two timed, the one a
-busy machine disturbed less; a step at the task's mean row length; AdamW's update once per model), a checkpoint
-written; and the length of a task's rows, as its batches pad them. What is measured
-goes into the cache (part4/reproduction/experiments.py reads it without torch); a model that cannot be loaded is
-named with why."""
+"""The calibration: each unit of work an experiment does (part4/reproduction/estimates.py's Work) measured on this
+device, with the experiment's own model at its own shapes, short enough that a first --plan answers in seconds: a
+script's process starting (this process's own start, to the scripts imported: IMPORTED, timed by
+bert_part4_reproduce.py), a model loaded (once), a training step and a forward pass (each warm, as estimates.py's
+REPEATS, TOKENS and ROWS say; a step at the task's mean row length; AdamW's update once per model), a checkpoint
+written; and the length of a task's rows, as its batches pad them. What is measured goes into the cache
+(part4/reproduction/estimates.py reads it without torch); a model that cannot be loaded is named with why."""
 
 import csv
 import importlib
@@ -24,12 +23,8 @@ from part4.command_line.declarations import not_a_script
 from part4.models.loading import pick_device
 from part4.output.results_files import read_json, write_atomic
 from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
-from part4.reproduction.estimates import IMPORTED, Work, length_key, work_key
+from part4.reproduction.estimates import IMPORTED, REPEATS, ROWS, TOKENS, Work, length_key, work_key
 
-REPEATS = 2              # timed repeats of a step or a forward pass, after one untimed (the first pays for warm-up)
-TOKENS = 2048            # tokens of a measured step or forward pass on the CPU (at least ROWS rows), scaled to the
-ROWS = 8                 # experiment's batch: a row's share of a bigger batch is about the same there, once a step's
-                         # fixed cost is spread over enough tokens; on a GPU it is not: the whole batch is timed
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}

@@ -5,10 +5,8 @@ sum of each unit's seconds times its count, by part (start, steps, evals, checkp
 
 import os
 import platform
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.declarations import not_a_script
 from part4.command_line.fine_tune_settings import Settings
 from part4.output.results_files import fingerprint
 
@@ -18,8 +16,8 @@ from part4.output.results_files import fingerprint
 class Work:
     """A unit of work measured on the device (part4/reproduction/calibration.py): kind "start" (a script's process
     starting: python and the script's imports; model: the script), "load" (a model and its tokenizer read), "train"
-    (one optimiser step on `batch` rows of `length` tokens, warm: timed at a few widths around it, each after an
-    untimed step), "forward" (one row's share of a forward pass of `batch` rows of `length` tokens) or "checkpoint"
+    (one optimiser step on `batch` rows of `length` tokens, warm: the quickest of REPEATS after an untimed one),
+    "forward" (one row's share of a forward pass of `batch` rows of `length` tokens, timed alike) or "checkpoint"
     (a fine-tune's resume checkpoint written: the model and AdamW's two moments); or "room", not a time: how many
     fine-tunes of the model fit on the device side by side (bert_part4_reproduce.py --side-by-side auto). head: the model's head
     ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`: padded, a
@@ -32,6 +30,14 @@ class Work:
     texts: tuple = ()
     padded: bool = True
 
+
+# How a training step or a forward pass is timed (part4/reproduction/calibration.py; the plan says it): warm, the
+# quickest of REPEATS after an untimed one (the first pays for warm-up; the quickest, the one other work on a shared
+# machine disturbed least); on the CPU on TOKENS tokens (ROWS rows at least), scaled to the experiment's batch: a
+# row's share of a bigger batch is about the same there, once a step's fixed cost is spread over enough tokens; on a
+# GPU it is not, and the whole batch is timed.
+REPEATS = 2
+TOKENS, ROWS = 2048, 8
 
 # The parts of a run its estimate is the sum of, as the plan prints them: each kind of work in one part.
 PARTS = {"start": "start", "load": "start", "train": "steps", "forward": "evals", "checkpoint": "checkpoints"}
@@ -81,12 +87,6 @@ def work_key(work, cache):
     return f"{work.kind} {model_key(work.model)} {work.head} {shape}"
 
 
-def seconds(works, cache):
-    """[(count, Work)] in seconds on the device, from the cache; None where a unit is not measured."""
-    spent = parts(works, cache)
-    return None if spent is None else sum(spent.values())
-
-
 def parts(works, cache):
     """{part: seconds} of [(count, Work)] on the device (PARTS: start, steps, evals, checkpoints), from the cache; None
     where a unit is not measured. A checkpoint's count is ByTheClock: one for every CHECKPOINT_EVERY seconds of the
@@ -108,7 +108,3 @@ def model_key(model):
     if os.path.isdir(model) and os.path.isfile(os.path.join(model, "config.json")):
         return f"{os.path.basename(os.path.normpath(model))}@{fingerprint(model)}"
     return model
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/reproduction/estimates.py", "python bert_part4_reproduce.py --plan"))

@@ -12,10 +12,8 @@ import csv
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.declarations import not_a_script
 from part4.output.results_files import portable, read_json
 from part4.paper import article
 from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
@@ -34,7 +32,8 @@ class Experiment:
     needs: str = ""        # what it needs, in words
     after: tuple = ()      # the experiments whose results it reads: it runs after them
     scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
-    size: object = None    # size(experiment, inputs) -> [(count, Work)]: the work it does, how its time is estimated
+    size: object = None    # size(experiment, inputs) -> [(count, Work)]: the work it does, counted on the data it
+                           # reads (its files where local, the article's sizes from the Hub), cut as inputs cut it
 
 
 @dataclass(frozen=True)
@@ -160,12 +159,6 @@ def math_size(experiment, inputs):
     return [(1, Work("start", article.MATH)), (1, Work("load", sst2)), (1, Work("load", squad, "span")),
             (1, Work("load", squad2, "span")), (MATH_ROWS, Work("forward", sst2, batch=2, length=SHORT)),
             (FLOW_QUESTIONS + MATH_ROWS, Work("forward", squad, "span", batch=1, length=MAX_LEN))]
-
-
-def size(experiment, inputs):
-    """[(count, Work)]: the work the experiment does, as its declaration measures it (its size), on the data it reads
-    (its files counted where they are local, the article's sizes where they come from the Hub), cut as inputs cut it."""
-    return experiment.size(experiment, inputs)
 
 
 # --- The experiments, in the article's order, the order they run in ---
@@ -303,12 +296,11 @@ def recorded_words(words):
     return out
 
 
-def done_before(experiment, inputs):
-    """The name of the results file in the results folder that the experiment's command wrote, with the same
+def done_before(order, inputs):
+    """{experiment name: the name of the results file in the results folder that its command wrote, with the same
     arguments (models by their fingerprint, data, cuts, device), every part of it run (a file that marks parts not run,
-    not_run, is not done), or None: it is to be run."""
-    ours = recorded_words(command(experiment, inputs)[1:])
-    folder = inputs.results_dir
+    not_run, is not done), or None: it is to be run}, for the experiments of order; each results file read once."""
+    folder, commands = inputs.results_dir, {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if not (name.startswith("part4_") and name.endswith(".json")):
             continue
@@ -318,10 +310,14 @@ def done_before(experiment, inputs):
             argv, not_run = (saved.get("run") or {}).get("argv"), saved.get("not_run")
         except (OSError, ValueError, AttributeError):
             continue                       # the report names a file that is not a results file
-        if isinstance(argv, list) and argv and os.path.basename(str(argv[0])) == experiment.script \
-                and recorded_words(argv[1:]) == ours and not not_run:
-            return name
-    return None
+        if isinstance(argv, list) and argv and not not_run:
+            commands[name] = argv
+    done = {}
+    for e in order:
+        ours = recorded_words(command(e, inputs)[1:])
+        done[e.name] = next((name for name, argv in commands.items() if os.path.basename(str(argv[0])) == e.script
+                             and recorded_words(argv[1:]) == ours), None)
+    return done
 
 
 # --- What each experiment reads: the mirror's folders and files, found or missing ---
@@ -370,7 +366,3 @@ def model_kind_problem(hub_id, inputs):
     held = f"{', '.join(names)} with {labels} labels" if any(n.endswith(needed[1]) for n in names) else \
         ", ".join(names) or "no architectures in its config.json"
     return f"{model_path(hub_id, inputs)} holds {held}, not {needed[0]}: not a model of the kind {hub_id} is"
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/reproduction/experiments.py", "python bert_part4_reproduce.py --plan"))

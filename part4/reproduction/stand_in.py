@@ -14,10 +14,9 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 
-from part4.command_line.declarations import Fatal, not_a_script, preflight
+from part4.command_line.declarations import Fatal, preflight
 from part4.command_line.script_settings import STAND_IN_BASE as DEFAULT  # the documented default base
 from part4.output.results_files import (
     CHECKPOINT_SIZE,
@@ -323,7 +322,3 @@ def move_into_place(step, mirror, *, command, ran):
         if os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)
     return final
-
-
-if __name__ == "__main__":
-    sys.exit(not_a_script("part4/reproduction/stand_in.py", "python bert_part4_reproduce.py --stand-in (--help)"))
