@@ -41,14 +41,6 @@ class Packing:
     key_mask: torch.Tensor     # (B, 1, 1, M): True at each sequence's own tokens
     exact_dropout: bool        # draw every dropout mask at the padded shape (the CPU: the padded run's masks)
 
-    @classmethod
-    def of(cls, attention_mask, real_tokens=None):
-        """The packing of a right-padded batch, from its attention mask (1 at real tokens) and, when the batch brings
-        it, where its real tokens lie (real_token_index, found on the host); else found here, from the mask."""
-        keep = attention_mask.bool()
-        index = real_tokens if real_tokens is not None else real_token_index(keep)
-        return cls(index, tuple(keep.shape), keep[:, None, None, :], attention_mask.device.type == "cpu")
-
     def pack(self, t):
         """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
         return t.flatten(0, 1).index_select(0, self.index)      # its backward: index_add, not a serial index_put
@@ -78,9 +70,9 @@ def real_token_index(attention_mask):
 
 
 def with_real_tokens(batch):
-    """A batch made on the host with its real tokens' positions beside it ("real_tokens", what Packing.of takes), for
+    """A batch made on the host with its real tokens' positions beside it ("real_tokens", what packed_bert takes), for
     a padding-free model: the index travels to the device with the batch, and no training step waits for the device
-    to find it. The same index, bit for bit, as Packing.of finds from the mask."""
+    to find it. The same index, bit for bit, as packed_bert finds from the mask."""
     return {**batch, "real_tokens": real_token_index(batch["attention_mask"])}
 
 
@@ -108,7 +100,10 @@ def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=Non
     """BertModel's forward with every layer but attention on the real tokens only (real_tokens: where they lie, when
     the batch brings it). Returns what BertModel returns: the hidden states T as (B, M, H) (zeros at padding) and the
     pooled [CLS] vector C of each sequence."""
-    packing = Packing.of(attention_mask, real_tokens)
+    keep = attention_mask.bool()          # where the batch brings its real tokens (found on the host), they are used
+    index = real_tokens if real_tokens is not None else real_token_index(keep)
+    packing = Packing(index, tuple(keep.shape), key_mask=keep[:, None, None, :],
+                      exact_dropout=attention_mask.device.type == "cpu")
     emb = bert.embeddings
     positions = packing.pack(torch.arange(packing.shape[1], device=input_ids.device).expand(packing.shape))
     x = (emb.word_embeddings(packing.pack(input_ids)) + emb.token_type_embeddings(packing.pack(token_type_ids))
@@ -164,16 +159,10 @@ def padding_free_problem(model):
     if off:
         return f"its configuration is not the one padding-free steps re-implement ({', '.join(off)})"
     missing = [part for part in EMBEDDING_PARTS if not hasattr(bert.embeddings, part)] + [
-        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if not has_part(layer, part)]
+        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if part not in dict(layer.named_modules())]
     if missing or not all(hasattr(layer.attention.self, "scaling") for layer in bert.encoder.layer):
         return f"its BertModel lacks the parts padding-free steps use ({', '.join(sorted(set(missing))) or 'scaling'})"
     return None
-
-
-def has_part(module, dotted):
-    for name in dotted.split("."):
-        module = getattr(module, name, None)
-    return module is not None
 
 
 def make_padding_free(model):
