@@ -216,8 +216,8 @@ def grid_table(config, family, results, report, labels=None):
     ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
     report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
     for r in ranked:
-        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  {family.final(r['final'])}  "
-                   f"({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
+        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
+                   f"{family.format(r['final'], final=True)}  ({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
     return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
                                    for r in ranked]}
 

@@ -493,9 +493,9 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
     number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
     ours) and the published ones, labelled."""
-    line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
+    line = f"FINAL {task} " + family.format(final, final=True) + f", training time {seconds / 60:.1f} minutes"
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
         line += article(f"no run with these settings (it ran {article_runs()})")
-    return line + "".join(f"   [{r}]" for r in family.references())
+    return line + "".join(f"   [{r}]" for r in family.references)
