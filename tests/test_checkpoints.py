@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import types
 
 import pytest
 import torch
@@ -384,12 +385,19 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
             assert getattr(b, key) is not None and all(torch.equal(x, y) for x, y in zip(getattr(a, key), getattr(b, key)))
 
 
-def test_the_packed_forward_takes_only_the_inputs_it_computes():
-    assert packing.packs({"return_dict": True, "output_attentions": False, "use_cache": None, "position_ids": None})
+def test_the_packed_forward_takes_only_the_inputs_it_computes(monkeypatch):
+    """A training batch with its attention mask takes the packed forward when every other input is return_dict=True
+    or empty; any input with a value that the packing does not compute takes the padded one."""
+    monkeypatch.setattr(packing, "packed_bert", lambda *args, **kwargs: "packed")
+    ids, training = torch.ones(2, 3, dtype=torch.long), types.SimpleNamespace(training=True)
+
+    def forward(**inputs):
+        return packing.packed_or_padded(training, lambda *args, **kwargs: "padded", ids, ids, **inputs)
+    assert forward(return_dict=True, output_attentions=False, use_cache=None, position_ids=None) == "packed"
     for extra in ({"output_attentions": True}, {"output_hidden_states": True}, {"head_mask": torch.ones(2)},
                   {"encoder_hidden_states": torch.ones(1)}, {"return_dict": False}):
-        assert not packing.packs({"return_dict": True, **extra})
-    assert not packing.packs({"position_ids": torch.zeros(1)}) and not packing.packs({"inputs_embeds": torch.zeros(1)})
+        assert forward(**{"return_dict": True, **extra}) == "padded"
+    assert forward(position_ids=torch.zeros(1)) == "padded" and forward(inputs_embeds=torch.zeros(1)) == "padded"
 
 
 @pytest.mark.parametrize("pair, problem", [("$A [SEP] $B:1 [SEP]:1 [CLS]:1", "does not put its [CLS] token first"),
