@@ -79,13 +79,14 @@ class Command:
         else:
             report = Report(summary_name(config, jobs[0]), c.results_dir, quiet=not processes.is_main)
         mode = work_split(c.parallel, c.many, processes, [job.batch_size for job in jobs])
-        with all_agree(processes):
+        with all_agree(processes):                  # a bad input on any process: every one stops, with its one line
             check_writable_dir(c.results_dir, "--results-dir")
             for folder in model_folders(config, jobs):
                 check_model_target(folder, "--save-model")
             data = read_data(config, family, task.sources)
-            earlier = runs_done_before(config, family, jobs, train_rows=len(data.train["input_ids"]), dtype=self.where.dtype)
-        if c.many and not self.in_table:
+            rows = len(data.train["input_ids"])
+            earlier = runs_done_before(config, family, jobs, train_rows=rows, dtype=self.where.dtype)
+        if c.many and not self.in_table:            # the summary of --grid or --seeds: never one of other runs
             check_not_replaced(os.path.join(c.results_dir, report.name + ".json"),
                                {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
                                recorded=summarised_runs)
@@ -94,6 +95,7 @@ class Command:
                        + (f", x {c.seeds} seeds = {len(jobs)} runs" if c.seeds else ""))
         if processes.launched:
             report.say(split_line(mode, processes, len(jobs)))
+        # the runs this process takes part in: every one in data mode, run k by process k % N in runs mode
         mine = [k for k in range(len(jobs)) if mode == "data" or k % processes.world == processes.rank]
         return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
                     mine=mine, earlier=earlier)

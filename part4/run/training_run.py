@@ -378,21 +378,19 @@ def stop_or_save(stop, due, processes, device):
 # --- The run's lines: the preamble (the derived quantities first), each evaluation, the FINAL line, the best dev score seen ---
 
 def preamble(run):
-    """The derived quantities a run (part4/run/training_run.py TrainingRun, started) prints before it trains: its data
-    and device, the encoded training set (its family's describe), steps and warmup; how it is computed (its computation,
-    as its results record it) and the AdamW the paper used; what a cut run leaves out (and the flags that cut it) and
-    how often it evaluates on dev when that is not the recipe's; the weight files it starts from (and the dtype they were
-    saved in, where it is not the fp32 they are loaded in), its output layer (a new one, the paper's, or the
-    checkpoint's, kept), and any warning the model's folder gave when it was read (part4/models/folders.py)."""
+    """The derived quantities a run (TrainingRun, started) prints before it trains, in this order: its data, device,
+    steps and warmup; how its steps are computed; what a cut run leaves out; the weights it starts from."""
     config, c, data, job, family, how = run.config, run.config.settings, run.data, run.job, run.family, run.computation
     device, world, steps = run.device, run.processes.world, run.steps
+    # the data and device, the encoded training set (its family's describe), the steps and warmup
     lines = [f"task {config.task}: {data.n_train} training examples, "
              + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs) + f", device {device.type}"
              + (f" x {world} processes (each takes 1/{world} of every batch)" if world > 1 else ""),
              *family.describe(data.train),
              f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {run.warm} "
              f"steps, weight decay {c.weight_decay}"]
-    # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)': a model the padding-free steps do not compute trains padded, and
+    # how its steps are computed, as its results record it (computation), then the AdamW the paper used:
+    # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not compute trains padded, and
     # a line before it says why; widths rounded and cuDNN's attention where that is not the recipe's plain padded
     # batches (nothing on the CPU by default); a flag that has no effect on this device says so
     if c.padding_free and not how["padding_free_steps"]:
@@ -414,6 +412,7 @@ def preamble(run):
               + f"; model {portable(c.model)}{model_type_note(run.model)}"
               + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
               f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+    # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
     cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
            + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
     if cut:
@@ -423,6 +422,8 @@ def preamble(run):
         lines.append(f"  (a cut run: a dev evaluation every {run.eval_every} steps, "
                      f"{evaluations_made(steps, run.eval_every)} in all, not the recipe's {job.evals}, which are for full "
                      f"runs; --evals sets them)")
+    # the weight files it starts from (and the dtype they were saved in, where it is not the fp32 they are loaded in),
+    # its output layer (a new one, the paper's, or the checkpoint's, kept), any warning its folder gave when it was read
     if c.init == "pretrained":
         head = run.head
         said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
