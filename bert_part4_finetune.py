@@ -40,7 +40,7 @@ from part4.models.loading import autocast, load_model, load_pretrained, seed_eve
 from part4.paper.recipe import grid_settings
 from part4.run.packing import make_padding_free
 from part4.run.plan import Command, run_cli
-from part4.run.records import Job
+from part4.run.run_files import Job
 from part4.run.training_run import TrainingRun
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
@@ -65,14 +65,16 @@ def warmup_then_linear_decay(s, warm, steps):
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
 def new_model(family, model, init, head):
-    """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
-    pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept), or with
-    --init random the same architecture with every weight random (what pre-training buys, measured)."""
+    """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names, and how
+    its output layer came (part4/models/loading.py Head; None with --init random): the pre-trained weights with a new
+    output layer (the paper; head "checkpoint": the checkpoint's own, kept; a head that cannot be kept is refused
+    here, before the run's first line), or with --init random the same architecture with every weight random (what
+    pre-training buys, measured)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
         config = load_pretrained(AutoConfig, model, **family.model_kwargs)
-        return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names)
-    model, _ = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
-    return task_labels(model, family.label_names)
+        return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names), None
+    model, head = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
+    return task_labels(model, family.label_names), head
 
 
 def fine_tune(job, plan):
@@ -85,17 +87,18 @@ def fine_tune(job, plan):
     run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
     seed_everything(job.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
-    model = new_model(family, settings.model, settings.init, settings.head).to(device)
+    model, head = new_model(family, settings.model, settings.init, settings.head)    # head: a new layer, or kept
+    model = model.to(device)
     model = make_padding_free(model) if settings.padding_free else model    # real tokens only (--padding-free)
     model.train()
     train = plan.data.train["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, settings.weight_decay), lr=job.lr,  # no decay on biases and LayerNorm
-                            fused=run.uses_fused_adamw)                     # the fused kernel, where torch has one
+                            fused=run.fused_adamw)                          # the fused kernel, where torch has one
     steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
     warm = int(settings.warmup * steps)                             # warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)  # from its checkpoint if any; DDP under torchrun
+    net = run.start(model, head, opt, sched, steps=steps, warm=warm)   # from its checkpoint if any; DDP under torchrun
     with run:                                                       # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
         for epoch, batch, weight in run.batches():                  # the article's batches(train): every weight trained
             with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
@@ -127,10 +130,10 @@ def planned_runs(config):
 
 def main(argv=None):
     command = Command(fine_tune_settings.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
-    for task in command.each_task():                # and, with glue, the table beside Table 1 (§4.1)
-        plan = command.plan_task(task, planned_runs(task.config))
+    for task in command.tasks:                      # and, with glue, the table beside Table 1 (§4.1)
+        plan = command.plan_task(task, planned_runs(task.config))   # every input checked, the data read and tokenised once
         results = {}
-        for k in plan.mine():                   # this process's share of the runs
+        for k in plan.mine:                     # this process's share of the runs
             earlier = plan.run_done_before(k)   # a grid's, restarts' or glue's run whose result exists: skipped
             results[k] = fine_tune(plan.jobs[k], plan) if earlier is None else earlier
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up

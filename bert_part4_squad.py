@@ -23,7 +23,6 @@ import collections
 import json
 import os
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 
@@ -258,8 +257,8 @@ def main(argv=None):
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
-    examples, folders = all_agree(processes, partial(check_every_input, args.results_dir, args.only, models=models,
-                                                         data=data, limit=args.limit))
+    with all_agree(processes):                  # a bad input on any process: every process stops, with its one line
+        examples, folders = check_every_input(args.results_dir, args.only, models=models, data=data, limit=args.limit)
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     report = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:

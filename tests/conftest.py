@@ -101,11 +101,12 @@ def a_quick_test_starts_no_process(request):
 @pytest.fixture(autouse=True)
 def signals_stay_with_pytest():
     """A SIGTERM or Ctrl-C sent to the test session is meant for pytest, not for a run a test started in-process:
-    left to StopSignals, it would stop that run at its next step and fail whichever test was training then, while
-    the session went on. The scripts' own handling of SIGTERM is tested on real subprocesses (test_processes.py)."""
+    left to the run (part4/run/training_run.py STOP_SIGNALS), it would stop that run at its next step and fail whichever
+    test was training then, while the session went on. The scripts' own handling of SIGTERM is tested on real
+    subprocesses (test_processes.py)."""
     from part4.run import training_run
     with pytest.MonkeyPatch.context() as patch:        # its own patch: a test's monkeypatch.undo() keeps it
-        patch.setattr(training_run.StopSignals, "__enter__", lambda self: self)
+        patch.setattr(training_run, "STOP_SIGNALS", {})
         yield
 
 

@@ -20,7 +20,7 @@ from part4.command_line.fine_tune_settings import Settings, computation_on
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
-from part4.run import glue_row, plan, records
+from part4.run import glue_row, plan, run_files
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -116,7 +116,7 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     """Every field of Settings comes from the command line (or the recipe where it is not given); a task's Config
     holds the command's Settings itself (no copy of its values) and what is the task's own."""
     settings = fine_tune_settings.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2",
-                                         "--group-by-length", "on"])
+                                       "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
     mnli, _, _ = plan.task_inputs(settings, "mnli", ("mnli",))
@@ -125,7 +125,7 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
-    assert {f.name for f in dataclasses.fields(records.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
+    assert {f.name for f in dataclasses.fields(run_files.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
     defaults = fine_tune_settings.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 
@@ -199,19 +199,18 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     settings = fine_tune_settings.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
     config, family, _ = plan.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
-    ours = records.run_settings(config, job, family, 10, None, ALONE)
-    assert ours["dtype"] == "fp32" and records.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
+    ours = run_files.run_settings(config, job, family, 10, None, ALONE)
+    assert ours["dtype"] == "fp32" and run_files.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
-    assert records.existing_result(str(path), ours) is not None
-    records.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
+    assert run_files.existing_result(str(path), ours) is not None
+    run_files.check_not_replaced(str(path), ours, "holds a result of other settings")          # no refusal
     path.write_text(json.dumps({"settings": {**ours, "dtype": "torch.bfloat16"}, "final": {}}))
-    assert records.existing_result(str(path), ours) is None
+    assert run_files.existing_result(str(path), ours) is None
 
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
-    from part4.command_line.declarations import Fatal
     from part4.run import glue_row
     settings = fine_tune_settings.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
     recorded = glue_row.table_settings(settings)
@@ -219,7 +218,7 @@ def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
     (tmp_path / f"{glue_row.table_name(settings)}.json").write_text(json.dumps(other))
     with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
-        glue_row.start(settings, ["rte"], {}, ALONE)
+        glue_row.table_started(settings, ["rte"], {}, ALONE)
 
 
 # --- A setting declared once: parsed, checked, recorded and in --help from its one declaration ---
@@ -243,17 +242,17 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
         fine_tune_settings.parse(["rte", "--dummy-share", "1.5"])
-    assert records.recorded_command(given)["config"]["dummy_share"] == 0.5
+    assert run_files.recorded_command(given)["config"]["dummy_share"] == 0.5
     assert glue_row.table_settings(fine_tune_settings.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
         config, family, _ = plan.task_inputs(settings, "rte")
-        ours[name] = records.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
+        ours[name] = run_files.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
-    assert records.existing_result(str(earlier), ours["default"]) is not None
-    assert records.existing_result(str(earlier), ours["given"]) is None
+    assert run_files.existing_result(str(earlier), ours["default"]) is not None
+    assert run_files.existing_result(str(earlier), ours["given"]) is None
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
                     "--device", "cpu", "--results-dir", str(tmp_path / "r"), "--dummy-share", "0.5"]) == 0
@@ -275,7 +274,7 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
         config, family, _ = plan.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.evals == count and type(job.evals) is int
-        recorded = records.run_settings(config, job, family, 10, None, ALONE)
+        recorded = run_files.run_settings(config, job, family, 10, None, ALONE)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
@@ -304,12 +303,12 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     settings = fine_tune_settings.parse(saved["run"]["argv"][1:])
     once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
     config, family, _ = plan.task_inputs(settings, saved["task"], once)
-    job = next(j for j in ft.planned_runs(config) if records.run_name(config, j) == saved["name"])
+    job = next(j for j in ft.planned_runs(config) if run_files.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
-    ours = records.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
-    assert records.existing_result(path, ours) is not None
-    records.check_not_replaced(path, ours, "holds a result of other settings")
-    assert records.job_of(saved) == job
+    ours = run_files.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
+    assert run_files.existing_result(path, ours) is not None
+    run_files.check_not_replaced(path, ours, "holds a result of other settings")
+    assert run_files.job_of(saved) == job
 
 
 @pytest.mark.parametrize("path", EARLIER_TABLES, ids=lambda p: os.path.relpath(p, ROOT))
@@ -319,4 +318,4 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
         saved = json.load(f)
     ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_settings.parse(saved["run"]["argv"][1:]))}
     assert glue_row.saved_table_settings(saved) == ours
-    records.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)
+    run_files.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)

@@ -20,9 +20,9 @@ from part4.command_line.declarations import Fatal
 from part4.data import readers
 from part4.output.results_files import Log, fmt
 from part4.paper import article, recipe
-from part4.run import glue_row, plan, records, training_run
+from part4.run import glue_row, plan, run_files, training_run
 from part4.run.plan import run_cli
-from part4.run.records import Job
+from part4.run.run_files import Job
 from part4.tasks import families, metrics
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
@@ -166,7 +166,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Log("x", str(tmp_path), quiet=True)
         config = SimpleNamespace(task=task, settings=SimpleNamespace(grid="glue", seeds=None))
-        ranked = records.grid_table(config, family, results, report)["runs"]
+        ranked = run_files.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
@@ -343,8 +343,9 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
     family = plan.FAMILIES["rte"]("rte", 128)
-    pre = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
-    rnd = ft.new_model(family, tiny_bert_dir, "random", "new")
+    pre, head = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
+    rnd, none = ft.new_model(family, tiny_bert_dir, "random", "new")
+    assert not head.kept and none is None                     # a new layer; --init random has no head to keep
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
     for name, p in saved.bert.named_parameters():
         assert p.equal(dict(pre.bert.named_parameters())[name]), name

@@ -15,7 +15,7 @@ from test_finetune import write_sst2
 import bert_part4_finetune as ft
 from part4.command_line.declarations import Fatal
 from part4.output import results_files
-from part4.run import checkpoint_files
+from part4.run import run_files
 from part4.run.training_run import TrainingRun
 
 Usage = namedtuple("Usage", "total used free")
@@ -79,7 +79,7 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line_and_leaves_nothing_half
         monkeypatch.setattr(results_files.shutil, "disk_usage", lambda path: Usage(10**9, 10**9, 0))
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
-    monkeypatch.setattr(checkpoint_files.torch, "save", save)
+    monkeypatch.setattr(run_files.torch, "save", save)
     with pytest.raises(Fatal) as refused:
         ft.main(argv)
     err = str(refused.value).splitlines()

@@ -133,7 +133,8 @@ def test_a_packed_model_in_eval_mode_is_the_padded_model():
 
 def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
-    pack = packing.Packing.of(mask)
+    keep = mask.bool()
+    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :], exact_dropout=True)
     x = torch.randn(3, 4, 6)
     torch.manual_seed(3)
     padded = F.dropout(x, 0.3, True)
@@ -231,7 +232,7 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 2, 10))
     sent = to_device(packing.with_real_tokens(batch), META)
     assert torch.equal(packing.with_real_tokens(batch)["real_tokens"],
-                       packing.Packing.of(batch["attention_mask"].view(-1, 13)).index)   # the index the step used to find
+                       packing.real_token_index(batch["attention_mask"].view(-1, 13).bool()))   # the index the step used to find
     loss = loss_fn(model, sent)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

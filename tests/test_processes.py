@@ -18,7 +18,7 @@ import bert_part4_finetune as ft
 from part4.data import readers
 from part4.data.batches import collate
 from part4.models.loading import Processes
-from part4.run import checkpoint_files, training_run
+from part4.run import run_files, training_run
 from part4.run.plan import run_cli
 from part4.run.training_run import TrainingRun
 from part4.tasks import families
@@ -268,7 +268,7 @@ def clocked(monkeypatch, kill_at=None):
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
     monkeypatch.setattr(training_run, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, checkpoint_files.Checkpoint.write_checkpoint
+    real_step, real_save = TrainingRun.after_step, run_files.Checkpoint.write_checkpoint
 
     def after_step(run, epoch, loss):
         now[0] += 1.0
@@ -280,7 +280,7 @@ def clocked(monkeypatch, kill_at=None):
         saved.append(state["step"])
         return real_save(checkpoint, model, opt, sched, state, losses=losses)
     monkeypatch.setattr(TrainingRun, "after_step", after_step)
-    monkeypatch.setattr(checkpoint_files.Checkpoint, "write_checkpoint", save)
+    monkeypatch.setattr(run_files.Checkpoint, "write_checkpoint", save)
     return saved
 
 
@@ -367,8 +367,12 @@ def test_the_step_reached_by_a_run_of_other_settings_is_not_this_runs(tiny_bert_
 
 def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r"
-    monkeypatch.setattr(TrainingRun, "decide", lambda run, evaluated: (ft_steps.append(1) or len(ft_steps) >= 30,) * 2)
-    ft_steps = []
+    ft_steps = []                                   # another process's signal at step 30: stop, and save
+
+    def stop_or_save(stop, due, processes, device):
+        ft_steps.append(1)
+        return (len(ft_steps) >= 30,) * 2
+    monkeypatch.setattr(training_run, "stop_or_save", stop_or_save)
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
     assert "stopped by a signal to another process at step 30/" in capsys.readouterr().err
     monkeypatch.undo()

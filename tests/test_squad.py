@@ -260,11 +260,11 @@ def test_tau_sweep_against_a_direct_recomputation(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_exact_best_threshold_is_the_best_of_every_official_threshold(seed):
+def test_official_best_tau_is_the_best_of_every_official_threshold(seed):
     golds, texts, diff = random_v2(seed)
     f1_ans = np.array([squad_metric.question_scores(t, g, "2.0")[1] for t, g in zip(texts, golds)])
     has = np.array([bool(g) for g in golds])
-    got = squad_spans.exact_best_threshold(diff, f1_ans, has, np.ones(len(texts), bool))
+    got = squad_spans.official_best_tau(diff, f1_ans, has, np.ones(len(texts), bool))
     na_prob = -diff   # evaluate-v2.0.py: answered iff na_prob <= threshold
     brute = [(100 * np.mean(np.where(na_prob <= t, f1_ans, (~has).astype(float))), t) for t in [-np.inf, *sorted(na_prob)]]
     best = max(s for s, _ in brute)

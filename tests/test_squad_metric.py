@@ -100,7 +100,7 @@ def test_a_v1_dev_file_scored_by_hand_an_unanswered_question_scores_0(tmp_path, 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search_agrees(seed):
     """Brute force: every threshold on the odds (answer iff odds <= threshold), the first of the best; the span
-    search's array form (part4/tasks/squad_spans.py's exact_best_threshold) finds the same threshold and score."""
+    search's array form (part4/tasks/squad_spans.py's official_best_tau) finds the same threshold and score."""
     golds, texts, diff = random_v2(seed)
     texts = [t if k % 5 else "" for k, t in enumerate(texts)]            # some empty predictions
     ids = [f"q{k}" for k in range(len(texts))]
@@ -116,7 +116,7 @@ def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search
     top = max(total for total, _ in tried)
     first = next(t for total, t in tried if total >= top - 1e-9)
     assert best == pytest.approx(100 * top / len(ids)) and threshold == (0.0 if first == -np.inf else first)
-    array = squad_spans.exact_best_threshold(np.asarray(diff), np.array([f1[q] for q in ids]), np.array([has[q] for q in ids]),
+    array = squad_spans.official_best_tau(np.asarray(diff), np.array([f1[q] for q in ids]), np.array([has[q] for q in ids]),
                                        np.array([bool(t) for t in texts]))
     assert array["f1"] == pytest.approx(best) and array["threshold"] == threshold
 
@@ -145,8 +145,8 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys):
 @pytest.mark.slow
 def test_the_metric_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", "import sys; from part4.tasks import squad_metric; print(sorted(m for m in "
-                          "('torch', 'transformers', 'tokenizers', 'numpy', 'part4.models.loading', 'part4.run.records') if m in "
-                          "sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          "('torch', 'transformers', 'tokenizers', 'numpy', 'part4.models.loading', 'part4.run.run_files') "
+                          "if m in sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
 
 

@@ -19,9 +19,9 @@ import bert_part4_finetune as ft
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.output.results_files import Log
-from part4.run import checkpoint_files, plan, records, training_run
+from part4.run import plan, run_files, training_run
 from part4.run.plan import run_cli
-from part4.run.records import Job
+from part4.run.run_files import Job
 
 
 @pytest.fixture(scope="module")
@@ -179,19 +179,18 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     path = str(tmp_path / "x.checkpoint")
-    saving = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, torch.device("cpu"))
+    saving = run_files.Checkpoint(path, {"task": "t"}, ALONE, torch.device("cpu"))
     saving.write_checkpoint(model, opt, sched, {"settings": {"task": "t"}, "step": 2, "lines": ["a line"]},
                 losses=[torch.tensor(0.5), torch.tensor(0.25)])
     meta = torch.device("meta")
-    checkpoint = checkpoint_files.Checkpoint(path, {"task": "t"}, ALONE, meta)
-    state, losses = checkpoint.resume(model, opt, sched)
+    checkpoint = run_files.Checkpoint(path, {"task": "t"}, ALONE, meta)
+    report = Log("x", str(tmp_path), quiet=True)
+    state, losses = checkpoint.resumed(model, opt, sched, report=report, steps=10)
     assert state["step"] == 2 and [x.device for x in losses] == [meta, meta]
+    assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
     assert torch.load(path, weights_only=True)["processes"][0]["losses"] == [0.5, 0.25]   # this process's, unsummed
     losses.append(torch.tensor(0.125, device=meta))
     assert torch.stack(losses).shape == (3,)                        # raised before: cpu beside meta
-    report = Log("x", str(tmp_path), quiet=True)
-    assert checkpoint.resumed(model, opt, sched, report=report, steps=10)[0]["step"] == 2
-    assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
 
 
 def test_the_articles_numbers_only_beside_the_articles_setting():
@@ -202,13 +201,13 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
     for init, shown in (("pretrained", True), ("random", False)):
         report = Log("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
-        records.grid_table(config, family, [result], report, labels=records.article_numbers("sst2", [result], init))
+        run_files.grid_table(config, family, [result], report, labels=run_files.article_numbers("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
         final = training_run.final_line("sst2", family, job, result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not records.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1, evals=30), "pretrained")
-    assert records.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0, evals=30), "pretrained")
+    assert not run_files.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1, evals=30), "pretrained")
+    assert run_files.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0, evals=30), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():
@@ -222,7 +221,7 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     assert training_run.best_seen(stsb, plan.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.records", "models.loading",
+@pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.run_files", "models.loading",
                                     "command_line.fine_tune_settings", "paper.recipe", "output.results_files",
                                     "command_line.declarations"])
 @pytest.mark.slow

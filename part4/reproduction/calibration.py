@@ -47,7 +47,7 @@ def timed(step, device):
 
 
 def checkpoint_seconds(net):
-    """A fine-tune's resume checkpoint written, as part4/run/checkpoint_files.py writes it (torch.save to a file of its
+    """A fine-tune's resume checkpoint written, as part4/run/run_files.py writes it (torch.save to a file of its
     own, then renamed): the model's weights and AdamW's two moments, each as large as the weights."""
     state = {"model": net.state_dict(),
              "opt": {k: [torch.zeros_like(p) for p in net.parameters()] for k in ("exp_avg", "exp_avg_sq")}}

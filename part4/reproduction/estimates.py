@@ -47,7 +47,7 @@ CHECKPOINT_EVERY = Settings().checkpoint_every   # bert_part4_finetune.py --chec
 class ByTheClock(int):
     """The count of a fine-tune's checkpoints: at most one at each evaluation between its first (before training) and
     its last (this many), and only once --checkpoint-every's default has passed since the run started or its last
-    checkpoint (part4/run/training_run.py TrainingRun.decide): its steps' and evaluations' seconds decide how many."""
+    checkpoint (part4/run/training_run.py TrainingRun.after_step): its steps' and evaluations' seconds decide how many."""
 
 
 # --- An estimate: the measured seconds of each unit, from the calibration cache, times its count ---

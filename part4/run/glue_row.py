@@ -31,7 +31,7 @@ from part4.data.readers import TASKS, Sources, label_name, test_problems
 from part4.output.results_files import Log, check_writable_dir, fmt, portable, write_atomic
 from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, GLUE_GRID_LRS, lr_tag
-from part4.run.records import (
+from part4.run.run_files import (
     NameParts,
     by_setting,
     check_not_replaced,
@@ -41,7 +41,6 @@ from part4.run.records import (
     mean_and_std,
     results_path,
     runs_folder,
-    unless_paper,
 )
 from part4.tasks.families import MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
@@ -84,10 +83,10 @@ def table_name(settings):
     apart (grid glue's batch and epochs are in its name, grid a3's are its own)."""
     a3 = settings.grid == "a3"
     return file_name("glue_table", NameParts(lr=None if settings.grid else settings.lr,
-                                             batch=None if a3 else unless_paper(settings.batch_size, GLUE_BATCH_SIZE),
-                                             epochs=None if a3 else unless_paper(settings.epochs, GLUE_EPOCHS),
+                                             batch=None if a3 else settings.batch_size,
+                                             epochs=None if a3 else settings.epochs,
                                              grid="a3" if a3 else None, seeds=settings.seeds, init=settings.init,
-                                             tag=settings.run_tag))
+                                             tag=settings.run_tag), paper=(GLUE_BATCH_SIZE, GLUE_EPOCHS))
 
 
 # --- The command: which tasks can run, every input checked up front, then each task's runs and their choice ---
@@ -104,10 +103,10 @@ def runnable(settings):
     return run, absent
 
 
-def start(settings, run, absent, processes):
-    """Before any training: the submission folder and every test file in --data-dir (each problem in one message),
-    a table of other settings in the way; then the table's first lines. Each task's own inputs (its data, results of
-    other settings) are checked before its first run. Returns the table's report."""
+def table_started(settings, run, absent, processes):
+    """The table started, before any training: the submission folder and every test file in --data-dir (each problem
+    in one message), a table of other settings in the way; then the table's first lines. Each task's own inputs (its
+    data, results of other settings) are checked before its first run. Returns the table's report."""
     if settings.submission:
         check_writable_dir(settings.submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=settings.data_dir))])

@@ -41,14 +41,6 @@ class Packing:
     key_mask: torch.Tensor     # (B, 1, 1, M): True at each sequence's own tokens
     exact_dropout: bool        # draw every dropout mask at the padded shape (the CPU: the padded run's masks)
 
-    @classmethod
-    def of(cls, attention_mask, real_tokens=None):
-        """The packing of a right-padded batch, from its attention mask (1 at real tokens) and, when the batch brings
-        it, where its real tokens lie (real_token_index, found on the host); else found here, from the mask."""
-        keep = attention_mask.bool()
-        index = real_tokens if real_tokens is not None else real_token_index(keep)
-        return cls(index, tuple(keep.shape), keep[:, None, None, :], attention_mask.device.type == "cpu")
-
     def pack(self, t):
         """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
         return t.flatten(0, 1).index_select(0, self.index)      # its backward: index_add, not a serial index_put
@@ -78,9 +70,9 @@ def real_token_index(attention_mask):
 
 
 def with_real_tokens(batch):
-    """A batch made on the host with its real tokens' positions beside it ("real_tokens", what Packing.of takes), for
+    """A batch made on the host with its real tokens' positions beside it ("real_tokens", what packed_bert takes), for
     a padding-free model: the index travels to the device with the batch, and no training step waits for the device
-    to find it. The same index, bit for bit, as Packing.of finds from the mask."""
+    to find it. The same index, bit for bit, as packed_bert finds from the mask."""
     return {**batch, "real_tokens": real_token_index(batch["attention_mask"])}
 
 
@@ -95,47 +87,40 @@ def packed_attention(attn, x, packing):
     return packing.pack(ctx.transpose(1, 2).reshape(B, M, h * d))                           # (N, H)
 
 
-def packed_layer(layer, x, packing):
-    """One BertLayer on packed tokens, its dropouts in the padded model's order: attention, attention output, FFN."""
-    a = layer.attention
-    ctx = packed_attention(a.self, x, packing)
-    x = a.output.LayerNorm(packing.dropout(a.output.dense(ctx), a.output.dropout.p, layer.training) + x)
-    ffn = layer.intermediate(x)
-    return layer.output.LayerNorm(packing.dropout(layer.output.dense(ffn), layer.output.dropout.p, layer.training) + x)
-
-
 def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=None):
     """BertModel's forward with every layer but attention on the real tokens only (real_tokens: where they lie, when
     the batch brings it). Returns what BertModel returns: the hidden states T as (B, M, H) (zeros at padding) and the
     pooled [CLS] vector C of each sequence."""
-    packing = Packing.of(attention_mask, real_tokens)
+    keep = attention_mask.bool()          # where the batch brings its real tokens (found on the host), they are used
+    index = real_tokens if real_tokens is not None else real_token_index(keep)
+    packing = Packing(index, tuple(keep.shape), key_mask=keep[:, None, None, :],
+                      exact_dropout=attention_mask.device.type == "cpu")
     emb = bert.embeddings
     positions = packing.pack(torch.arange(packing.shape[1], device=input_ids.device).expand(packing.shape))
     x = (emb.word_embeddings(packing.pack(input_ids)) + emb.token_type_embeddings(packing.pack(token_type_ids))
          + emb.position_embeddings(positions))          # position ids restart at 0 in each sequence
     x = packing.dropout(emb.LayerNorm(x), emb.dropout.p, emb.training)                     # (N, H)
-    for layer in bert.encoder.layer:
-        x = packed_layer(layer, x, packing)
+    for layer in bert.encoder.layer:       # each BertLayer, its dropouts in the padded model's order: attention, its output, FFN
+        a, out = layer.attention, layer.output
+        ctx = packed_attention(a.self, x, packing)
+        x = a.output.LayerNorm(packing.dropout(a.output.dense(ctx), a.output.dropout.p, layer.training) + x)
+        ffn = layer.intermediate(x)
+        x = out.LayerNorm(packing.dropout(out.dense(ffn), out.dropout.p, layer.training) + x)            # (N, H)
     T = packing.unpack(x)                                                                   # (B, M, H)
     C = bert.pooler(T) if bert.pooler is not None else None                                 # tanh(W T_[CLS] + b)
     return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
-
-
-def packs(kwargs):
-    """Does the packed forward compute what these inputs ask for (kwargs: all but input_ids, attention_mask and
-    token_type_ids)? Only return_dict=True, which it returns: any other input with a value (position_ids,
-    inputs_embeds, output_attentions, output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded
-    forward."""
-    return all(v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
 
 
 def packed_or_padded(bert, padded_forward, input_ids=None, attention_mask=None, token_type_ids=None,
                      real_tokens=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask (and where
     its real tokens lie, when the batch brings it: with_real_tokens); padded otherwise (evaluation, or any input the
-    packing does not compute: packs)."""
+    packing does not compute). The packed forward computes what the other inputs (kwargs) ask for only where that is
+    return_dict=True, which it returns: any other input with a value (position_ids, inputs_embeds, output_attentions,
+    output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded forward."""
     mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
-    if bert.training and packs(kwargs) and mask_2d and input_ids is not None:
+    packs = all(v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
+    if bert.training and packs and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
                            real_tokens=real_tokens)
@@ -164,16 +149,10 @@ def padding_free_problem(model):
     if off:
         return f"its configuration is not the one padding-free steps re-implement ({', '.join(off)})"
     missing = [part for part in EMBEDDING_PARTS if not hasattr(bert.embeddings, part)] + [
-        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if not has_part(layer, part)]
+        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if part not in dict(layer.named_modules())]
     if missing or not all(hasattr(layer.attention.self, "scaling") for layer in bert.encoder.layer):
         return f"its BertModel lacks the parts padding-free steps use ({', '.join(sorted(set(missing))) or 'scaling'})"
     return None
-
-
-def has_part(module, dotted):
-    for name in dotted.split("."):
-        module = getattr(module, name, None)
-    return module is not None
 
 
 def make_padding_free(model):

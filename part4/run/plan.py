@@ -1,16 +1,16 @@
 """One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the report
 each task's runs go to, their results collected and summed up, the GLUE table at the end), and the plan of one task's
 runs: which runs, how the processes share them (every batch split, or whole runs each), every input checked and the
-data read and tokenised once for all of them, the runs done before for the same settings found (and skipped), and every
-run's results collected from the processes. It answers the recipe's questions and never calls it:
-bert_part4_finetune.py trains each run itself. The processes torchrun starts are joined and left here too
-(`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
+data read and tokenised once for all of them (`read_data`), the runs done before for the same settings found (and
+skipped), and every run's results collected from the processes. It answers the recipe's questions and never calls it:
+bert_part4_finetune.py loads each run's model and trains it itself. The processes torchrun starts are joined and left
+here too (`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
 (`all_agree`)."""
 
 import datetime
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -19,23 +19,24 @@ import torch.distributed as dist
 from part4.command_line.declarations import Fatal, preflight, run_main
 from part4.data.readers import TASKS, Sources
 from part4.models.folders import read_model_folder
-from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, load_model, model_problem, pick_device
+from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, model_problem, pick_device
 from part4.output.results_files import Log, check_model_target, check_writable_dir
-from part4.paper.recipe import ONCE_PER_EPOCH
-from part4.run import glue_row, records
-from part4.run.records import (
+from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
+from part4.run import glue_row
+from part4.run.run_files import (
     Config,
     Where,
     check_not_replaced,
     existing_result,
     model_folders,
+    recorded_command,
     results_path,
     run_name,
     run_settings,
-    skipped_line,
-    split_line,
+    runs_folder,
+    summarise,
     summarised_runs,
-    task_config,
+    summary_name,
 )
 from part4.tasks.families import Classification, Family, MultipleChoice, SpanExtraction
 
@@ -45,8 +46,8 @@ class Command:
     """What bert_part4_finetune.py's main steps through:
 
         command = Command(settings)
-        for task in command.each_task():
-            plan = command.plan_task(task, jobs)          # the task's runs planned, the data read once
+        for task in command.tasks:
+            plan = command.plan_task(task, jobs)          # every input checked, the data read once, the runs done before
             ...                                      # each run of this process's share, unless done
             command.collect(plan, results)
         return command.finish()
@@ -58,45 +59,73 @@ class Command:
         self.where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=self.processes)
         self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
         if self.in_table:
-            self.to_run, self.absent = glue_row.runnable(settings)
-            self.glue_log = glue_row.start(settings, self.to_run, self.absent, self.processes)
+            to_run, self.absent = glue_row.runnable(settings)
+            self.glue_log = glue_row.table_started(settings, to_run, self.absent, self.processes)
         else:
-            self.to_run, self.absent, self.glue_log = settings.tasks, {}, None
-
-    def each_task(self):
-        """Each task's inputs (its Config, family and data sources), in the command's order."""
-        for name in self.to_run:
-            yield task_inputs(self.settings, name, ONCE_PER_EPOCH if self.in_table else ())
+            to_run, self.absent, self.glue_log = settings.tasks, {}, None
+        once_per_epoch = ONCE_PER_EPOCH if self.in_table else ()
+        self.tasks = [task_inputs(settings, name, once_per_epoch) for name in to_run]    # in the command's order
 
     def plan_task(self, task, jobs):
-        """The task's runs planned (part4/run/plan.py), their skipped lines and summary going to the GLUE table or to the
-        task's own summary of its grid or restarts."""
-        config = task.config
+        """One task's runs planned (task: its TaskInputs; jobs: its runs): how the processes share them; every input
+        checked and the data read and tokenised once (a bad input on any process stops every one, with its one line);
+        the runs done before for the same settings found; the header lines said (the grid, the work split). Their
+        skipped lines and summary go to the GLUE table or to the task's own summary of its grid or restarts, which is
+        never one of other runs."""
+        config, family, c, processes = task.config, task.family, self.settings, self.processes
         if self.in_table:
             report = self.glue_log
         else:
-            report = Log(records.summary_name(config, jobs[0]), self.settings.results_dir, quiet=not self.processes.is_main)
-        return plan_runs(task, jobs, where=self.where, report=report, summary=self.settings.many and not self.in_table,
-                         header=records.grid_header(config, len(jobs), self.in_table))
+            report = Log(summary_name(config, jobs[0]), c.results_dir, quiet=not processes.is_main)
+        mode = work_split(c.parallel, c.many, processes, [job.batch_size for job in jobs])
+        with all_agree(processes):                  # a bad input on any process: every one stops, with its one line
+            check_writable_dir(c.results_dir, "--results-dir")
+            for folder in model_folders(config, jobs):
+                check_model_target(folder, "--save-model")
+            data = read_data(config, family, task.sources)
+            rows = len(data.train["input_ids"])
+            earlier = runs_done_before(config, family, jobs, train_rows=rows, dtype=self.where.dtype)
+        if c.many and not self.in_table:            # the summary of --grid or --seeds: never one of other runs
+            check_not_replaced(os.path.join(c.results_dir, report.name + ".json"),
+                               {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
+                               recorded=summarised_runs)
+        if c.grid:          # 'rte: grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs'
+            report.say((f"{config.task}: " if self.in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
+                       + (f", x {c.seeds} seeds = {len(jobs)} runs" if c.seeds else ""))
+        if processes.launched:
+            report.say(split_line(mode, processes, len(jobs)))
+        # the runs this process takes part in: every one in data mode, run k by process k % N in runs mode
+        mine = [k for k in range(len(jobs)) if mode == "data" or k % processes.world == processes.rank]
+        return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
+                    mine=mine, earlier=earlier)
 
     def collect(self, plan, mine):
-        """Every run's results gathered (mine: this process's, by their place in plan.jobs); on the first process the
-        task's row of the GLUE table chosen, or its grid or restarts summed up."""
-        results = collected(plan, mine)
-        if not self.processes.is_main:
+        """Every run's results gathered (mine: {k: results} of the runs this process took part in, None where another
+        process holds them; in runs mode the processes' results are gathered, and the skipped runs of the other processes
+        said after all are done); on the first process the task's row of the GLUE table chosen, or its grid or restarts
+        summed up."""
+        processes = self.processes
+        mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
+        if plan.mode == "runs":
+            mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
+            if processes.is_main:
+                for k in sorted(mine):
+                    if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
+                        plan.report.say(skipped_line(mine[k]))
+        if not processes.is_main:
             return
+        results = [mine[k] for k in range(len(plan.jobs))]          # in the order of plan.jobs
         if self.in_table:
             self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
         elif self.settings.many:
-            records.summarise(plan.config, plan.family, results, report=plan.report, device=self.where.device)
+            summarise(plan.config, plan.family, results, report=plan.report, device=self.where.device)
 
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
         if self.processes.is_main and self.in_table:
             glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.glue_log,
-                        cli=records.recorded_command(self.settings), device=self.where.device)
+                                   cli=recorded_command(self.settings), device=self.where.device)
         return 0
-
 
 
 # --- Each task of the command: its Config, its head family, where its data comes from ---
@@ -113,34 +142,34 @@ class TaskInputs(NamedTuple):
 
 
 def task_inputs(settings, task, once_per_epoch=()):
-    """One task's share of the command: its Config (made for it), its head family and where its data comes from."""
+    """One task's share of the command: its Config (the task's recipe, evaluated once per epoch for the tasks in
+    once_per_epoch: the glue command's MNLI and QQP; --group-by-length, else the family's), its head family and where
+    its data comes from."""
     windows = {"stride": settings.stride} if FAMILIES[task] is SpanExtraction else {}     # SQuAD's alone
     family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
+    recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
+    config = Config(task=task, settings=settings, recipe=recipe,
+                    grouped=family.grouped if settings.grouped is None else settings.grouped,
+                    test_dir=runs_folder(settings.submission))
     sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
-    return TaskInputs(config=task_config(settings, task, family, once_per_epoch), family=family, sources=sources)
+    return TaskInputs(config=config, family=family, sources=sources)
 
 
 # --- The plan of one task's runs: the data read once, the work split, the runs done before ---
 
 @dataclass(frozen=True)
 class TaskData:
-    """A task's data, read, cut and tokenised once for every run of the command (prepare)."""
+    """A task's data, read, cut and tokenised once for every run of the command (read_data)."""
     train: dict                        # the training set encoded: {"input_ids": [...], ...} (its family's encode)
     devs: dict                         # {dev set name: its encoded examples}
     tok: object                        # the model folder's tokenizer
     model_folder: object               # the model folder read (part4/models/folders.py read_model_folder)
-    head: object                       # the task head every run gets (--head); None with --init random
     n_train: int                       # training examples used (after --max-train-examples)
     n_train_all: int                   # training examples in the data
     n_dev: dict                        # {dev set name: examples used} (after --max-dev-examples)
     n_dev_all: dict                    # {dev set name: examples in the data}
     majority: object                   # the majority class of the whole training set
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
-
-    @property
-    def cut(self):
-        """Is the training set cut (--max-train-examples below its size)?"""
-        return self.n_train < self.n_train_all
 
 
 @dataclass(frozen=True)
@@ -155,12 +184,8 @@ class Plan:
     mode: str
     where: Where
     report: Log
-    earlier: dict                      # {k: the earlier results of run k} for the runs of this process done before
-
-    def mine(self):
-        """The runs this process takes part in, by their place in jobs."""
-        p = self.where.processes
-        return [k for k in range(len(self.jobs)) if self.mode == "data" or k % p.world == p.rank]
+    mine: list                         # the runs this process takes part in, by their place in jobs
+    earlier: dict                      # {k: the earlier results of run k} for the runs done before
 
     def run_done_before(self, k):
         """Run k's earlier results when it was done before for the same settings (marked skipped, and said so on the
@@ -172,84 +197,16 @@ class Plan:
             self.report.say(skipped_line(earlier))
         return {**earlier, "skipped": True}
 
-    def sharing(self):
-        """The processes that train one run together: all of them in data mode, each alone in runs mode."""
-        return self.where.processes if self.mode == "data" else ALONE
 
-
-def plan_runs(task, jobs, *, where, report, summary=False, header=()):
-    """Every run of one task's command planned (task: its TaskInputs, part4/run/plan.py): how the processes share them,
-    the inputs checked and the data read and tokenised once, the header lines said (and with them how the work is
-    split), and the runs done before (where runs are reused) found. report: the summary's or the table's; summary: it is
-    to be written (a summary of --grid or --seeds), and is never one of other runs."""
-    config, family, processes = task.config, task.family, where.processes
-    mode = work_split(config.settings.parallel, config.settings.many, processes, [job.batch_size for job in jobs])
-    data = all_agree(processes, partial(prepare, config, family, task.sources, jobs=jobs, dtype=where.dtype))
-    if summary:
-        check_not_replaced(os.path.join(config.settings.results_dir, report.name + ".json"),
-                           {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
-                           recorded=summarised_runs)
-    for line in list(header) + ([split_line(mode, processes, len(jobs))] if processes.launched else []):
-        report.say(line)
-    plan = Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=where, report=report, earlier={})
-    train_rows = len(data.train["input_ids"])
-    earlier = {}
-    for k in plan.mine():
-        # where runs are reused, a job's results that exist for the same settings (and its test-set predictions, with
-        # --glue-submission): skipped; its test predictions missing, it is run again
-        ours = run_settings(config, jobs[k], family=family, train_rows=train_rows, dtype=where.dtype, processes=ALONE)
-        result = reusable(config, jobs[k], ours)
-        files = (result or {}).get("test_predictions")
-        if result and not (config.test_dir and not (files and all(os.path.isfile(os.path.join(config.test_dir, f))
-                                                                   for f in files))):
-            earlier[k] = result
-    return replace(plan, earlier=earlier)
-
-
-def collected(plan, mine):
-    """Every run's results in the order of plan.jobs, on rank 0 (None elsewhere); mine: {k: results} of the runs this
-    process took part in (None where another process holds them). In runs mode the processes' results are gathered,
-    and the skipped runs of the other processes said after all are done."""
-    processes = plan.where.processes
-    mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
-    if plan.mode == "runs":
-        mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
-        if processes.is_main:
-            for k in sorted(mine):
-                if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
-                    plan.report.say(skipped_line(mine[k]))
-    return [mine[k] for k in range(len(plan.jobs))] if processes.is_main else None
-
-
-# --- the runs done before for the same settings, and no results file of other settings replaced ---
-
-def reusable(config, job, settings):
-    """Where runs are reused (grids, seeds, glue), the earlier results of this job for the same settings, else None.
-    The count of dev evaluations is left out: it draws the learning curve and changes no final number (evaluation
-    uses no random numbers), so a single run with the article's 30 serves the glue command's once per epoch."""
-    if not config.settings.reuse:
-        return None
-    return existing_result(results_path(config, job), settings, ignore=("processes", "dev_evaluations"))
-
-
-# --- every input checked, the data read and tokenised once ---
-
-def prepare(config, family, sources, jobs, dtype):
-    """Check every input (the folders we write, the model read for what it holds and its weights loaded once, the
-    data, the window length, results of other settings in the way), then read the data, cut it (--max-train-examples,
-    --max-dev-examples) and tokenise it once, for every run of this invocation. What a cut run leaves out is kept as
-    counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+def read_data(config, family, sources):
+    """The model folder and the data checked (every problem in one line), the model folder read for what it holds (its
+    config, files and tokenizer; its weights loaded by each run: bert_part4_finetune.py's new_model), then the task's
+    data read, cut (--max-train-examples, --max-dev-examples) and tokenised once, for every run of the command. What a
+    cut run leaves out is kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
     c = config.settings
-    check_writable_dir(c.results_dir, "--results-dir")
-    for folder in model_folders(config, jobs):
-        check_model_target(folder, "--save-model")
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
-    model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")    # its config, files, tokenizer
+    model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")
     check_positions(family.max_len, model_folder.config)
-    # the weights loaded once per task before any work, then let go (each run loads them again for its own model), so
-    # that the loading report and the task head (--head) are refused before the first line: the Head every run records
-    # (none for --init random, which reads no weights)
-    head = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)[1] if c.init == "pretrained" else None
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
@@ -260,17 +217,34 @@ def prepare(config, family, sources, jobs, dtype):
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
-    for job in jobs:            # no run replaces the results of a run with other settings: stopped before any training
-        ours = run_settings(config, job, family=family, train_rows=len(enc_train["input_ids"]), dtype=dtype, processes=ALONE)
-        if not reusable(config, job, ours):            # a reused result is not overwritten
-            check_not_replaced(results_path(config, job), ours, "holds a result of other settings")
-    return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder, head=head,
+    return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder,
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
 
 
-# --- how the processes share the work ---
+def runs_done_before(config, family, jobs, *, train_rows, dtype):
+    """{k: the earlier results of run k} where runs are reused (grids, seeds, glue) and its results exist for the same
+    settings (with --glue-submission, its test-set predictions too: missing, it is run again). The count of dev
+    evaluations is left out: it draws the learning curve and changes no final number (evaluation uses no random
+    numbers), so a single run with the article's 30 serves the glue command's once per epoch. Every other run's
+    results file, where one exists, is of the same settings: no run replaces a result of other settings (a quick check
+    with --max-train-examples must not overwrite hours of a full run), stopped before any training."""
+    earlier = {}
+    for k, job in enumerate(jobs):
+        path = results_path(config, job)
+        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
+        done = existing_result(path, ours, ignore=("processes", "dev_evaluations")) if config.settings.reuse else None
+        if done is None:
+            check_not_replaced(path, ours, "holds a result of other settings")
+            continue
+        files = done.get("test_predictions") or []
+        if not config.test_dir or (files and all(os.path.isfile(os.path.join(config.test_dir, f)) for f in files)):
+            earlier[k] = done
+    return earlier
+
+
+# --- how the processes share the work, and the lines that say so ---
 
 def work_split(parallel, many, processes, batch_sizes):
     """How the processes share the work: "data" (every batch split over them) or "runs" (whole runs each)."""
@@ -287,6 +261,18 @@ def work_split(parallel, many, processes, batch_sizes):
                 raise Fatal(f"batch {batch} cannot be split over {processes.world} processes: choose a batch size divisible "
                             f"by {processes.world} (the global batch stays the paper's; each process takes batch / N)")
     return mode
+
+
+def split_line(mode, processes, n_runs):
+    if mode == "data":
+        return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
+                f"uses every process, each taking 1/{processes.world} of every batch")
+    return (f"work split: {processes.world} processes ({processes.backend}), whole runs: process r trains runs r, r + "
+            f"{processes.world}, ... of the {n_runs}, each alone on its own device")
+
+
+def skipped_line(result):
+    return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
 
 
 # --- The processes torchrun starts: their group joined and left, an error every process stops on ---
@@ -316,29 +302,29 @@ def start_processes(device_name="auto", backend="auto"):
     return device, Processes(rank=rank, world=world, launched=True, backend=backend)
 
 
-def end_processes():
-    """Leave the process group, if this process joined one (nothing to do when run alone)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def run_cli(main, argv=None):
     """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
-    (part4/command_line/declarations.py's run_main); the processes are ended last, whatever happened."""
-    return run_main(main, argv, end=end_processes)
+    (part4/command_line/declarations.py's run_main); the process group, if this process joined one, is left last, whatever
+    happened."""
+    try:
+        return run_main(main, argv)
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
-def all_agree(processes, work):
-    """Run work() on every process; if it fails on any of them with a Fatal, every process stops with that
-    one line (no process is left waiting for the others)."""
+@contextmanager
+def all_agree(processes):
+    """Around work every process does alike (`with all_agree(processes):`): if it fails on any of them with a Fatal
+    (or an unreadable file), every process stops with that one line, after the work; no process is left waiting for
+    the others."""
     error = None
     try:
-        result = work()
+        yield
     except Fatal as e:
-        error, result = (str(e), e.code), None
+        error = (str(e), e.code)
     except OSError as e:                              # an unreadable file: as clear as any other bad input
-        error, result = (f"{e.filename or 'a file'}: {e.strerror or e}", 2), None
+        error = (f"{e.filename or 'a file'}: {e.strerror or e}", 2)
     error = next((e for e in gather(processes, error) if e), None)
     if error:
         raise Fatal(error[0], error[1])
-    return result

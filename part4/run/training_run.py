@@ -1,10 +1,10 @@
 """One fine-tuning run around the paper's loop: everything it does that the paper does not say, in one room. Its log and
-progress bar; this process's share of each batch (made on the host, then on the device) and the model DDP-wrapped
-under torchrun; the training loss summed over the processes (a non-finite one stops the run); the dev scores at the
-run's cadence (part4/paper/recipe.py eval_every); a clean stop on SIGTERM or Ctrl-C, and when to write a checkpoint
-(the files themselves: part4/run/checkpoint_files.py); the FINAL line and the results saved (the JSON and log, the
-model kept when asked, the learning curve). bert_part4_finetune.py's fine_tune holds the recipe and calls these by
-name."""
+progress bar; its lines (the preamble, each evaluation, the FINAL line); this process's share of each batch (made on
+the host, then on the device) and the model DDP-wrapped under torchrun; the training loss summed over the processes
+(a non-finite one stops the run); the dev scores at the run's cadence (part4/paper/recipe.py eval_every); a clean stop
+on SIGTERM or Ctrl-C, and when to write a checkpoint (the files themselves: part4/run/run_files.py); the results saved
+(the JSON and log, the model kept when asked, the learning curve). bert_part4_finetune.py's fine_tune holds the recipe
+and calls these by name."""
 
 import math
 import os
@@ -25,7 +25,7 @@ from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
 from part4.models.folders import loaded_record, weights_line
-from part4.models.loading import WithoutCudnnAttention, autocast, has_fused_adamw, model_type_note, summed
+from part4.models.loading import ALONE, WithoutCudnnAttention, autocast, has_fused_adamw, model_type_note, summed
 from part4.output.results_files import (
     ADAMW_MOMENTS,
     CHECKPOINT_SIZE,
@@ -48,19 +48,19 @@ from part4.paper.article import (
     article_final,
 )
 from part4.paper.recipe import eval_every, evaluations_made, lr_tag
-from part4.run.checkpoint_files import Checkpoint
 from part4.run.packing import is_padding_free, padding_free_problem, with_real_tokens
-from part4.run.records import article_setting, checkpoint_path, model_folders, recorded_command, run_name, run_settings
+from part4.run.run_files import Checkpoint, article_setting, model_folders, recorded_command, run_name, run_settings
 
 HOST = torch.device("cpu")
 LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
+STOP_SIGNALS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}   # caught while the loop runs
 
 
 class TrainingRun:
     """One run of a task's plan (part4/run/plan.py Plan) for one Job, around the loop:
 
         run = TrainingRun(job, plan)
-        net = run.begin_or_resume(model, opt, sched, steps=steps, warm=warm)   # from its checkpoint, or from step 0
+        net = run.start(model, head, opt, sched, steps=steps, warm=warm)   # from its checkpoint, or from step 0
         with run:                                                # Ctrl-C and SIGTERM: a checkpoint, then a clean stop
             for epoch, batch, weight in run.batches():           # the batches left, this process's rows of each
                 ...                                              # the recipe's step
@@ -69,55 +69,69 @@ class TrainingRun:
 
     What it holds: the task's config, family and data (plan.data, part4/run/plan.py TaskData), where it runs (device,
     autocast dtype, the processes that share it), its log (report), its recorded settings and checkpoint, and once
-    begun the model, optimiser and schedule."""
+    started the model, how its output layer came (head), the optimiser and schedule, and how its steps are computed."""
 
     def __init__(self, job, plan):
         self.job, self.config, self.family, self.data = job, plan.config, plan.family, plan.data
-        self.device, self.dtype, self.processes = plan.where.device, plan.where.dtype, plan.sharing()
-        self.name = run_name(self.config, job)
-        path = checkpoint_path(self.config, self.name)
+        self.device, self.dtype = plan.where.device, plan.where.dtype
+        # the processes that train this run together: all of them in data mode, each process alone in runs mode
+        self.processes = plan.where.processes if plan.mode == "data" else ALONE
+        c, self.name = self.config.settings, run_name(self.config, job)
         self.settings = run_settings(self.config, job, family=self.family, train_rows=len(self.data.train["input_ids"]),
                                      dtype=self.dtype, processes=self.processes)
         main = plan.where.processes.is_main and self.processes.is_main
-        self.report = Log(self.name, self.config.settings.results_dir, quiet=not main)
-        self.checkpoint = Checkpoint(path, self.settings, self.processes, self.device,
-                                     again=shlex.join(["python", FINETUNE, *self.config.settings.argv]))
+        self.report = Log(self.name, c.results_dir, quiet=not main)
+        self.checkpoint = Checkpoint(os.path.join(c.results_dir, self.name + ".checkpoint"), self.settings,
+                                     self.processes, self.device, again=shlex.join(["python", FINETUNE, *c.argv]))
         # {"pad_to_multiple_of", "cudnn_attention"}: how the steps are computed on this device
-        self.device_computation = computation_on(self.config.settings, self.device.type)
-        self.losses, self.stop = [], StopSignals()
+        self.device_computation = computation_on(c, self.device.type)
+        self.fused_adamw = c.fused_adamw and has_fused_adamw(self.device)   # AdamW's fused kernel, where torch has one
+        self.losses, self.received, self.handlers = [], None, {}          # the signal received while the loop runs
 
-    @property
-    def uses_fused_adamw(self):
-        """AdamW's fused kernel, where torch has one on this device and --fused-adamw is on."""
-        return self.config.settings.fused_adamw and has_fused_adamw(self.device)
-
-    def begin_or_resume(self, model, opt, sched, *, steps, warm):
-        """The run from its checkpoint when one was saved (the model, optimiser and schedule loaded; its log lines said
-        again), else from step 0: the preamble, then the dev score of the untrained head. Returns the model each step
-        trains through: itself alone, DistributedDataParallel under torchrun."""
+    def start(self, model, head, opt, sched, *, steps, warm):
+        """The run started: the room for its files checked; then from its checkpoint when one was saved (the model,
+        optimiser and schedule loaded, its log lines said again), else from step 0 (begin: the preamble, the untrained
+        head's dev score, the cost line). head: how the model's output layer came (part4/models/loading.py Head; None
+        with --init random). Returns the model each step trains through: itself alone, DistributedDataParallel under
+        torchrun (wrapped)."""
         c, data = self.config.settings, self.data
-        self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
+        self.model, self.head, self.opt, self.sched, self.steps, self.warm = model, head, opt, sched, steps, warm
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
-        self.eval_every = eval_every(self.job.evals, steps, cut=c.evals is None and data.cut)
+        cut = c.evals is None and data.n_train < data.n_train_all       # a cut run evaluates as often as it can
+        self.eval_every = eval_every(self.job.evals, steps, cut=cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
                     *[(f, weights, "the model saved") for f in model_folders(self.config, [self.job]) if c.save_model]])
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
+        # how the run is computed, beside its settings (which decide its numbers): padding-free training steps or padded
+        # ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the multiple
+        # its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed or left out
+        # (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
+        # (padding_free_steps ran; the flag --padding-free is the command's padding_free)
+        self.computation = {"padding_free_steps": self.packed, "fused_adamw": bool(opt.param_groups[0].get("fused")),
+                            **self.device_computation}
         if loaded is None:
-            state = self.begin()
+            self.step, self.curve = 0, []
+            self.before = self.begin()
+            self.t0 = time.time()                                        # the training time starts at its first step
         else:
             state, self.losses = loaded
-        self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
-        self.t0 = time.time() - state["elapsed"]
+            self.before, self.step, self.curve = state["before"], state["step"], list(state["curve"])
+            self.t0 = time.time() - state["elapsed"]
         return wrapped(model, self.processes, self.device, cudnn_attention=self.device_computation["cudnn_attention"])
 
     def begin(self):
-        """A run from step 0: the preamble, then the score of the untrained head (the article's beside it)."""
-        config, family, head = self.config, self.family, self.data.head
-        derived = preamble(config, self, steps=self.steps, warm=self.warm, every=self.eval_every, how=self.computation())
-        for line in derived + self.checkpoint.started_over(self.steps):
+        """A run from step 0: the preamble (and, where an interrupted run of these settings had gone further without
+        keeping a checkpoint, the steps repeated), then the score of the untrained head (the article's beside it) and
+        what the run will cost here. Returns that score."""
+        config, family, head = self.config, self.family, self.head
+        for line in preamble(self):
             self.report.say(line)
+        reached = self.checkpoint.reached_before
+        if reached:
+            self.report.say(f"(no checkpoint kept: the interrupted run had reached step {reached}/{self.steps}; started "
+                            f"over, {reached} steps repeated)")
         start = time.perf_counter()
         before = self.dev_scores()
         evaluation = time.perf_counter() - start
@@ -135,17 +149,14 @@ class TrainingRun:
         self.report.say(f"before fine-tuning ({fresh}): {scores}"
                         + family.baseline(self.data.majority, self.data.devs) + theirs)
         self.report.say(self.cost_line(evaluation))
-        return {"step": 0, "curve": [], "before": before, "elapsed": 0.0}
+        return before
 
     def cost_line(self, evaluation):
         """What the run will cost here, said before its first step: its steps times one step timed (the first batch's
         loss forward and back, its update left out; the RNG forked and the gradients cleared after: nothing of the run
         changes), its dev evaluations times the one before training (evaluation, in seconds), and its memory at the
         peak where it is large (this process's so far, after the step, with AdamW's two moments to come)."""
-        idx = epoch_batches(len(self.data.train["input_ids"]), self.job.batch_size, 1, self.job.seed)[0][0]
-        batch = collate(self.data.train, shard(idx, self.processes)[0], HOST,
-                        multiple=self.device_computation["pad_to_multiple_of"], max_width=self.family.max_len)
-        batch = to_device(with_real_tokens(batch) if self.packed else batch, self.device)
+        _, batch, _ = next(self.batches())                                   # the first batch, as the loop gets it
         accelerators = [self.device] if self.device.type != "cpu" else []
         with torch.random.fork_rng(accelerators, device_type=self.device.type if accelerators else "cuda"):
             start = time.perf_counter()
@@ -159,21 +170,31 @@ class TrainingRun:
         total = self.steps * step + evals * evaluation
         peak = (torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RU_MAXRSS_UNIT)
-        peak += ADAMW_MOMENTS * self.weight_bytes                            # AdamW's two moments, to come
+        peak += ADAMW_MOMENTS * self.weight_bytes                                        # AdamW's two moments, to come
         memory = f"; memory about {peak / 1e9:.1f} GB at its peak" if peak >= LARGE_MEMORY else ""
         evaluations = f"{evals} dev evaluation{'s' if evals > 1 else ''}"
         return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about "
                 f"{readable_time(total)} (one step and the evaluation before training timed on {self.device.type}{memory})")
 
     def __enter__(self):
-        self.stop.__enter__()
+        """While the loop runs: its progress bar, and SIGTERM (a cluster's notice before preemption) and Ctrl-C only
+        raise a flag: the loop finishes its step, saves a checkpoint and stops (after_step). Outside the main thread
+        nothing is caught."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.handlers[sig] = signal.signal(sig, self.caught)
         self.bar = tqdm(total=self.steps, initial=self.step, desc=self.name, unit="step", file=sys.stderr, leave=False,
                         disable=self.report.quiet)
         return self
 
+    def caught(self, signum, frame):
+        self.received = signum
+
     def __exit__(self, *exc):
         self.bar.close()
-        return self.stop.__exit__(*exc)
+        for sig, handler in self.handlers.items():
+            signal.signal(sig, handler)
+        return False
 
     # --- this process's share of each batch ---
 
@@ -201,28 +222,24 @@ class TrainingRun:
     def after_step(self, epoch, loss):
         """After each step: its loss kept (this process's share of the batch's mean loss, on the device until the next
         evaluation reads it); the dev scores every few steps and at the end (a log line each, and the step reached
-        kept beside the checkpoint); a checkpoint at an evaluation before the last once --checkpoint-every has passed
-        since the last one, and on SIGTERM or Ctrl-C a checkpoint, then a clean stop (decided alike on every
-        process: decide)."""
+        kept beside the checkpoint); then, decided alike on every process (a checkpoint gathers from all of them:
+        stop_or_save), a checkpoint after a dev evaluation before the last once --checkpoint-every has passed since the
+        last one (or the run's start) on the first process's clock, and on SIGTERM or Ctrl-C a checkpoint, then a
+        clean stop."""
         self.losses.append(loss / self.processes.world)
         self.step += 1
         self.bar.update()
-        if self.step % self.eval_every == 0 or self.step == self.steps:
+        evaluated = self.step % self.eval_every == 0
+        if evaluated or self.step == self.steps:
             self.curve.append(self.evaluation(epoch))
             self.checkpoint.reached(self.step)
-        stopping, saving = self.decide(evaluated=self.step % self.eval_every == 0 and self.step < self.steps)
+        due = (evaluated and self.step < self.steps and self.processes.is_main
+               and monotonic() - self.saved_at >= self.checkpoint_every)
+        stopping, saving = stop_or_save(self.received is not None, due, self.processes, self.device)
         if saving:
             self.checkpoint_now(stopping)
         if stopping:
             self.stopped()
-
-    def decide(self, evaluated):
-        """After a step, decided alike on every process (a checkpoint gathers from all of them): (stop, save). stop: has
-        any process received SIGTERM or Ctrl-C? save: a checkpoint now, when stopping, or after a dev evaluation
-        before the last (evaluated) once --checkpoint-every has passed since the last checkpoint (or the run's start)
-        on the first process's clock."""
-        due = evaluated and self.processes.is_main and monotonic() - self.saved_at >= self.checkpoint_every
-        return stop_or_save(self.stop.received is not None, due, self.processes, self.device)
 
     def checkpoint_now(self, stopping):
         """The checkpoint of the run as it stands (its log lines with the one that says so), then that line. The clock
@@ -244,21 +261,10 @@ class TrainingRun:
 
     def stopped(self):
         """Stop the run after a signal (its checkpoint saved): one line saying how to resume."""
-        signal_name, code = StopSignals.NAMES.get(self.stop.received, ("a signal to another process", 143))
+        signal_name, code = STOP_SIGNALS.get(self.received, ("a signal to another process", 143))
         raise Stopped(f"stopped by {signal_name} at step {self.step}/{self.steps}: checkpoint saved to "
                       f"{portable(self.checkpoint.path)}; run the same command again to resume (no results were "
                       f"written)", code)
-
-    def mean_loss(self):
-        """The mean training loss since the last call, summed over the processes (one sync per evaluation, not per
-        step); a non-finite loss stops the run, naming its step."""
-        window = summed(self.processes, torch.stack(self.losses).float())
-        if not torch.isfinite(window).all():
-            k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
-            raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
-                        f"(lr {self.job.lr}): stopped, no results written", code=1)
-        self.losses = []
-        return window.mean().item()
 
     def dev_scores(self):
         """The dev scores of the model as it stands (on the first process only; None on the others)."""
@@ -267,8 +273,15 @@ class TrainingRun:
         return self.family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device, dtype=self.dtype)
 
     def evaluation(self, epoch):
-        """The mean training loss since the last evaluation and the dev scores, as one log line and a curve point."""
-        mean = self.mean_loss()
+        """The mean training loss since the last evaluation (summed over the processes: one sync per evaluation, not per
+        step; a non-finite loss stops the run, naming its step) and the dev scores, as one log line and a curve
+        point."""
+        window = summed(self.processes, torch.stack(self.losses).float())
+        if not torch.isfinite(window).all():
+            k = int((~torch.isfinite(window)).nonzero()[0])   # the first bad loss since the last line
+            raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
+                        f"(lr {self.job.lr}): stopped, no results written", code=1)
+        self.losses, mean = [], window.mean().item()
         scores = self.dev_scores()
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
@@ -285,20 +298,13 @@ class TrainingRun:
             return None
         config, family, job = self.config, self.family, self.job
         seconds, final = time.time() - self.t0, self.curve[-1]["dev"]
-        self.report.say(final_line(config.task, family, job, final=final, seconds=seconds,
-                                         init=config.settings.init))
-        for line in best_seen_line(best_seen(self.curve, family), final, family):
-            self.report.say(line)
+        self.report.say(final_line(config.task, family, job, final=final, seconds=seconds, init=config.settings.init))
+        best = best_seen(self.curve, family)
+        if family.selection(best["dev"]) > family.selection(final):     # said beside the result, never taken for it
+            self.report.say(f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} "
+                            f"at step {best['step']}; not the result: the result is the model at the end of training, "
+                            f"since picking the best checkpoint by its dev score would flatter the dev score)")
         return self.save_results(seconds, final)
-
-    def computation(self):
-        """How the run was computed, beside its settings (which decide its numbers): padding-free training steps or
-        padded ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the
-        multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed
-        or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
-        (padding_free_steps ran; the flag --padding-free is the command's padding_free)."""
-        return {"padding_free_steps": self.packed,
-                "fused_adamw": bool(self.opt.param_groups[0].get("fused")), **self.device_computation}
 
     def save_results(self, seconds, final):
         """The results JSON and log of the run (its steps, warmup steps, scores before and after, curve and seconds;
@@ -313,8 +319,8 @@ class TrainingRun:
                   "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
                   "train_examples": data.n_train, "train_rows": len(data.train["input_ids"]),
                   **family.summary(data.train), "settings": self.settings,
-                  "weights": loaded_record(data.model_folder, data.head) if c.init == "pretrained" else None,
-                  "computation": self.computation()}
+                  "weights": loaded_record(data.model_folder, self.head) if c.init == "pretrained" else None,
+                  "computation": self.computation}
         if c.save_model:
             result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0],
                                                                self.checkpoint.kept()))
@@ -378,113 +384,60 @@ def stop_or_save(stop, due, processes, device):
     return stop, stop or due
 
 
-class StopSignals:
-    """While active, SIGTERM (a cluster's notice before preemption) and Ctrl-C only raise a flag: the loop
-    finishes its step, saves a checkpoint and stops. Outside the main thread it does nothing."""
-
-    NAMES = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}
-
-    def __init__(self):
-        self.received, self.saved = None, {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.NAMES:
-                self.saved[sig] = signal.signal(sig, self._catch)
-        return self
-
-    def _catch(self, signum, frame):
-        self.received = signum
-
-    def __exit__(self, *exc):
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        return False
-
-
 # --- The run's lines: the preamble (the derived quantities first), each evaluation, the FINAL line, the best dev score seen ---
 
-def preamble(config, run, *, steps, warm, every, how):
-    """The derived quantities a run (part4/run/training_run.py TrainingRun) prints before it trains: data, inputs cut,
-    steps, warmup, how it is computed (how: its computation, as its results record it), and what a cut run leaves
-    out (every: the steps between two dev evaluations)."""
-    c, data, processes, device, job = config.settings, run.data, run.processes, run.device, run.job
+def preamble(run):
+    """The derived quantities a run (TrainingRun, started) prints before it trains, in this order: its data, device,
+    steps and warmup; how its steps are computed; what a cut run leaves out; the weights it starts from."""
+    config, c, data, job, family, how = run.config, run.config.settings, run.data, run.job, run.family, run.computation
+    device, world, steps = run.device, run.processes.world, run.steps
+    # the data and device, the encoded training set (its family's describe), the steps and warmup
     lines = [f"task {config.task}: {data.n_train} training examples, "
-             + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs)
-             + f", device {device.type}"
-             + (f" x {processes.world} processes (each takes 1/{processes.world} of every batch)"
-                if processes.world > 1 else "")]
-    lines += run.family.describe(data.train)
-    lines.append(f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {warm} "
-                 f"steps, weight decay {c.weight_decay}")
-    cut = cut_lines(config, data, steps=steps, every=every, job=job)
-    return lines + computation_lines(config, run, job, how) + cut + weights_lines(config, run)
-
-
-def weights_lines(config, run):
-    """The weight files the run starts from (and the dtype they were saved in, where it is not the fp32 they are
-    loaded in), its output layer (a new one, the paper's, or the checkpoint's, kept), and any warning the model's folder
-    gave when it was read (read_model_folder, part4/models/folders.py)."""
-    folder, head, family = run.data.model_folder, run.data.head, run.family
-    lines = []
-    if config.settings.init == "pretrained":
-        said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
-        lines.append(weights_line(folder, said))
-    return lines + list(folder.notes)
-
-
-def computation_lines(config, run, job, how):
-    """'(also: AdamW fused, clip 1.0, dropout 0.1, ...)' and the AdamW the paper used; a model the padding-free steps
-    do not compute trains padded, and the first line says why."""
-    c, model, packed = config.settings, run.model.config, how["padding_free_steps"]
-    padding = "padding-free steps (every layer but attention on the real tokens only)" if packed else "dynamic padding"
-    fused = " fused" if how["fused_adamw"] else ""
-    why = [f"padded steps, not padding-free: {padding_free_problem(run.model)}"] if c.padding_free and not packed else []
-    return why + [f"  (also: AdamW{fused}, clip {c.clip}, "
-                  f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
-                  f"autocast {run.dtype or 'off (fp32)'}, {padding}{kernels(c, how, run.device)}"
-                  + (", batches grouped by length (paper: random batches)" if config.grouped else "")
-                  + f"; model {portable(c.model)}{model_type_note(run.model)}"
-                  + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
-                  f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
-
-
-def kernels(settings, how, device):
-    """', widths rounded up to multiples of 8, attention without cuDNN's kernels': how the steps are computed where
-    that is not the recipe's plain padded batches ('' on the CPU by default); a flag that has no effect on this
-    device says so."""
-    parts = [f"widths rounded up to multiples of {how['pad_to_multiple_of']} tokens"] if how["pad_to_multiple_of"] > 1 else []
+             + ", ".join(f"{data.n_dev[k]} {k.replace('_', ' ')} examples" for k in data.devs) + f", device {device.type}"
+             + (f" x {world} processes (each takes 1/{world} of every batch)" if world > 1 else ""),
+             *family.describe(data.train),
+             f"batch {job.batch_size}, {job.epochs} epochs = {steps} steps, learning rate {job.lr}, warmup {run.warm} "
+             f"steps, weight decay {c.weight_decay}"]
+    # how its steps are computed, as its results record it (computation), then the AdamW the paper used:
+    # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not compute trains padded, and
+    # a line before it says why; widths rounded and cuDNN's attention where that is not the recipe's plain padded
+    # batches (nothing on the CPU by default); a flag that has no effect on this device says so
+    if c.padding_free and not how["padding_free_steps"]:
+        lines.append(f"padded steps, not padding-free: {padding_free_problem(run.model)}")
+    kernels = ([f"widths rounded up to multiples of {how['pad_to_multiple_of']} tokens"]
+               if how["pad_to_multiple_of"] > 1 else [])
     if device.type == "cuda":
-        parts.append("attention on cuDNN's kernels where SDPA picks them" if how["cudnn_attention"]
-                     else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
-    elif settings.cudnn_attention is not None:
-        parts.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
-    return "".join(", " + p for p in parts)
-
-
-def cut_lines(config, data, *, steps, every, job):
-    """What a cut run leaves out (and the flags that cut it), and how often a cut run evaluates on dev when that is
-    not the recipe's."""
-    c = config.settings
+        kernels.append("attention on cuDNN's kernels where SDPA picks them" if how["cudnn_attention"]
+                       else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
+    elif c.cudnn_attention is not None:
+        kernels.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
+    padding = ("padding-free steps (every layer but attention on the real tokens only)" if how["padding_free_steps"]
+               else "dynamic padding")
+    model = run.model.config
+    lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {c.clip}, "
+              f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
+              f"autocast {run.dtype or 'off (fp32)'}, {padding}" + "".join(", " + k for k in kernels)
+              + (", batches grouped by length (paper: random batches)" if config.grouped else "")
+              + f"; model {portable(c.model)}{model_type_note(run.model)}"
+              + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
+              f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+    # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
     cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
            + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
-    flags = [flag for flag, n in c.cuts.items() if n]
-    lines = [f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})"] if cut else []
-    if every != eval_every(job.evals, steps, cut=False):
-        lines.append(f"  (a cut run: a dev evaluation every {every} steps, {evaluations_made(steps, every)} in all, "
-                     f"not the recipe's "
-                     f"{job.evals}, which are for full runs; --evals sets them)")
-    return lines
-
-
-def best_seen_line(best, final, family):
-    """The best dev score seen during training, when it beats the final one: said beside the result, never taken for
-    it ([] when the final one is the best)."""
-    if family.selection(best["dev"]) <= family.selection(final):
-        return []
-    return [f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} at step "
-            f"{best['step']}; not the result: the result is the model at the end of training, since picking the best "
-            f"checkpoint by its dev score would flatter the dev score)"]
+    if cut:
+        flags = [flag for flag, n in c.cuts.items() if n]
+        lines.append(f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})")
+    if run.eval_every != eval_every(job.evals, steps, cut=False):
+        lines.append(f"  (a cut run: a dev evaluation every {run.eval_every} steps, "
+                     f"{evaluations_made(steps, run.eval_every)} in all, not the recipe's {job.evals}, which are for full "
+                     f"runs; --evals sets them)")
+    # the weight files it starts from (and the dtype they were saved in, where it is not the fp32 they are loaded in),
+    # its output layer (a new one, the paper's, or the checkpoint's, kept), any warning its folder gave when it was read
+    if c.init == "pretrained":
+        head = run.head
+        said = family.kept_head if head.kept else family.new_head + (f" ({head.note})" if head.note else "")
+        lines.append(weights_line(data.model_folder, said))
+    return lines + list(data.model_folder.notes)
 
 
 def article_runs():
@@ -502,9 +455,9 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
     number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
     ours) and the published ones, labelled."""
-    line = f"FINAL {task} " + family.final(final) + f", training time {seconds / 60:.1f} minutes"
+    line = f"FINAL {task} " + family.format(final, final=True) + f", training time {seconds / 60:.1f} minutes"
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
         line += beside_article(f"no run with these settings (it ran {article_runs()})")
-    return line + "".join(f"   [{r}]" for r in family.references())
+    return line + "".join(f"   [{r}]" for r in family.references)

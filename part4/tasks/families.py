@@ -32,7 +32,7 @@ from part4.output.results_files import fmt, write_atomic
 from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_SQUAD, PAPER_TEST
 from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
 from part4.tasks import squad_spans
-from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, dev_metrics, predict_logits
+from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, predict_logits
 
 
 @runtime_checkable
@@ -52,6 +52,7 @@ class Family(Protocol):
     metrics: tuple               # the dev metrics its lines report
     selection_metric: str        # the one runs are ranked and chosen by (GLUE: Table 1's)
     selection_name: str          # that metric as the lines name it
+    references: list             # the published numbers the FINAL line prints beside ours, each labelled
 
     def data_problems(self, sources):
         """Why its data cannot be read (a missing folder or file, an unreachable Hub), each problem or None."""
@@ -89,25 +90,17 @@ class Family(Protocol):
     def baseline(self, majority, devs):
         """The before-fine-tuning line's note on what always predicting it scores ('' where none)."""
 
-    def format(self, scores):
-        """The dev scores as an evaluation line prints them."""
-
-    def final(self, scores):
-        """The dev scores as the FINAL line and the grid's table print them."""
+    def format(self, scores, final=False):
+        """The dev scores as an evaluation line prints them (final: as the FINAL line and the grid's table do)."""
 
     def summary(self, train):
         """What the results JSON records of the training set beyond its size."""
-
-    def references(self):
-        """The published numbers the FINAL line prints beside ours, each labelled."""
 
     def extra_outputs(self, run, test_dir):
         """What a run writes beyond its scores, as results entries (GLUE: its test predictions, with test_dir)."""
 
 
 # --- GLUE's published numbers, printed beside ours ---
-
-
 
 QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questions, other sentence pairs)"
 
@@ -124,30 +117,14 @@ def paper_test_text(name):
 
 # --- Tokenise once; batches are padded to their own longest input when they are made (dynamic padding) ---
 
-def segments(enc, rows):
-    """The token_type_ids column, rows(...) of it, where the tokenizer gives one (BERT, ELECTRA); none where the
-    model takes none (DistilBERT, RoBERTa)."""
-    return {"token_type_ids": rows(enc["token_type_ids"])} if "token_type_ids" in enc else {}
-
-
-def score_parts(scores, metrics, counts=False):
-    """'dev accuracy 0.9255', 'dev MCC (matched) 0.41', ... for every dev set and metric; counts: '(807/872)' after
-    the first accuracy."""
-    parts = []
-    for name, s in scores.items():
-        tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
-        for k, m in enumerate(metrics):
-            parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}" + (f" ({s['correct']}/{s['n']})" if counts and k == 0
-                                                                     and m == "accuracy" else ""))
-    return parts
-
-
 def encode_glue(tok, examples, max_len):
-    """GLUE: token ids cut at max_len, plus each input's full length before the cut."""
+    """GLUE: token ids cut at max_len, plus each input's full length before the cut. The token_type_ids column where
+    the tokenizer gives one (BERT, ELECTRA); none where the model takes none (DistilBERT, RoBERTa)."""
     columns = list(zip(*[texts for texts, _ in examples]))
     full = tok(*columns, truncation=False, add_special_tokens=True)["input_ids"]
     enc = tok(*columns, truncation=True, max_length=max_len)
-    return {"input_ids": enc["input_ids"], **segments(enc, list),
+    segments = {"token_type_ids": enc["token_type_ids"]} if "token_type_ids" in enc else {}
+    return {"input_ids": enc["input_ids"], **segments,
             "labels": [y for _, y in examples], "full_lengths": [len(x) for x in full], "targets": ("labels",)}
 
 
@@ -158,7 +135,8 @@ def encode_swag(tok, examples, max_len):
     full = tok(first, second, truncation=False)["input_ids"]
     enc = tok(first, second, truncation=True, max_length=max_len)
     fours = [slice(4 * k, 4 * k + 4) for k in range(len(examples))]             # the four pairs of each example
-    return {"input_ids": [enc["input_ids"][k] for k in fours], **segments(enc, lambda t: [t[k] for k in fours]),
+    segments = {"token_type_ids": [enc["token_type_ids"][k] for k in fours]} if "token_type_ids" in enc else {}
+    return {"input_ids": [enc["input_ids"][k] for k in fours], **segments,
             "labels": [y for _, _, y in examples], "full_lengths": [max(len(f) for f in full[k]) for k in fours],
             "targets": ("labels",)}
 
@@ -175,26 +153,22 @@ class Classification:
     hub = "nyu-mll/glue"
     stride = None                      # no windows: a whole input is cut at max_len (recorded as such)
 
+    read, read_tests = staticmethod(read_glue), staticmethod(read_glue_tests)     # the Family's read and read_tests
+
     def __init__(self, name, max_len, eval_batch_size=None):
+        task = TASKS[name]
         self.name, self.max_len = name, max_len
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.metrics, self.selection_metric, self.model_kwargs = self.metrics_and_head(name)
-        self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score or SWAG)
-
-    @staticmethod
-    def metrics_and_head(name):
-        """The metrics the log reports, the one runs are selected by (Table 1's), and the output layer's kwargs."""
-        task = TASKS[name]
-        return task.metrics, task.selection_metric, {"num_labels": max(1, len(task.labels))}
-
+        self.metrics, self.selection_metric = task.metrics, task.selection_metric   # runs chosen by Table 1's metric
+        self.model_kwargs = {"num_labels": max(1, len(task.labels))}                # STS-B: one regression output
+        self.label_names = HUB_LABELS.get(name)    # the saved model's id2label (none for STS-B's score)
+        self.references = [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev),
+                           (PAPER_TEST, paper_test_text(name)), (HF_DEV, task.hf_dev)) if value]
 
     def data_problems(self, sources):
         if sources.data_dir is not None:
             return [] if os.path.isdir(sources.data_dir) else [f"--data-dir {sources.data_dir}: no such directory"]
         return [file_problem(None, "--data-dir", self.hub)]
-
-    def read(self, sources):
-        return read_glue(sources)
 
     def encode(self, tok, train, devs):
         return encode_glue(tok, train, self.max_len), {name: encode_glue(tok, d, self.max_len) for name, d in devs.items()}
@@ -210,8 +184,18 @@ class Classification:
         return [f"longest training input: {max(train['full_lengths'])} tokens; inputs cut at {self.max_len}: {cut}"]
 
     def evaluate(self, model, devs, tok, device, dtype):
-        return {name: dev_metrics(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size, metrics=self.metrics)
-                for name, enc in devs.items()}
+        """Each dev set's metrics from the model's outputs on every row: the predicted class (argmax), or STS-B's one
+        regression output itself; with accuracy, the count of right answers (the FINAL line's (807/872))."""
+        out = {}
+        for name, enc in devs.items():
+            logits = predict_logits(model, enc, device, dtype=dtype, batch_size=self.eval_batch_size)
+            pred = logits[:, 0] if logits.shape[1] == 1 and "accuracy" not in self.metrics else logits.argmax(-1)
+            scores = {m: METRICS[m](pred, enc["labels"]) for m in self.metrics}
+            scores["n"] = len(pred)
+            if "accuracy" in self.metrics:
+                scores["correct"] = int(np.sum(np.asarray(pred) == np.asarray(enc["labels"])))
+            out[name] = scores
+        return out
 
     @property
     def selection_name(self):
@@ -244,24 +228,20 @@ class Classification:
             return None
         return [100 * METRICS[self.selection_metric]([majority] * len(d["labels"]), d["labels"]) for d in devs.values()]
 
-    def format(self, scores):
-        return "  ".join(score_parts(scores, self.metrics))
-
-    def final(self, scores):
-        return ", ".join(score_parts(scores, self.metrics, counts=True))
+    def format(self, scores, final=False):
+        """'dev accuracy 0.9255  dev F1 0.9279', 'dev MCC (matched) 0.41', ...: every dev set and metric; final: joined
+        by commas, with the count after the first accuracy ('dev accuracy 0.9255 (807/872), dev F1 0.9279')."""
+        parts = []
+        for name, s in scores.items():
+            tag = "" if len(scores) == 1 else f" ({name.replace('dev_', '')})"
+            for k, m in enumerate(self.metrics):
+                count = f" ({s['correct']}/{s['n']})" if final and k == 0 and m == "accuracy" else ""
+                parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}{count}")
+        return (", " if final else "  ").join(parts)
 
     def summary(self, train):
         """What the results JSON records of the training set beyond its size."""
         return {}
-
-    def references(self):
-        """The published numbers the FINAL line prints beside ours, each labelled."""
-        task = TASKS[self.name]
-        return [f"{label}: {value}" for label, value in ((PAPER_DEV, task.paper_dev), (PAPER_TEST, paper_test_text(self.name)),
-                                                         (HF_DEV, task.hf_dev)) if value]
-
-    def read_tests(self, sources):
-        return read_glue_tests(sources)
 
     def extra_outputs(self, run, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
@@ -279,20 +259,18 @@ class MultipleChoice(Classification):
     fresh = "random vector w"
     new_head, kept_head = "a new vector w", "the checkpoint's vector w, kept"
     hub = "allenai/swag"
+    read = staticmethod(read_swag)
+    metrics, selection_metric, model_kwargs = ("accuracy",), "accuracy", {}
+    label_names = None                 # the library's LABEL_k
+    references = ["paper, BERT-base dev (Table 4): accuracy 81.6"]
 
-    @staticmethod
-    def metrics_and_head(name):
-        return ("accuracy",), "accuracy", {}
-
-    def read(self, sources):
-        return read_swag(sources)
+    def __init__(self, name, max_len, eval_batch_size=None):
+        self.name, self.max_len = name, max_len
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
 
     def encode(self, tok, train, devs):
         return (encode_swag(tok, train, self.max_len),
                 {name: encode_swag(tok, d, self.max_len) for name, d in devs.items()})
-
-    def references(self):
-        return ["paper, BERT-base dev (Table 4): accuracy 81.6"]
 
     def majority(self, train):
         """The ending most often right in the whole training set (its position, 0-3)."""
@@ -326,13 +304,13 @@ class SpanExtraction:
         self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.hub = HUB_DATASETS[self.version]
+        self.references = [PAPER_SQUAD[self.version]]
 
     def data_problems(self, sources):
         return [file_problem(sources.train_data, "--train-data", self.hub),
                 file_problem(sources.dev_data, "--dev-data", self.hub)]
 
-    def read(self, sources):
-        return read_squad_task(sources)
+    read = staticmethod(read_squad_task)
 
     def encode(self, tok, train, devs):
         """The training windows with their targets; the dev questions stay questions (squad_spans.predict windows them
@@ -400,22 +378,19 @@ class SpanExtraction:
     def baseline(self, majority, devs):
         return ""
 
-    def format(self, scores):
-        s = next(iter(scores.values()))
-        text = f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
-        if self.version == "2.0":
-            text = f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: F1 {s['best']['f1']:.2f}"
-        return text
-
-    def final(self, scores):
-        s = next(iter(scores.values()))
-        line = f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
-        if self.version == "2.0":
-            line = (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
+    def format(self, scores, final=False):
+        s, v2 = next(iter(scores.values())), self.version == "2.0"
+        if not final and v2:
+            return (f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: "
+                    f"F1 {s['best']['f1']:.2f}")
+        if not final:
+            return f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
+        if v2:
+            return (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
                     f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
                     f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
                     f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
-        return line
+        return f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
 
     def extra_outputs(self, run, test_dir):
         return {}
@@ -432,9 +407,6 @@ class SpanExtraction:
     def summary(self, train):
         return {"uncovered_questions": {"train": train["uncovered"],
                                         **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
-
-    def references(self):
-        return [PAPER_SQUAD[self.version]]
 
 
 # --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---

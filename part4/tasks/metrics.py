@@ -1,5 +1,5 @@
-"""GLUE's metrics (accuracy, F1, MCC, Pearson, Spearman) and the names the lines print them by, and a GLUE or SWAG
-dev set scored by a model."""
+"""GLUE's metrics (accuracy, F1, MCC, Pearson, Spearman) and the names the lines print them by, and a model's outputs on
+every row of a GLUE or SWAG dev or test set (scored by part4/tasks/families.py's Classification.evaluate)."""
 
 import math
 
@@ -63,7 +63,7 @@ METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pe
                 "em": "EM"}
 
 
-# --- a dev set scored: the model's outputs on every row, then the metrics ---
+# --- the model's outputs on every row of a dev or test set ---
 
 @torch.inference_mode()
 def predict_logits(model, enc, device, dtype, batch_size):
@@ -80,13 +80,3 @@ def predict_logits(model, enc, device, dtype, batch_size):
     model.train()
     return out
 
-
-def dev_metrics(model, enc, device, dtype, batch_size, metrics):
-    """Dev metrics of a GLUE or SWAG dev set."""
-    out = predict_logits(model, enc, device, dtype=dtype, batch_size=batch_size)
-    pred = out[:, 0] if out.shape[1] == 1 and "accuracy" not in metrics else out.argmax(-1)
-    scores = {m: METRICS[m](pred, enc["labels"]) for m in metrics}
-    scores["n"] = len(pred)
-    if "accuracy" in metrics:
-        scores["correct"] = int(np.sum(np.asarray(pred) == np.asarray(enc["labels"])))
-    return scores

@@ -310,13 +310,15 @@ def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null, taus):
     return rows
 
 
-def exact_best_threshold(diff, score_ans, has_ans, nonempty):
-    """The best score over every distinct threshold, searched as evaluate-v2.0.py's find_best_thresh does on
-    squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json: start by answering nothing, then answer
-    questions in order of decreasing s_hat - s_null. A question with an answer gains its score; one without loses
-    1 if the prediction is not empty. Returns the official threshold on s_null - s_hat and tau = -threshold. The
-    official rule answers iff s_null - s_hat <= threshold, that is s_hat - s_null >= tau: the question at the
-    threshold itself is answered, where the sweep's strict s_hat > s_null + tau would not answer it."""
+def official_best_tau(diff, score_ans, has_ans, nonempty):
+    """The official best threshold (part4/tasks/squad_metric.py's best_threshold, evaluate-v2.0.py's
+    find_best_thresh, on squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json) searched on the span
+    search's arrays (diff: s_hat - s_null per question) and given as tau too, beside the sweep's grid of taus: start
+    by answering nothing, then answer questions in order of decreasing s_hat - s_null. A question with an answer
+    gains its score; one without loses 1 if the prediction is not empty. Returns the official threshold on s_null -
+    s_hat and tau = -threshold (and the share answered). The official rule answers iff s_null - s_hat <= threshold,
+    that is s_hat - s_null >= tau: the question at the threshold itself is answered, where the sweep's strict
+    s_hat > s_null + tau would not answer it."""
     order = np.argsort(-diff, kind="stable")
     gains = np.where(has_ans, score_ans, np.where(nonempty, -1.0, 0.0))[order]
     totals = (~has_ans).sum() + np.concatenate([[0.0], np.cumsum(gains)])   # after answering the first k
@@ -345,7 +347,7 @@ def score_v2(examples, answers, taus):
     sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=taus)
     at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=[0.0])[0]
     best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
-    exact = exact_best_threshold(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
+    exact = official_best_tau(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]
     chosen = s_hat > s_null + tau                                           # at the best tau
     split = {name: {"n": int(mask.sum()),

@@ -1,0 +1,396 @@
+"""One fine-tuning run's settings and files: what a run is (Job: what a grid or restarts vary; Config: what a task's
+runs share, made from the command's Settings; Where: the device and processes), the name its files share and the
+settings they record, its results reused for the same settings and never replaced by other ones, its checkpoint
+written and read back to resume bitwise (refused when of other settings; the step the run reached kept beside it),
+and the summaries of restarts and grids written beside the runs'. The run itself, its results saved, is
+part4/run/training_run.py's; the paper's settings and grids are in part4/paper/recipe.py. A checkpoint holds tensors
+and plain values only: it loads with weights_only."""
+
+import json
+import os
+import random
+import statistics
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from part4.command_line.declarations import RUN, Fatal, recorded
+from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
+from part4.models.loading import DTYPE_NAMES, gather
+from part4.output.results_files import command_line, portable, read_results, write_atomic
+from part4.paper.article import ARTICLE_RUN, article_final
+from part4.paper.recipe import lr_tag
+from part4.tasks.metrics import METRIC_NAMES
+
+# --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
+
+@dataclass(frozen=True)
+class Job:
+    """One run: what a grid or restarts vary, and its count of dev evaluations (which follows its epochs where the
+    recipe evaluates once per epoch)."""
+    lr: float
+    batch_size: int
+    epochs: int
+    seed: int
+    evals: int                         # dev evaluations during the run: part4/paper/recipe.py's evaluations counts them
+
+
+def job_of(result):
+    """The Job a run's results were made by."""
+    return Job(lr=result["lr"], batch_size=result["batch_size"], epochs=result["epochs"], seed=result["seed"],
+               evals=as_recorded_now(result["settings"])["dev_evaluations"])
+
+
+@dataclass(frozen=True)
+class Config:
+    """What every run of one task shares: the command's Settings (declared in part4/command_line/fine_tune_settings.py,
+    made once by part4/command_line/fine_tune_settings.py; each value there, once) and what is the task's own, made for
+    the task (part4/run/plan.py task_inputs)."""
+    task: str
+    settings: object                   # the Settings of the command line
+    recipe: object                     # the task's Recipe (part4/paper/recipe.py) as this command runs it: the paper's batch
+    #                                    size and epochs; the glue command evaluates MNLI and QQP once per epoch
+    grouped: bool                      # training batches grouped by length
+    test_dir: str = None               # --glue-submission: where each run writes its test-set predictions
+
+
+def runs_folder(submission):
+    """Where each run writes its test-set predictions: DIR/runs/<run name>/ (None without --glue-submission)."""
+    return os.path.join(submission, "runs") if submission else None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a command runs: its device, the autocast dtype there (None: fp32), and the processes torchrun started."""
+    device: torch.device
+    dtype: object
+    processes: object
+
+
+# --- a run's name, files and recorded settings ---
+
+@dataclass(frozen=True)
+class NameParts:
+    """What a result's name may tell, each left out where it is None (each caller leaves out what is the paper's and
+    what its name need not tell apart)."""
+    lr: float = None
+    batch: int = None
+    epochs: int = None
+    seed: int = None
+    grid: str = None
+    seeds: int = None
+    init: str = "pretrained"
+    tag: str = None
+
+
+def file_name(head, parts=NameParts(), paper=(None, None)):
+    """The one builder of result names, for runs, summaries and tables alike:
+    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>]; the batch size and
+    epochs left out where they are the paper's (paper: its batch size and epochs for the task)."""
+    p = parts
+    batch, epochs = (None if given == ours else given for given, ours in zip((p.batch, p.epochs), paper))
+    words = [f"part4_{head}", p.lr is not None and f"lr{lr_tag(p.lr)}", batch is not None and f"bs{batch}",
+             epochs is not None and f"ep{epochs}", p.seed is not None and f"seed{p.seed}", p.grid and f"grid_{p.grid}",
+             p.seeds and f"seeds{p.seeds}", p.init == "random" and "random-init", p.tag]
+    return "_".join(w for w in words if w)
+
+
+def run_name(config, job):
+    """part4_<task>_lr<lr>[_bs<b>][_ep<e>][_seed<s>][_random-init][_<tag>]: batch and epochs when they are not the
+    paper's for the task, the seed with --seeds or when it is not 0."""
+    c = config.settings
+    return file_name(config.task, NameParts(lr=job.lr, batch=job.batch_size, epochs=job.epochs,
+                                            seed=job.seed if (c.seeds or job.seed != 0) else None,
+                                            init=c.init, tag=c.run_tag), paper=(config.recipe.batch_size, config.recipe.epochs))
+
+
+def run_settings(config, job, family, train_rows, dtype, processes):
+    """Everything that decides a run's numbers (a checkpoint or a result of other settings is never reused): the
+    command's settings recorded with a run (part4/command_line/fine_tune_settings.py), each as this run resolved it
+    (the autocast dtype as "fp32" or "bf16"), its batches grouped or not, its count of dev evaluations, its training
+    rows and processes. How it is computed (padding-free steps, the fused AdamW) changes its numbers by float rounding
+    only: that is recorded with the results (computation), so results of either way stay valid."""
+    ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
+           "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
+    return {**recorded(config.settings, RUN, portable), **ran, "grouped": config.grouped,
+            "dev_evaluations": job.evals, "train_rows": train_rows, "processes": processes.world}
+
+
+def summary_name(config, job):
+    """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
+    the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
+    c = config.settings
+    if c.grid:
+        return file_name(config.task, NameParts(grid=c.grid, seeds=c.seeds, init=c.init, tag=c.run_tag))
+    return file_name(config.task, NameParts(lr=job.lr, batch=job.batch_size, epochs=job.epochs, seeds=c.seeds,
+                                            init=c.init, tag=c.run_tag), paper=(config.recipe.batch_size, config.recipe.epochs))
+
+
+def summarised_runs(saved):
+    """What a summary's results depend on: the runs it summarises (a grid's of other batch sizes differ)."""
+    return {"runs": sorted(r["name"] if isinstance(r, dict) else r for r in saved.get("runs", []))}
+
+
+def results_path(config, job):
+    return os.path.join(config.settings.results_dir, run_name(config, job) + ".json")
+
+
+def model_folders(config, jobs):
+    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
+    folder = config.settings.save_model
+    if not folder:
+        return []
+    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.settings.reuse else [folder]
+
+
+def recorded_command(settings, **ran):
+    """The command line as a results file records it: its argv, and its settings as given, JSON values (ran: a task's
+    own, its task). Under a grid no single learning rate was given: lr is null, the grid names them."""
+    flags = {k: v for k, v in asdict(settings).items() if k != "argv"}
+    return command_line(settings.argv, {**flags, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks),
+                                        **ran})
+
+
+# --- One results file: reused for the same settings, never replaced by other ones ---
+
+def existing_result(path, settings, ignore=("processes",)):
+    """The results JSON at path when it exists for the same settings (keys in ignore aside), else None."""
+    done = read_results(path)
+    if done is None:
+        return None
+
+    def same(s):
+        return {k: v for k, v in s.items() if k not in ignore}
+
+    return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
+
+
+def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+    """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
+    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    saved = read_results(path)
+    if saved is None:
+        return
+    if recorded is None:                        # a run's settings, each side as this version records them
+        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
+    else:
+        theirs = recorded(saved)
+    if theirs is None:
+        raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
+                    f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
+    diff = settings_diff(theirs, ours, ignore)
+    diff = diff if len(diff) < 400 else diff[:400] + " ..."
+    if diff:
+        raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
+                    f"delete it")
+
+
+def rng_states():
+    """The Python, numpy and torch RNG states as tensors and plain values only, so that a checkpoint loads with
+    torch.load(..., weights_only=True): nothing in it can run code."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    states = {"python": [version, list(internal), gauss],
+              "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+              "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states):
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def plain(obj):
+    """obj with numpy scalars and arrays turned into Python numbers and lists (tensors kept): what
+    torch.load(..., weights_only=True) reads back without unpickling any other class."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (np.generic, np.ndarray)):
+        return obj.tolist()
+    return obj
+
+
+def save_atomic(obj, path, kept=""):
+    """torch.save, written atomically (see write_atomic in part4/output/results_files.py): a checkpoint is whole or absent;
+    one that cannot be written (no space left) is one line, ending with kept."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_atomic(path, lambda tmp: torch.save(obj, tmp), kept)
+
+
+# --- the checkpoint of one run: written, read back, refused when of other settings ---
+
+class Checkpoint:
+    """The checkpoint file of one run (path: results/<run name>.checkpoint) of these settings, shared by the processes
+    that train the run together (each keeps its own RNG states and losses in it) on device."""
+
+    def __init__(self, path, settings, processes, device, again=""):
+        self.path, self.settings, self.processes, self.device = path, settings, processes, device
+        self.again, self.step_kept = again, None        # the command that resumes it; the step of the one on disk
+        # results/<run name>.progress, beside it: {"step", "settings"}, the step the run last reached (reached). What an
+        # interrupted run of these settings had reached is read once, here: a run resumed from an older checkpoint, or
+        # started over, says how many steps it repeats (None: none kept, unreadable, as it is only a note, or another
+        # run's settings)
+        self.progress, self.reached_before = os.path.splitext(path)[0] + ".progress", None
+        try:
+            with open(self.progress, encoding="utf-8") as f:
+                kept = json.load(f)
+            step = int(kept["step"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return
+        if as_recorded_now(kept.get("settings")) == as_recorded_now(settings):
+            self.reached_before = step
+
+    def write_checkpoint(self, model, opt, sched, state, *, losses):
+        """Rank 0 writes the model, optimiser, schedule and state, with every process's unsummed losses (losses: this
+        process's) and RNG states: what a resumed run needs to continue exactly where this one stands. Every process
+        calls it (it gathers), alike on all of them."""
+        everyone = gather(self.processes, {"losses": [float(x) for x in losses], "rng": rng_states()})
+        if self.processes.is_main:
+            save_atomic({"state": plain(state), "model": model.state_dict(), "opt": opt.state_dict(),
+                         "sched": sched.state_dict(), "processes": everyone}, self.path, self.kept())
+            self.step_kept = state["step"]
+
+    def kept(self):
+        """What a run keeps when a write fails, and the command that goes on, as the end of its one line."""
+        kept = ("no checkpoint yet: the run starts over" if self.step_kept is None else
+                f"the checkpoint at step {self.step_kept} is kept")
+        return f"; {kept}; to resume once there is room: {self.again or 'run the same command again'}"
+
+    def resumed(self, model, opt, sched, *, report, steps):
+        """None when there is no checkpoint; else (its state, this process's unsummed losses on the run's device), after
+        loading the model, optimiser, schedule and this process's RNG states, its log lines said again and a line saying
+        so, with the steps it repeats where the interrupted run went past it. A checkpoint of other settings is
+        refused."""
+        path = self.path
+        if not os.path.isfile(path):
+            return None
+        try:      # weights_only: a planted pickle is refused before anything in it can run
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            saved = ckpt["state"]["settings"]
+        except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
+            raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
+                        f"delete it to start over")
+        saved, ours = as_recorded_now(saved), as_recorded_now(self.settings)
+        if saved != ours:
+            raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, ours)}): refusing to "
+                        f"resume from it; delete it to start this run over")
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])          # its AdamW kernel (fused or not) comes with it: recorded as computed
+        sched.load_state_dict(ckpt["sched"])
+        mine = ckpt["processes"][self.processes.rank]
+        set_rng_states(mine["rng"])
+        state = ckpt["state"]
+        self.step_kept = state["step"]
+        report.say_again(state["lines"])
+        reached = self.reached_before
+        repeated = (f"; it had reached step {reached}: {reached - state['step']} steps repeated"
+                    if reached is not None and reached > state["step"] else "")
+        report.say(f"(resumed from {path} at step {state['step']}/{steps}: the lines above come from the interrupted "
+                   f"run{repeated})")
+        return state, [torch.tensor(x, device=self.device) for x in mine["losses"]]   # beside the losses to come
+
+    # --- the step reached, kept beside the checkpoint: what a run resumed from an older checkpoint repeats ---
+
+    def reached(self, step):
+        """Keep the step the run has reached (at each dev evaluation; a few bytes, written atomically by the first
+        process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
+        if self.processes.is_main:
+            os.makedirs(os.path.dirname(os.path.abspath(self.progress)), exist_ok=True)
+            write_atomic(self.progress, json.dumps({"step": step, "settings": self.settings}) + "\n")
+
+    def remove(self):
+        """The checkpoint and its step reached removed: the results are written, the checkpoint is spent."""
+        for path in (self.path, self.progress):
+            if os.path.exists(path):
+                os.remove(path)
+
+
+# --- The summaries of restarts and grids ---
+
+def by_setting(results, score):
+    """{(batch_size, lr, epochs): [score(r) of each of its runs]}, in the order the settings first come."""
+    out = {}
+    for r in results:
+        out.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(score(r))
+    return out
+
+
+def mean_and_std(values):
+    """The mean and the sample standard deviation of values over seeds (0 for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def save_summary(report, config, payload, device):
+    """The summary of --seeds or --grid, as its own results file beside the runs'."""
+    c = config.settings
+    report.save({"task": config.task, "model": portable(c.model), **payload},
+                cli=recorded_command(c, task=config.task), device=device)
+
+
+# --- The summaries of restarts and grids, and the command's lines: the work split, the runs found done ---
+
+def restarts(task, lr, seeds, family, results, report):
+    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
+    summary = {}
+    for dev in results[0]["final"]:
+        for m in family.metrics:
+            values = [r["final"][dev][m] for r in results]
+            mean, std = mean_and_std(values)
+            summary[f"{dev}.{m}"] = {"values": values, "mean": mean, "std": std}
+            report.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} {mean:.4f} +- {std:.4f}  "
+                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
+    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
+            "summary": summary}
+
+
+def grid_table(config, family, results, report, labels=None):
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
+    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
+    {run name: the article's number for its setting} where there is one."""
+    name, task, seeds = config.settings.grid, config.task, config.settings.seeds
+    if seeds:
+        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
+                   f"(paper, BERT-large: the best of several restarts on dev):")
+        points = {key: mean_and_std(v) for key, v in by_setting(results, lambda r: family.selection(r["final"])).items()}
+        for (b, lr, e), (mean, std) in sorted(points.items(), key=lambda kv: -kv[1][0]):
+            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {mean:.4f} +- {std:.4f}")
+    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
+    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
+    for r in ranked:
+        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
+                   f"{family.format(r['final'], final=True)}  ({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
+    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
+                                   for r in ranked]}
+
+
+def article_numbers(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(job_of(r), init)}
+
+
+def summarise(config, family, results, *, report, device):
+    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
+    the article's number beside a run in its setting."""
+    c = config.settings
+    labels = article_numbers(config.task, results, c.init)
+    payload = (grid_table(config, family, results, report, labels=labels) if c.grid
+               else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
+    save_summary(report, config, payload, device)
+
+
+def article_setting(job, init):
+    """Is this run in the setting the article's numbers are for (batch 32, 3 epochs, seed 0, pre-trained weights)?"""
+    return (job.batch_size, job.epochs, job.seed) == ARTICLE_RUN and init == "pretrained"
