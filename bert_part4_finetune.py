@@ -122,7 +122,7 @@ def planned_runs(config):
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
     points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])
-    return [Job(lr=lr, batch_size=b, epochs=e, seed=s, evals=settings.evals or config.recipe.evals or e)
+    return [Job(lr=lr, batch_size=b, epochs=e, seed=s, dev_evaluations=settings.evals or config.recipe.evals or e)
             for b, lr, e in points for s in seeds]
 
 

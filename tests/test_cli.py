@@ -122,8 +122,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     mnli, _, _ = plan.task_inputs(settings, "mnli", ("mnli",))
     rte, _, sources = plan.task_inputs(settings, "rte", ("mnli",))
     assert mnli.settings is settings and rte.settings is settings
-    assert [job.evals for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
-    assert [job.evals for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
+    assert [job.dev_evaluations for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
+    assert [job.dev_evaluations for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
     assert {f.name for f in dataclasses.fields(run_files.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
     defaults = fine_tune_settings.parse(["mrpc"])
@@ -189,7 +189,7 @@ def test_the_recorded_command_line_says_what_happened(tiny_bert_dir, tmp_path):
     assert summary["run"]["config"]["lr"] is None and summary["run"]["config"]["grid"] == "glue"
     run = json.loads((tmp_path / "r" / "part4_sst2_lr5e-5_bs8_ep1.json").read_text())
     assert run["run"]["config"]["task"] == "sst2" and run["run"]["config"]["evals"] == 1 and run["lr"] == 5e-5
-    assert run["run"]["config"]["padding_free"] is True and run["run"]["config"]["grouped"] is None
+    assert run["run"]["config"]["padding_free"] is True and run["run"]["config"]["group_by_length"] is None
 
 
 def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_path):
@@ -273,7 +273,7 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
         settings = fine_tune_settings.parse(argv)
         config, family, _ = plan.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
-        assert job.evals == count and type(job.evals) is int
+        assert job.dev_evaluations == count and type(job.dev_evaluations) is int
         recorded = run_files.run_settings(config, job, family, 10, None, ALONE)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)

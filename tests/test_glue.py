@@ -7,6 +7,7 @@ import os
 import random
 import types
 import zipfile
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -418,8 +419,8 @@ def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
 def test_once_per_epoch_follows_each_runs_epochs():
     """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
     jobs = ft.planned_runs(config_for(["swag", "--grid", "a3"]))
-    assert {(job.epochs, job.evals) for job in jobs} == {(2, 2), (3, 3), (4, 4)} and len(jobs) == 18
-    assert {job.evals for job in ft.planned_runs(config_for(["mrpc", "--grid", "a3"]))} == {30}
+    assert {(job.epochs, job.dev_evaluations) for job in jobs} == {(2, 2), (3, 3), (4, 4)} and len(jobs) == 18
+    assert {job.dev_evaluations for job in ft.planned_runs(config_for(["mrpc", "--grid", "a3"]))} == {30}
 
 
 def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):
@@ -436,16 +437,17 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     family, final = plan.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
-    assert article in training_run.final_line("mrpc", family, Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), final, 60)
-    other = training_run.final_line("mrpc", family, Job(lr=2e-5, batch_size=16, epochs=3, seed=0, evals=30), final, 60)
+    job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30)
+    assert article in training_run.final_line("mrpc", family, job, final, 60)
+    other = training_run.final_line("mrpc", family, replace(job, batch_size=16), final, 60)
     assert "0.8333" not in other and "[article: no run with these settings" in other
     # the runs it names are the article's FINAL entries, in its setting (part4/paper/article.py), each lr on its grid
     assert "(it ran SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs)]" in other
-    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, evals=30), "pretrained"),
-                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30), "random")):
+    for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, dev_evaluations=30), "pretrained"),
+                      (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30), "random")):
         assert "0.8333" not in training_run.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
     rte = training_run.final_line("rte", plan.FAMILIES["rte"]("rte", 128),
-                           Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30),
+                           Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30),
                            {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte
     assert "[paper Table 1, BERT-base test (GLUE server): accuracy 66.4]" in rte and "accuracy 65.70" in rte

@@ -203,11 +203,11 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
         config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
         run_files.grid_table(config, family, [result], report, labels=run_files.article_numbers("sst2", [result], init))
         assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
-        job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, evals=30)
+        job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30)
         final = training_run.final_line("sst2", family, job, result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
-    assert not run_files.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1, evals=30), "pretrained")
-    assert run_files.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0, evals=30), "pretrained")
+    assert not run_files.article_setting(Job(lr=2e-5, batch_size=32, epochs=3, seed=1, dev_evaluations=30), "pretrained")
+    assert run_files.article_setting(Job(lr=5e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30), "pretrained")
 
 
 def test_the_best_seen_during_training_is_in_table_1s_metric():

@@ -202,8 +202,8 @@ RUN, TABLE = "run", "table"     # where a results file records a setting: with e
 
 
 DECLARATION = {           # what a setting's declaration may say beside its default and help, and what it says if not
-    "flag": True,         # its flag: --<name with dashes> (True), another ("--glue-submission"), "positional", "optional
-    #                       positional" (a positional argument that may be left out), or None (set by the command itself)
+    "flag": True,         # its flag: --<name with dashes> (True: one name from the flag to the results key), "positional",
+    #                       "optional positional" (a positional argument that may be left out), or None (set by the command)
     "type": None,         # what the flag's text is read as (None: the field's own type, int, float or str)
     "choices": None,      # the values it may take, or {word: value}: the flag's words and what they stand for
     "check": None,        # a function of a given value: None when it may be, else what it must be (a Range)
@@ -241,12 +241,6 @@ def flag_name(name):
     return "--" + name.replace("_", "-")
 
 
-def dest(f):
-    """The name the parser keeps a field's flag under (the flag's name: --group-by-length -> group_by_length)."""
-    flag = f.metadata["flag"]
-    return flag[2:].replace("-", "_") if isinstance(flag, str) and flag.startswith("--") else f.name
-
-
 def parser_for(settings_class, description, epilog=None):
     """A script's parser, made from the declarations of its settings: one argument per field, in their order. Every
     default is None, so that a flag not given is told from one given with its default value; the declaration's
@@ -273,7 +267,7 @@ def parser_for(settings_class, description, epilog=None):
         elif kind == "optional positional":
             action = parser.add_argument(f.name, nargs="?", **options)
         else:
-            action = parser.add_argument(kind if isinstance(kind, str) else flag_name(f.name), dest=dest(f), **options)
+            action = parser.add_argument(flag_name(f.name), **options)
         action.declaration = f
     return parser
 
@@ -294,13 +288,13 @@ def given_or_default(given, settings_class, recipe):
         m = f.metadata
         if m.get("flag") is None:        # set by the command itself, not by a flag
             continue
-        value = given[dest(f)]
+        value = given[f.name]
         if value is None:
             values[f.name] = getattr(recipe, f.name) if m["recipe"] else f.default
             continue
         if m["check"] is not None and m["check"](value) is not None:
             shown = shown_duration(value) if m["type"] is duration else value
-            name = f.name if str(m["flag"]).endswith("positional") else flag_name(dest(f))
+            name = f.name if str(m["flag"]).endswith("positional") else flag_name(f.name)
             raise Fatal(f"{name} {shown}: {m['check'](value)}")
         values[f.name] = m["choices"][value] if isinstance(m["choices"], dict) else value
     return values
@@ -319,7 +313,7 @@ def recorded(settings, place, path=None):
             value = {v: k for k, v in m["choices"].items()}[value]
         elif m["path"] and path is not None:
             value = path(value)
-        out[dest(f)] = value
+        out[f.name] = value
     return out
 
 
@@ -328,7 +322,7 @@ def recorded_defaults(settings_class, place):
     what a results file that does not record one of them (written before it was declared) ran with: the settings of a
     command given no flag, as recorded. A setting recorded there only when it is not its default is left out: absent
     is how its default is written."""
-    recipe = {dest(f) for f in fields(settings_class) if f.metadata.get("recipe")}
+    recipe = {f.name for f in fields(settings_class) if f.metadata.get("recipe")}
     return {name: value for name, value in recorded(settings_class(), place).items() if name not in recipe}
 
 

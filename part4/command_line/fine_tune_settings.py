@@ -96,9 +96,9 @@ class Settings:
                                    "rajpurkar/squad_v2, split train)")
     dev_data: str = setting(help="SQuAD: official dev JSON (default: the same Hub dataset, split validation)")
     tasks: tuple = setting((), type=str, help="glue: a comma-separated subset, e.g. cola,mrpc,rte (default: all nine)")
-    submission: str = setting(flag="--glue-submission", metavar="DIR",
-                              help="glue: every run predicts the test set, and the chosen run of each task is written "
-                                   "to DIR as the GLUE server takes it (CoLA.tsv ... AX.tsv, submission.zip)")
+    glue_submission: str = setting(metavar="DIR",
+                                   help="glue: every run predicts the test set, and the chosen run of each task is "
+                                        "written to DIR as the GLUE server takes it (CoLA.tsv ... AX.tsv, submission.zip)")
 
     # --- the recipe (paper §4.1-4.4, A.3) ---
     batch_size: int = setting(recipe=True, check=POSITIVE, record=(RUN, TABLE), means="the training batch",
@@ -122,15 +122,15 @@ class Settings:
     grid: str = setting(choices=sorted(GRIDS), record=(TABLE,),
                         help=f"glue: lr {GLUE_GRID_LRS} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
                              "setting with every seed")
-    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.evals (planned_runs)
+    evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.dev_evaluations
                          help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article, "
                               "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
                               f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
                               "preamble says how often)")
-    grouped: bool = setting(flag="--group-by-length", choices={"auto": None, "on": True, "off": False}, record=(TABLE,),
-                            help="batches cut from length-sorted groups of 50 batches, in random order (default auto: on "
-                                 "for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and SWAG; paper: "
-                                 "random batches)")
+    group_by_length: bool = setting(choices={"auto": None, "on": True, "off": False}, record=(TABLE,),
+                                    help="batches cut from length-sorted groups of 50 batches, in random order (default "
+                                         "auto: on for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and "
+                                         "SWAG; paper: random batches)")
     max_train_examples: int = shared("max_train_examples", record=(RUN, TABLE))
     max_dev_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
                                     help="only the first N examples of each dev set (SQuAD: questions)")

@@ -43,7 +43,7 @@ GRID_SOURCES = {"glue": "paper §4.1", "a3": "paper A.3"}
 
 def eval_every(evals, steps, cut):
     """The steps between two dev evaluations of a run, its one home (the run, its preamble and the reproduction's plan
-    of work read it here): steps // evals (evals: the run's count, Job.evals); a run cut by
+    of work read it here): steps // evals (evals: the run's count, Job.dev_evaluations); a run cut by
     --max-train-examples (cut) evaluates no more often than every CUT_EVAL_EVERY steps (its curve has fewer points; a
     full run keeps the recipe's, the article's ~30), unless --evals was given (cut is then False)."""
     every = max(1, steps // evals)

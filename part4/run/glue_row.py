@@ -107,8 +107,8 @@ def table_started(settings, run, absent, processes):
     """The table started, before any training: the submission folder and every test file in --data-dir (each problem
     in one message), a table of other settings in the way; then the table's first lines. Each task's own inputs (its
     data, results of other settings) are checked before its first run. Returns the table's report."""
-    if settings.submission:
-        check_writable_dir(settings.submission, "--glue-submission")
+    if settings.glue_submission:
+        check_writable_dir(settings.glue_submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=settings.data_dir))])
     report = Log(table_name(settings), settings.results_dir, quiet=not processes.is_main)
     check_not_replaced(os.path.join(settings.results_dir, report.name + ".json"), {"tasks": run, **table_settings(settings)},
@@ -122,10 +122,10 @@ def table_started(settings, run, absent, processes):
 def table_written(settings, rows, absent, report, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
     payload = {**table_payload(rows, absent, settings, report), "settings": {"tasks": list(rows), **table_settings(settings)}}
-    if settings.submission:
-        payload["submission"] = write_submission(settings.submission, rows, report)
+    if settings.glue_submission:
+        payload["glue_submission"] = write_submission(settings.glue_submission, rows, report)
     text = markdown(payload, settings)
-    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(settings, rows, payload.get("submission")))
+    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(settings, rows, payload.get("glue_submission")))
     write_atomic(os.path.join(settings.results_dir, report.name + ".md"), text)
 
 
@@ -135,9 +135,10 @@ def written_besides(settings, rows, submission):
     n = sum(s["seeds"] for row in rows.values() for s in row["settings"])
     text = f"; its {n} run{plural(n)}: {os.path.join(settings.results_dir, 'part4_<task>_')}*.log, .json"
     if submission:
-        text += (f"; the GLUE server's files: {os.path.join(settings.submission, '')} ({len(submission['files'])} files), "
-                 f"each run's test predictions in {os.path.join(runs_folder(settings.submission), '')} and "
-                 f"{os.path.join(settings.submission, 'submission.zip')}")
+        folder = settings.glue_submission
+        text += (f"; the GLUE server's files: {os.path.join(folder, '')} ({len(submission['files'])} files), "
+                 f"each run's test predictions in {os.path.join(runs_folder(folder), '')} and "
+                 f"{os.path.join(folder, 'submission.zip')}")
     return text
 
 
@@ -378,9 +379,9 @@ def markdown(payload, settings):
     heading, *grid = every_setting({t: r for t, r in payload["tasks"].items() if r["run"]}, settings) or [None]
     lines += ["", heading, ""] + [f"- {task} ({metric}): {', '.join(cells)}" for task, metric, cells in grid] if heading\
         else []
-    if "submission" in payload:
-        sub = payload["submission"]
-        lines += ["", f"The GLUE server's files: `{portable(settings.submission)}/` ({len(sub['files'])} files), to upload: "
+    if "glue_submission" in payload:
+        sub = payload["glue_submission"]
+        lines += ["", f"The GLUE server's files: `{portable(settings.glue_submission)}/` ({len(sub['files'])} files), to upload: "
                       f"`{sub['zip']}`" + (f"; missing {', '.join(sub['missing'])}." if sub["missing"] else ".")]
     return "\n".join(lines + [""] + notes(settings)) + "\n"
 

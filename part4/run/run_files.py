@@ -33,13 +33,13 @@ class Job:
     batch_size: int
     epochs: int
     seed: int
-    evals: int                         # dev evaluations during the run: part4/paper/recipe.py's evaluations counts them
+    dev_evaluations: int               # dev evaluations during the run (--evals resolved: planned_runs)
 
 
 def job_of(result):
     """The Job a run's results were made by."""
     return Job(lr=result["lr"], batch_size=result["batch_size"], epochs=result["epochs"], seed=result["seed"],
-               evals=as_recorded_now(result["settings"])["dev_evaluations"])
+               dev_evaluations=as_recorded_now(result["settings"])["dev_evaluations"])
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def run_settings(config, job, family, train_rows, dtype, processes):
     ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
            "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
     return {**recorded(config.settings, RUN, portable), **ran, "grouped": config.grouped,
-            "dev_evaluations": job.evals, "train_rows": train_rows, "processes": processes.world}
+            "dev_evaluations": job.dev_evaluations, "train_rows": train_rows, "processes": processes.world}
 
 
 def summary_name(config, job):

@@ -98,7 +98,7 @@ class TrainingRun:
         self.model, self.head, self.opt, self.sched, self.steps, self.warm = model, head, opt, sched, steps, warm
         self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
         cut = c.evals is None and data.n_train < data.n_train_all       # a cut run evaluates as often as it can
-        self.eval_every = eval_every(self.job.evals, steps, cut=cut)
+        self.eval_every = eval_every(self.job.dev_evaluations, steps, cut=cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
@@ -427,10 +427,10 @@ def preamble(run):
     if cut:
         flags = [flag for flag, n in c.cuts.items() if n]
         lines.append(f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})")
-    if run.eval_every != eval_every(job.evals, steps, cut=False):
+    if run.eval_every != eval_every(job.dev_evaluations, steps, cut=False):
         lines.append(f"  (a cut run: a dev evaluation every {run.eval_every} steps, "
-                     f"{evaluations_made(steps, run.eval_every)} in all, not the recipe's {job.evals}, which are for full "
-                     f"runs; --evals sets them)")
+                     f"{evaluations_made(steps, run.eval_every)} in all, not the recipe's {job.dev_evaluations}, "
+                     f"which are for full runs; --evals sets them)")
     # the weight files it starts from (and the dtype they were saved in, where it is not the fp32 they are loaded in),
     # its output layer (a new one, the paper's, or the checkpoint's, kept), any warning its folder gave when it was read
     if c.init == "pretrained":
