@@ -324,8 +324,8 @@ def span_real(model, tok, name, device, report):
 
 def chosen_tau(tau, results_dir, squad2_model):
     """The tau of section 4: --tau, else bert_part4_squad.py's best tau for the same model chosen on its full
-    dev set (in results_dir), else the article's. A tau chosen on a part of the dev set (--limit) is not used: the
-    source says so."""
+    dev set (in results_dir), else the article's. A tau chosen on a part of the dev set (--max-dev-examples; limit in the
+    results of earlier versions) is not used: the source says so."""
     if tau is not None:
         return tau, "from --tau"
     path = os.path.join(results_dir, "part4_squad.json")
@@ -334,10 +334,11 @@ def chosen_tau(tau, results_dir, squad2_model):
         config = (r.get("run", {}).get("config") or {})
         if "v2_dev" in r and config.get("v2_model") == portable(squad2_model):
             n, tau = r["v2_dev"]["n"], r["v2_dev"]["best"]["tau"]
-            if config.get("limit") is None:
+            if config.get("max_dev_examples", config.get("limit")) is None:
                 return tau, f"from bert_part4_squad.py, chosen on all {n} dev questions"
             return ARTICLE_TAU, (f"the article's value: results/part4_squad.json chose {tau:+.2f} on only the first {n} "
-                                 f"questions (--limit); run bert_part4_squad.py on the full dev set to use its own")
+                                 f"questions (--max-dev-examples); run bert_part4_squad.py on the full dev set to use its "
+                                 f"own")
     return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
 
 

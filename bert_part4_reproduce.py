@@ -5,9 +5,9 @@ order, resumable, the reproduction report rebuilt after each.
     python bert_part4_reproduce.py                     # run it all, the report after each experiment
     python bert_part4_reproduce.py --budget 2h         # in order, while their estimates fit in two hours
     python bert_part4_reproduce.py --models DIR --data ../shared/data        # offline: the models from a local mirror
-    python bert_part4_reproduce.py --max-train-examples 32 --limit 50       # a quick pass: every experiment cut
+    python bert_part4_reproduce.py --max-train-examples 32 --max-dev-examples 50       # a quick pass: every experiment cut
     python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data \
-        --max-train-examples 160 --limit 50                                    # no Hub: a stand-in, a quick pass
+        --max-train-examples 160 --max-dev-examples 50                                    # no Hub: a stand-in, a quick pass
 
 Without the Hub, --stand-in builds the --models folder first from a small real BERT (all-MiniLM-L6-v2 from pip by
 default; part4/reproduction/stand_in.py): the model as it is for bert-base-uncased, and the three fine-tuned
@@ -58,7 +58,7 @@ LOG = "reproduce.log"                   # in the results folder: each invocation
 ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
 # The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass.
 STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
-                    "--max-train-examples 160 --limit 50")
+                    "--max-train-examples 160 --max-dev-examples 50")
 
 
 build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
@@ -104,7 +104,8 @@ def stand_in_mirror(given, inputs):
     base = stand_in.base_folder(given)
     name, source = stand_in.base_name(given, base)
     mirror = stand_in.Mirror(base=base, name=name, source=source, models=inputs.models, data=inputs.data,
-                             max_train_examples=inputs.max_train_examples, limit=inputs.limit, device=inputs.device)
+                             max_train_examples=inputs.max_train_examples, max_dev_examples=inputs.max_dev_examples,
+                             device=inputs.device)
     return mirror, stand_in.planned(mirror)
 
 
@@ -612,7 +613,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     building = args.stand_in is not None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 limit=args.limit, device=args.device,
+                                 max_dev_examples=args.max_dev_examples, device=args.device,
                                  results_dir=results_folder(build_parser().parse_args(argv).results_dir, args.models,
                                                             building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)

@@ -230,16 +230,16 @@ def write_json(folder, name, obj):
     write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
-def check_every_input(results_dir, only, models, data, limit):
+def check_every_input(results_dir, only, models, data, max_dev_examples):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
     read_model_folder) and their dev files, all problems at once. models, data: {"v1": ..., "v2": ...}. Returns the first
-    `limit` dev questions of each part (None if not run) and {part: its model, read}."""
+    `max_dev_examples` dev questions of each part (None if not run) and {part: its model, read}."""
     check_writable_dir(results_dir, "--results-dir")
     used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
     preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
     folders = read_model_folders({f"--{v}-model": models[v] for v in used})
-    examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:limit] if v in only else None for v in VERSIONS}
+    examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:max_dev_examples] if v in only else None for v in VERSIONS}
     return examples, {v: folders[f"--{v}-model"] for v in used}
 
 
@@ -258,13 +258,15 @@ def main(argv=None):
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
     with all_agree(processes):                  # a bad input on any process: every process stops, with its one line
-        examples, folders = check_every_input(args.results_dir, args.only, models=models, data=data, limit=args.limit)
+        examples, folders = check_every_input(args.results_dir, args.only, models=models, data=data,
+                                              max_dev_examples=args.max_dev_examples)
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     report = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
         report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
-    label = "article" if args.limit is None else f"article, on the full dev set (this run: the first {args.limit})"
+    cut = args.max_dev_examples
+    label = "article" if cut is None else f"article, on the full dev set (this run: the first {cut})"
     search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
                         max_answer=args.max_answer, dtype=dtype)
     scoring = DevScoring(search=search, device=device, processes=processes, label=label,

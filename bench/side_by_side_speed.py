@@ -1,15 +1,15 @@
 """Benchmark: the four MRPC runs of the article's grid side by side on one device against one after another.
 
 The same four commands bert_part4_reproduce.py runs for MRPC's learning rates (bert_part4_finetune.py mrpc 5e-5 ...,
-cut by --max-train-examples and --limit), each its own process and results file: first all four started N at a time
+cut by --max-train-examples and --max-dev-examples), each its own process and results file: first all four started N at a time
 (bert_part4_reproduce.py --side-by-side N; on the CPU each with its share of the cores), then one after another (each
 with every core). A warm-up run goes first (untimed: the files read once from disk, the libraries' first start paid).
 Prints each way's wall time, the runs' own times, and the ratio (one after another / side by side: above 1, side by
 side is faster).
 
     python bench/side_by_side_speed.py                        # all-MiniLM-L6-v2 from pip, 320 examples, 20 dev rows
-    python bench/side_by_side_speed.py --model models/all-MiniLM-L6-v2 --max-train-examples 96 --limit 16
-    python bench/side_by_side_speed.py --model DIR --device cuda --max-train-examples 3668 --limit 408   # a whole run
+    python bench/side_by_side_speed.py --model models/all-MiniLM-L6-v2 --max-train-examples 96 --max-dev-examples 16
+    python bench/side_by_side_speed.py --model DIR --device cuda --max-train-examples 3668 --max-dev-examples 408   # a whole run
 """
 
 import argparse
@@ -60,7 +60,7 @@ def main(argv=None):
     p.add_argument("--model", help="a local BERT folder (default: all-MiniLM-L6-v2 exported from its package)")
     p.add_argument("--data", default=SHARED, help="a folder laid out as ../shared/data (default: it)")
     p.add_argument("--max-train-examples", type=int, default=320)
-    p.add_argument("--limit", type=int, default=20, help="dev examples of each run")
+    p.add_argument("--max-dev-examples", type=int, default=20, help="dev examples of each run")
     p.add_argument("--side-by-side", type=int, default=4, help="processes at a time (default 4: the whole grid)")
     p.add_argument("--device", default="auto")
     args = p.parse_args(argv)
@@ -71,14 +71,15 @@ def main(argv=None):
 
         def inputs(name):
             return experiments.Inputs(models=models, data=args.data, max_train_examples=args.max_train_examples,
-                                      limit=args.limit, device=args.device, results_dir=os.path.join(tmp, name))
+                                      max_dev_examples=args.max_dev_examples, device=args.device,
+                                      results_dir=os.path.join(tmp, name))
 
         warm, _ = timed("one after another", runs[:1], inputs("warm-up"), 1)
         together, side = timed("side by side", runs, inputs("side by side"), args.side_by_side)
         alone, apart = timed("one after another", runs, inputs("one after another"), 1)
     print(f"MRPC grid ({len(runs)} runs), model {os.path.basename(os.path.normpath(model))}, --max-train-examples "
-          f"{args.max_train_examples} --limit {args.limit}, --device {args.device}; {os.cpu_count()} cores, load "
-          f"average {os.getloadavg()[0]:.1f}; warm-up run {warm:.1f} s (untimed)")
+          f"{args.max_train_examples} --max-dev-examples {args.max_dev_examples}, --device {args.device}; {os.cpu_count()} "
+          f"cores, load average {os.getloadavg()[0]:.1f}; warm-up run {warm:.1f} s (untimed)")
     for label, seconds, outcomes in (("side by side", together, side), ("one after another", alone, apart)):
         each = ", ".join(f"{o.experiment.name} {o.seconds:.1f} s" for o in outcomes)
         print(f"{label + (f' ({args.side_by_side} at a time)' if label == 'side by side' else ''):>28}: "

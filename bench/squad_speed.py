@@ -4,10 +4,10 @@ The article's approach (and Google's run_squad.py): every window padded to --max
 tokenised one by one, and the 20 best starts x 20 best ends searched in a Python loop per window.
 Ours (squad_spans.predict, as bert_part4_squad.py runs it): one batched tokenizer call, windows sorted by length and padded per
 batch, inference_mode, autocast on CUDA, span search batched on the device.
-Both run on the same model and the same first --limit questions; the script prints windows/s for
+Both run on the same model and the same first --max-dev-examples questions; the script prints windows/s for
 each, the ratio, the share of wall time spent in the model, and how often the two answers agree.
 
-    python bench/squad_speed.py --model path/to/qa_model --limit 300
+    python bench/squad_speed.py --model path/to/qa_model --max-dev-examples 300
     python bench/squad_speed.py --random-base --vocab ../shared/data/bert-base-uncased/vocab.txt  # BERT-base, random weights
 """
 
@@ -75,7 +75,7 @@ def main(argv=None):
     p.add_argument("--vocab", default=os.path.join(SHARED, "bert-base-uncased", "vocab.txt"),
                    help="vocab.txt for --random-base")
     p.add_argument("--data", default=os.path.join(SHARED, "squad", "dev-v1.1.json"), help="SQuAD v1.1 JSON")
-    p.add_argument("--limit", type=int, default=300)
+    p.add_argument("--max-dev-examples", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
@@ -94,7 +94,7 @@ def main(argv=None):
         model, tok = load_pretrained(BertForQuestionAnswering, args.model), load_pretrained(AutoTokenizer, args.model)
         name = args.model
     model = model.to(device).eval()
-    examples = readers.read_squad_json(args.data, "1.1", "--data")[:args.limit]
+    examples = readers.read_squad_json(args.data, "1.1", "--data")[:args.max_dev_examples]
     print(f"model {name}; device {device}; autocast {dtype}; torch threads {torch.get_num_threads()}; "
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
     search = squad_spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,

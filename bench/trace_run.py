@@ -7,7 +7,7 @@ and comprehensions are not). By default it is
 and 32 dev examples on the CPU, its results in a temporary folder:
 
     python bench/trace_run.py                      # the MRPC run: files and functions, then the count of each file
-    python bench/trace_run.py --script bert_part4_squad.py -- --v1-model M --only v1 --limit 8 --device cpu
+    python bench/trace_run.py --script bert_part4_squad.py -- --v1-model M --only v1 --max-dev-examples 8 --device cpu
 """
 
 import argparse

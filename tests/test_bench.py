@@ -21,7 +21,8 @@ def test_squad_bench_answers_like_the_articles_loop(tiny_qa_dir, tmp_path, capsy
            for k, q in enumerate(["Where was Ada born?", "Who designed the engine?", "What did she write?", "When?"])]
     data = tmp_path / "squad.json"
     data.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))
-    squad_speed.main(["--model", tiny_qa_dir, "--data", str(data), "--limit", "4", "--batch-size", "3", "--device", "cpu"])
+    squad_speed.main(["--model", tiny_qa_dir, "--data", str(data), "--max-dev-examples", "4", "--batch-size", "3",
+                      "--device", "cpu"])
     out = capsys.readouterr().out
     assert "same answer on 100.0% of questions" in out
     assert "article's approach:" in out and "speed-up (windows/s, ours / article's):" in out
@@ -124,7 +125,7 @@ def test_step_profile_splits_a_warm_step_into_host_and_device_time(tiny_bert_dir
 def test_side_by_side_bench_times_the_mrpc_grid_both_ways(tiny_bert_dir, capsys, monkeypatch):
     import side_by_side_speed
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    side_by_side_speed.main(["--model", tiny_bert_dir, "--max-train-examples", "32", "--limit", "8",
+    side_by_side_speed.main(["--model", tiny_bert_dir, "--max-train-examples", "32", "--max-dev-examples", "8",
                              "--side-by-side", "2", "--device", "cpu"])
     out = capsys.readouterr().out.splitlines()
     assert out[-4].startswith("MRPC grid (4 runs)") and "warm-up run" in out[-4]

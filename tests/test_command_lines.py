@@ -145,7 +145,8 @@ BAD = [("--stride", "-1", "must be at least 0"), ("--dtype", "bogus", "invalid c
        ("--device", "tpu", "invalid choice: 'tpu'"), ("--budget", "bad", "'bad' is not a duration"),
        ("--budget", "0", "--budget 0s: must be positive"), ("--side-by-side", "0", "--side-by-side 0: must be auto or "
                                                                                    "positive"),
-       ("--side-by-side", "two", "'two' is neither auto nor a whole number"), ("--limit", "0", "--limit 0: must be positive"),
+       ("--side-by-side", "two", "'two' is neither auto nor a whole number"),
+       ("--max-dev-examples", "0", "--max-dev-examples 0: must be positive"),
        ("--max-train-examples", "0", "--max-train-examples 0: must be positive"), ("--seed", "x", "invalid int value"),
        ("--max-len", "0", "--max-len 0: must be positive")]
 CASES = [(name, [*BEFORE.get(name, []), flag, value], expected) for flag, value, expected in BAD
@@ -163,8 +164,8 @@ def run_as_script(name, argv):
 def test_every_bad_value_is_tried_on_every_script_that_takes_its_flag():
     tried = {(name, argv[-2]) for name, argv, _ in CASES}
     assert {("finetune", "--stride"), ("squad", "--stride"), ("finetune", "--dtype"), ("squad", "--dtype"),
-            ("reproduce", "--budget"), ("reproduce", "--side-by-side"), ("squad", "--limit"),
-            ("reproduce", "--limit")} <= tried
+            ("reproduce", "--budget"), ("reproduce", "--side-by-side"), ("squad", "--max-dev-examples"),
+            ("reproduce", "--max-dev-examples")} <= tried
     assert len({n for n, flag in tried if flag == "--device"}) == 5               # all but the report
 
 

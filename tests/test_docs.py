@@ -46,11 +46,11 @@ def quoted_commands(text):
 
 
 def test_quoted_commands_finds_blocks_continuations_and_inline_code():
-    text = ("Run `python bert_part4_squad.py --only v1`, not `bert_part4_squad.py --limit`:\n\n"
+    text = ("Run `python bert_part4_squad.py --only v1`, not `bert_part4_squad.py --max-dev-examples`:\n\n"
             "    python bert_part4_finetune.py squad \\\n        --epochs 2   # two\n    pip install x\n")
     assert quoted_commands(text) == ["python bert_part4_finetune.py squad --epochs 2", "python bert_part4_squad.py --only v1"]
     for wrong in ("python bert_part4_finetune.py sst2 --sed 3", "python bert_part4_math.py --seed 3",
-                  "torchrun --nproc-per-node 2 bert_part4_squad.py --limit x"):
+                  "torchrun --nproc-per-node 2 bert_part4_squad.py --max-dev-examples x"):
         with pytest.raises(Fatal):
             parses(wrong)
 

@@ -153,14 +153,14 @@ def test_main_end_to_end_on_tiny_models(tiny_sst2_dir, tiny_qa_dir, tmp_path):
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     args = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
     assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)[0] == 4.0
-    payload = {"v2_dev": {"best": {"tau": 2.25}, "n": 11873}, "run": {"config": {"v2_model": "m2", "limit": None}}}
+    payload = {"v2_dev": {"best": {"tau": 2.25}, "n": 11873}, "run": {"config": {"v2_model": "m2", "max_dev_examples": None}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(payload))
     assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model) == (
         2.25, "from bert_part4_squad.py, chosen on all 11873 dev questions")
-    limited = {"v2_dev": {"best": {"tau": -1.5}, "n": 40}, "run": {"config": {"v2_model": "m2", "limit": 40}}}
+    limited = {"v2_dev": {"best": {"tau": -1.5}, "n": 40}, "run": {"config": {"v2_model": "m2", "max_dev_examples": 40}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(limited))
     tau, source = bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)
-    assert tau == 4.0 and "chose -1.50 on only the first 40 questions (--limit)" in source
+    assert tau == 4.0 and "chose -1.50 on only the first 40 questions (--max-dev-examples)" in source
     other = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "another"])
     assert bm.chosen_tau(other.tau, other.results_dir, other.squad2_model)[0] == 4.0
     given = bm.parse_args(["--results-dir", str(tmp_path), "--tau", "1.5"])

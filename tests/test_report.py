@@ -52,7 +52,8 @@ def finetune_run(task="sst2", lr=2e-5, accuracy=0.9255, model="bert-base-uncased
 def squad_v1(windows=10753, n=10570, tokenizers="0.23.3", em=80.79, model="csarron/bert-base-uncased-squad-v1"):
     return {"v1_dev": {"n": n, "windows": windows, "em": em, "f1": 88.08, "seconds": 558.0},
             "models": {"v1": weights_of(model)},
-            "run": {"argv": ["bert_part4_squad.py", "--only", "v1"], "config": {"v1_model": model, "limit": None, "only": ["v1"]},
+            "run": {"argv": ["bert_part4_squad.py", "--only", "v1"],
+                    "config": {"v1_model": model, "max_dev_examples": None, "only": ["v1"]},
                     "versions": {"tokenizers": tokenizers}}}
 
 
@@ -130,13 +131,13 @@ def test_another_model_another_split_a_cut_run_and_the_shown_kinds_are_not_judge
     assert status("v1.dev.windows", offline) == ("another split", split)          # the tokenizer's count: no model
     assert status("v1.dev.em", offline) == ("another split", split + minilm)      # a score: the model is said too
     assert status("v1.dev.em", squad_v1(n=1988))[0] == "another split"
-    offline["run"]["config"]["limit"] = 5
+    offline["run"]["config"]["max_dev_examples"] = 5
     also = f"; on another split too ({split})"              # a cut run on the offline evaluation part says both
-    assert status("v1.dev.em", offline) == ("cut run", "--limit 5" + also + minilm)
-    assert status("v1.dev.n", offline) == ("cut run", "--limit 5" + also)
+    assert status("v1.dev.em", offline) == ("cut run", "--max-dev-examples 5" + also + minilm)
+    assert status("v1.dev.n", offline) == ("cut run", "--max-dev-examples 5" + also)
     cut = squad_v1(n=5)
-    cut["run"]["config"] |= {"limit": 5, "v1_data": "../shared/data/squad/dev-v1.1.json"}
-    assert status("v1.dev.em", cut) == ("cut run", "--limit 5")              # the dev set itself, cut: no split
+    cut["run"]["config"] |= {"max_dev_examples": 5, "v1_data": "../shared/data/squad/dev-v1.1.json"}
+    assert status("v1.dev.em", cut) == ("cut run", "--max-dev-examples 5")              # the dev set itself, cut: no split
     assert status("sst2.minutes", finetune_run())[0] == "shown"
     assert "ours on cpu, the article's on a GPU" in status("sst2.minutes", finetune_run() | {"run": {
         "argv": ["bert_part4_finetune.py"], "config": {}, "device": "cpu"}})[1]

@@ -52,7 +52,7 @@ def commands(models, data):
                               "--device", "cpu"]),
             ("squad_demo", "squad", ["--only", "demo", "--v1-model", qa, "--v2-model", qa, "--device", "cpu"]),
             ("squad_dev", "squad", ["--only", "v1", "--only", "v2", "--v1-model", qa, "--v2-model", qa, "--v1-data",
-                                    data["v1"], "--v2-data", data["v2"], "--limit", "3", "--device", "cpu"]),
+                                    data["v1"], "--v2-data", data["v2"], "--max-dev-examples", "3", "--device", "cpu"]),
             ("finetune_one", "finetune", ["mrpc", "5e-5", "--evals", "2", *finetune]),
             ("finetune_grid", "finetune", ["sst2", "--grid", "glue", "--evals", "1", *finetune]),
             ("finetune_seeds", "finetune", ["sst2", "--seeds", "2", "--evals", "3", *finetune]),
@@ -175,8 +175,8 @@ def test_the_squad_runs_give_every_squad_row(made, tiny_qa_dir, capsys):
     b = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).qa_outputs.bias.tolist()
     assert demo["v1.bias"]["ours"] == f"{b[0]:.4f}, {b[1]:.4f}" and demo["v1.bias"]["status"] == "another model"
     assert dev["v2.dev.tau"]["status"] == dev["v1.dev.em"]["status"] == "cut run"      # the first 3 questions
-    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--limit 3"     # a count: no model
-    assert dev["v1.dev.em"]["note"] == (f"--limit 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}, "
+    assert dev["v1.dev.n"]["ours"] == "3" and dev["v2.dev.noans"]["note"] == "--max-dev-examples 3"     # a count: no model
+    assert dev["v1.dev.em"]["note"] == (f"--max-dev-examples 3; on another model too (ours: {os.path.basename(tiny_qa_dir)}, "
                                         f"{tiny_words(tiny_qa_dir)}; article: {article.SQUAD_V1}, {BERT_BASE})")  # the model
 
 
@@ -488,7 +488,7 @@ def test_a_stand_in_says_so_on_every_number_that_needs_a_model(tiny_qa_dir, tmp_
     monkeypatch.setattr(sys, "argv", ["bert_part4_squad.py"])
     out = tmp_path / "r"
     assert sq.main(["--only", "demo", "--only", "v1", "--v1-model", str(folder), "--v2-model", tiny_qa_dir, "--v1-data",
-                    dev_file("1.1", str(tmp_path)), "--limit", "3", "--results-dir", str(out), "--device", "cpu"]) == 0
+                    dev_file("1.1", str(tmp_path)), "--max-dev-examples", "3", "--results-dir", str(out), "--device", "cpu"]) == 0
     data = json.loads((out / "part4_squad.json").read_text())
     assert data["models"]["v1"]["stand_in"] == {"stand_in_for": article.SQUAD_V1, "what": what}
     rows = [r for r in statuses.rows({"part4_squad.json": data}) if r["file"]]
@@ -496,7 +496,7 @@ def test_a_stand_in_says_so_on_every_number_that_needs_a_model(tiny_qa_dir, tmp_
     assert v1 and {(r["status"], r["model"]) for r in v1} == {("another model", "stand-in")}
     assert all(r["note"].startswith(f"all-MiniLM-L6-v2 fine-tuned here on SQuAD v1.1, in the place of {article.SQUAD_V1}")
                for r in v1)
-    assert next(r for r in v1 if r["key"] == "v1.dev.em")["note"].endswith("; --limit 3")    # the cut said too
+    assert next(r for r in v1 if r["key"] == "v1.dev.em")["note"].endswith("; --max-dev-examples 3")    # the cut said too
     assert {r["status"] for r in rows if r["key"] == "v1.dev.n"} == {"cut run"}                # a count: no model
     assert report.main(["--results-dir", str(out)]) == 0
     md = (out / report.REPORT_MD).read_text()

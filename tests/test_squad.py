@@ -339,7 +339,7 @@ def has_matplotlib():
 def test_only_and_limit(tiny_qa, tmp_path):
     v1 = squad_file(tmp_path / "v1.json", False)
     out = tmp_path / "results"
-    assert sq.main(["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--limit", "2",
+    assert sq.main(["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--max-dev-examples", "2",
                     "--results-dir", str(out), "--device", "cpu"]) == 0
     r = json.loads((out / "part4_squad.json").read_text())
     assert r["v1_dev"]["n"] == 2 and "v2_dev" not in r and "v1_demo" not in r
@@ -355,7 +355,7 @@ def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys
     out = tmp_path / "results"
     base = ["--v1-model", folder, "--v2-model", folder, "--results-dir", str(out), "--device", "cpu"]
     cases = [
-        (["--only", "v1", "--v1-data", v1, "--limit", "0"], "--limit 0"),
+        (["--only", "v1", "--v1-data", v1, "--max-dev-examples", "0"], "--max-dev-examples 0"),
         (["--only", "v1", "--v1-data", v1, "--stride", "384"], "--stride 384"),
         (["--only", "v1", "--v1-data", str(tmp_path / "missing.json")], "no such file"),
         (["--only", "v1", "--v1-data", str(tmp_path / "bad.json")], "not an official SQuAD JSON file"),

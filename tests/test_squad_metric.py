@@ -32,7 +32,7 @@ def dev_file(path, questions, v2):
 
 
 def first_questions(path, n, out):
-    """The dev file cut to its first n questions in file order (bert_part4_squad.py --limit n scores those)."""
+    """The dev file cut to its first n questions in file order (bert_part4_squad.py --max-dev-examples n scores those)."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     articles = []
@@ -150,10 +150,10 @@ def test_the_metric_imports_nothing_heavy():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-def scored_by_the_squad_script(folder, v1, v2, out, limit, windows=()):
-    """bert_part4_squad.py on both dev files (--limit: their first questions); its results."""
+def scored_by_the_squad_script(folder, v1, v2, out, max_dev_examples, windows=()):
+    """bert_part4_squad.py on both dev files (--max-dev-examples: their first questions); its results."""
     argv = ["--v1-model", folder, "--v2-model", folder, "--v1-data", v1, "--v2-data", v2, "--only", "v1", "--only", "v2",
-            *windows, "--limit", str(limit), "--results-dir", str(out), "--device", "cpu"]
+            *windows, "--max-dev-examples", str(max_dev_examples), "--results-dir", str(out), "--device", "cpu"]
     assert sq.main(argv) == 0
     return json.loads((out / "part4_squad.json").read_text())
 
@@ -178,10 +178,10 @@ def check_the_command_line_gives_the_runs_scores(r, v1, v2, out):
 
 @pytest.mark.slow
 def test_the_command_line_scores_the_squad_scripts_prediction_files(tiny_qa_dir, tmp_path):
-    """On dev files the test writes, cut by --limit 4: v1.1's 3 questions whole, v2.0's first 4 of 5."""
+    """On dev files the test writes, cut by --max-dev-examples 4: v1.1's 3 questions whole, v2.0's first 4 of 5."""
     v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
     out = tmp_path / "results"
-    r = scored_by_the_squad_script(tiny_qa_dir, v1, v2, out, limit=4, windows=("--max-len", "64", "--stride", "16"))
+    r = scored_by_the_squad_script(tiny_qa_dir, v1, v2, out, max_dev_examples=4, windows=("--max-len", "64", "--stride", "16"))
     assert (r["v1_dev"]["n"], r["v2_dev"]["n"]) == (3, 4)
     check_the_command_line_gives_the_runs_scores(r, first_questions(v1, 4, tmp_path / "v1_4.json"),
                                                  first_questions(v2, 4, tmp_path / "v2_4.json"), out)
@@ -192,7 +192,7 @@ def test_the_command_line_scores_the_squad_scripts_prediction_files(tiny_qa_dir,
 def test_the_command_line_scores_the_squad_scripts_predictions_on_the_real_dev_sets(tiny_qa_dir, tmp_path):
     dev = {v: os.path.join(SHARED_DATA, "squad", f"dev-v{v}.json") for v in ("1.1", "2.0")}
     out = tmp_path / "results"
-    r = scored_by_the_squad_script(tiny_qa_dir, dev["1.1"], dev["2.0"], out, limit=40)
+    r = scored_by_the_squad_script(tiny_qa_dir, dev["1.1"], dev["2.0"], out, max_dev_examples=40)
     assert r["v1_dev"]["n"] == r["v2_dev"]["n"] == 40 and r["v2_dev"]["n_noans"] > 0
     check_the_command_line_gives_the_runs_scores(r, first_questions(dev["1.1"], 40, tmp_path / "v1.json"),
                                                  first_questions(dev["2.0"], 40, tmp_path / "v2.json"), out)

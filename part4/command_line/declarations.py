@@ -356,8 +356,8 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
     "stride": dict(default=STRIDE, check=Range(0),
                    help=f"SQuAD: tokens two consecutive windows share (default {STRIDE}: run_squad.py's doc_stride, "
                         "which there is the step from one window to the next)"),
-    "limit": dict(check=POSITIVE, metavar="N",
-                  help="only the first N examples of each dev set, in file order (SQuAD: questions)"),
+    "max_dev_examples": dict(check=POSITIVE, cuts=True, metavar="N",
+                             help="only the first N examples of each dev set, in file order (SQuAD: questions)"),
     "max_train_examples": dict(check=POSITIVE, cuts=True, metavar="N",
                                help="only the first N training examples of each fine-tune (SQuAD: questions): a cut "
                                     "run, which its log and the report mark"),

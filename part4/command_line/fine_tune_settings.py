@@ -132,8 +132,7 @@ class Settings:
                                          "auto: on for SQuAD, whose windows run from 100 to 384 tokens; off for GLUE and "
                                          "SWAG; paper: random batches)")
     max_train_examples: int = shared("max_train_examples", record=(RUN, TABLE))
-    max_dev_examples: int = setting(check=POSITIVE, record=(RUN, TABLE), cuts=True,
-                                    help="only the first N examples of each dev set (SQuAD: questions)")
+    max_dev_examples: int = shared("max_dev_examples", record=(RUN, TABLE))
 
     # --- how the runs are computed and where they go ---
     padding_free: bool = setting(True, choices=ON_OFF,        # how a run is computed: recorded apart (TrainingRun.computation)

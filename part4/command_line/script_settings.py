@@ -57,7 +57,7 @@ class SquadSettings:
     v2_data: str = setting(help="official dev-v2.0.json (default: the Hub dataset rajpurkar/squad_v2)")
     only: tuple = setting(("demo", "v1", "v2"), choices=("demo", "v1", "v2"), repeat=True, means="the parts run",
                           help="run only these parts (repeatable; default: all)")
-    limit: int = shared("limit")
+    max_dev_examples: int = shared("max_dev_examples")
     batch_size: int = setting(SPAN_BATCH_SIZE, check=POSITIVE, means="windows per forward pass",
                               help=f"windows per forward pass (default {SPAN_BATCH_SIZE})")
     max_len: int = shared("max_len")
@@ -154,7 +154,7 @@ class ReproduceSettings:
     data: str = setting(help="a folder laid out as ../shared/data (glue_data/SST-2, glue_data/MRPC, squad/dev-v1.1.json, "
                              "squad/dev-v2.0.json; default: the Hub's datasets)")
     max_train_examples: int = shared("max_train_examples")
-    limit: int = shared("limit")
+    max_dev_examples: int = shared("max_dev_examples")
     stand_in: str = setting(bare=STAND_IN_BASE, metavar="MODEL",
                             help="without the Hub: build the --models folder first, a stand-in of the article's four "
                                  f"models made from MODEL, a local folder of a small BERT (default: {STAND_IN_BASE}, "

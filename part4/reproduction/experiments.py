@@ -28,7 +28,7 @@ class Experiment:
     args: tuple = ()       # its own arguments: ("mrpc", "2e-5")
     models: tuple = ()     # (flag, Hub id) of every model it reads
     data: tuple = ()       # (flag, path inside a --data folder laid out as ../shared/data) of every file it reads
-    cuts: tuple = ()       # (flag, quick-pass setting) it takes: ("--limit", "limit")
+    cuts: tuple = ()       # (flag, quick-pass setting) it takes: ("--max-dev-examples", "max_dev_examples")
     needs: str = ""        # what it needs, in words
     after: tuple = ()      # the experiments whose results it reads: it runs after them
     scored_by: tuple = ()  # (data flag, Hub id of the model run on that file): a stand-in's held-out part read instead
@@ -42,7 +42,7 @@ class Inputs:
     models: str = None                # a folder of one sub-folder per Hub id (--models)
     data: str = None                  # a folder laid out as ../shared/data (--data)
     max_train_examples: int = None    # fine-tunes: only the first N training examples
-    limit: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
+    max_dev_examples: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
     device: str = "auto"
     results_dir: str = "results"
     stand_in: str = None              # the --models folder is a stand-in mirror built from this model's folder
@@ -87,7 +87,7 @@ def fine_tune_size(task, inputs, model):
     n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
                       if local else HUB_GLUE[task])
     n_train = min(n_train, inputs.max_train_examples or n_train)
-    n_dev = min(n_dev, inputs.limit or n_dev)
+    n_dev = min(n_dev, inputs.max_dev_examples or n_dev)
     steps = math.ceil(n_train / GLUE_RECIPE.batch_size) * GLUE_RECIPE.epochs
     train_texts = (os.path.join(folder, "train.tsv"), GLUE_COLUMNS[task]) if local else ()
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
@@ -106,7 +106,7 @@ def squad_size(experiment, inputs):
     for (_, hub_id), (flag, relative) in zip(experiment.models, experiment.data):
         path = data_file(experiment, flag, relative, inputs)
         n = squad_questions(path) if path and os.path.isfile(path) else HUB_SQUAD[relative]
-        windows = math.ceil(min(n, inputs.limit or n) * WINDOWS_PER_QUESTION) + DEMO_ROWS
+        windows = math.ceil(min(n, inputs.max_dev_examples or n) * WINDOWS_PER_QUESTION) + DEMO_ROWS
         model = timed_model(hub_id, inputs)
         out += [(1, Work("load", model, "span")),
                 (windows, Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN))]
@@ -130,7 +130,7 @@ def build_size(build, inputs):
     train, dev = data_path(build.trained_on, inputs), data_path(build.held_out, inputs)
     n_train = squad_questions(train)
     n_dev = squad_questions(dev)
-    n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.limit or n_dev)
+    n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.max_dev_examples or n_dev)
     steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
     evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
     return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
@@ -171,7 +171,7 @@ def math_size(experiment, inputs):
 def fine_tune_experiment(task, lr, needs):
     return Experiment(name=f"{task} {lr_tag(lr)}", script=article.FINETUNE, args=(task, lr_tag(lr)),
                       models=(("--model", article.BERT),), data=(("--data-dir", "glue_data"),),
-                      cuts=(("--max-train-examples", "max_train_examples"), ("--max-dev-examples", "limit")),
+                      cuts=(("--max-train-examples", "max_train_examples"), ("--max-dev-examples", "max_dev_examples")),
                       needs=f"the Hub ({article.BERT}, GLUE); {needs}", size=fine_tune_experiment_size)
 
 
@@ -183,7 +183,8 @@ EXPERIMENTS = (
     Experiment(name="squad", script=article.SQUAD,
                models=(("--v1-model", article.SQUAD_V1), ("--v2-model", article.SQUAD_V2)),
                data=(("--v1-data", "squad/dev-v1.1.json"), ("--v2-data", "squad/dev-v2.0.json")),
-               cuts=(("--limit", "limit"),), scored_by=(("--v1-data", article.SQUAD_V1), ("--v2-data", article.SQUAD_V2)),
+               cuts=(("--max-dev-examples", "max_dev_examples"),),
+               scored_by=(("--v1-data", article.SQUAD_V1), ("--v2-data", article.SQUAD_V2)),
                needs="the Hub (both SQuAD checkpoints and dev sets); a GPU, about 20 minutes (a CPU: hours)",
                size=squad_size),
     Experiment(name="math", script=article.MATH,

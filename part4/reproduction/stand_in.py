@@ -140,7 +140,7 @@ class Mirror:
     models: str
     data: str
     max_train_examples: int = None
-    limit: int = None
+    max_dev_examples: int = None
     device: str = "auto"
 
 
@@ -163,7 +163,7 @@ def settings_of(build, mirror):
     if build.task:
         trained_on = os.path.join(mirror.data, build.trained_on)
         settings |= {"task": build.task, "trained_on": build.trained_on, "trained_on_sha256": file_sha256(trained_on),
-                     "max_train_examples": mirror.max_train_examples, "max_dev_examples": mirror.limit}
+                     "max_train_examples": mirror.max_train_examples, "max_dev_examples": mirror.max_dev_examples}
     return settings
 
 
@@ -225,8 +225,8 @@ def fine_tune_command(build, mirror):
                   "--dev-data", os.path.join(mirror.data, build.held_out)]
     if mirror.max_train_examples is not None:
         words += ["--max-train-examples", str(mirror.max_train_examples)]
-    if mirror.limit is not None:
-        words += ["--max-dev-examples", str(mirror.limit)]
+    if mirror.max_dev_examples is not None:
+        words += ["--max-dev-examples", str(mirror.max_dev_examples)]
     words += ["--save-model", staging(mirror, build), "--results-dir", os.path.join(mirror.models, RUNS)]
     return words + (["--device", mirror.device] if mirror.device != "auto" else [])
 
