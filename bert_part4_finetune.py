@@ -99,7 +99,7 @@ def fine_tune(job, plan):
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     net = run.start(model, head, opt, sched, steps=steps, warm=warm)   # from its checkpoint if any; DDP under torchrun
-    with run:                                                       # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
+    with run.stoppable():                                           # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
         for epoch, batch, weight in run.batches():                  # the article's batches(train): every weight trained
             with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
                 loss = family.loss(net, batch) * weight             # model(input_ids=ids, ..., labels=y).loss; SQuAD: S, E
@@ -134,8 +134,10 @@ def main(argv=None):
         plan = command.plan_task(task, planned_runs(task.config))   # every input checked, the data read and tokenised once
         results = {}
         for k in plan.mine:                     # this process's share of the runs
-            earlier = plan.run_done_before(k)   # a grid's, restarts' or glue's run whose result exists: skipped
-            results[k] = fine_tune(plan.jobs[k], plan) if earlier is None else earlier
+            if k in plan.done_before:           # a grid's, restarts' or glue's run whose result exists: skipped
+                results[k] = plan.done_before[k]
+            else:
+                results[k] = fine_tune(plan.jobs[k], plan)
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 

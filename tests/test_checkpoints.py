@@ -313,12 +313,18 @@ def batch_of(lengths, seed=0):
     return collate(enc, range(len(lengths)), CPU)
 
 
+def packed(model):
+    """Does the model's BERT run packed_bert's forward (make_padding_free applied, and it held)?"""
+    forward = model.base_model.forward
+    return getattr(forward, "func", None) is packing.packed_or_padded
+
+
 def test_an_eager_bert_trains_padding_free_as_the_padded_one():
     """A BERT with eager attention: softmax(Q K^T * scaling + mask) V with its dropout at (B, h, M, M), as SDPA's."""
     torch.manual_seed(1)
     padded = BertForSequenceClassification(tiny_config(100, num_labels=2, attn_implementation="eager")).train()
     free = packing.make_padding_free(copy.deepcopy(padded)).train()
-    assert padded.config._attn_implementation == "eager" and packing.is_padding_free(free)
+    assert padded.config._attn_implementation == "eager" and packed(free)
     batch = batch_of([1, 13, 4, 9, 2, 13])
     losses = []
     for model in (padded, free):
@@ -355,7 +361,7 @@ def test_a_bert_configured_otherwise_keeps_padded_steps(change, reason):
     for key, value in change.items():
         setattr(model.config, "_attn_implementation" if key == "attn_implementation" else key, value)
     assert packing.padding_free_problem(model) == f"its configuration is not the one padding-free steps re-implement {reason}"
-    assert not packing.is_padding_free(packing.make_padding_free(model))
+    assert not packed(packing.make_padding_free(model))
 
 
 @pytest.mark.parametrize("model_type", list(TYPES))

@@ -163,9 +163,3 @@ def make_padding_free(model):
         bert = model.base_model
         bert.forward = partial(packed_or_padded, bert, bert.forward)
     return model
-
-
-def is_padding_free(model):
-    """Does the model train padding-free (make_padding_free applied, and it held)?"""
-    forward = model.base_model.forward
-    return isinstance(forward, partial) and forward.func is packed_or_padded

@@ -48,7 +48,7 @@ class Command:
         command = Command(settings)
         for task in command.tasks:
             plan = command.plan_task(task, jobs)          # every input checked, the data read once, the runs done before
-            ...                                      # each run of this process's share, unless done
+            ...                                      # each run of this process's share, unless in plan.done_before
             command.collect(plan, results)
         return command.finish()
     """
@@ -69,9 +69,9 @@ class Command:
     def plan_task(self, task, jobs):
         """One task's runs planned (task: its TaskInputs; jobs: its runs): how the processes share them; every input
         checked and the data read and tokenised once (a bad input on any process stops every one, with its one line);
-        the runs done before for the same settings found; the header lines said (the grid, the work split). Their
-        skipped lines and summary go to the GLUE table or to the task's own summary of its grid or restarts, which is
-        never one of other runs."""
+        the runs done before for the same settings found (plan.done_before: not trained again); the header lines said
+        (the grid, the work split), then the skipped runs of this process's share. Those lines and the summary go to
+        the GLUE table or to the task's own summary of its grid or restarts, which is never one of other runs."""
         config, family, c, processes = task.config, task.family, self.settings, self.processes
         if self.in_table:
             report = self.glue_log
@@ -96,8 +96,11 @@ class Command:
             report.say(split_line(mode, processes, len(jobs)))
         # the runs this process takes part in: every one in data mode, run k by process k % N in runs mode
         mine = [k for k in range(len(jobs)) if mode == "data" or k % processes.world == processes.rank]
+        for k in mine:                              # those done before, skipped (the others' are said in collect)
+            if k in earlier and processes.is_main:
+                report.say(skipped_line(earlier[k]))
         return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
-                    mine=mine, earlier=earlier)
+                    mine=mine, done_before={k: {**earlier[k], "skipped": True} for k in earlier})
 
     def collect(self, plan, mine):
         """Every run's results gathered (mine: {k: results} of the runs this process took part in, None where another
@@ -185,17 +188,7 @@ class Plan:
     where: Where
     report: Log
     mine: list                         # the runs this process takes part in, by their place in jobs
-    earlier: dict                      # {k: the earlier results of run k} for the runs done before
-
-    def run_done_before(self, k):
-        """Run k's earlier results when it was done before for the same settings (marked skipped, and said so on the
-        first process), else None: it is to be trained."""
-        earlier = self.earlier.get(k)
-        if earlier is None:
-            return None
-        if self.where.processes.is_main:
-            self.report.say(skipped_line(earlier))
-        return {**earlier, "skipped": True}
+    done_before: dict                  # {k: the earlier results of run k, marked skipped}: runs not trained again
 
 
 def read_data(config, family, sources):

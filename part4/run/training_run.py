@@ -14,6 +14,8 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from functools import partial
 from time import monotonic
 
 import numpy as np
@@ -48,7 +50,7 @@ from part4.paper.article import (
     article_final,
 )
 from part4.paper.recipe import eval_every, evaluations_made, lr_tag
-from part4.run.packing import is_padding_free, padding_free_problem, with_real_tokens
+from part4.run.packing import packed_or_padded, padding_free_problem, with_real_tokens
 from part4.run.run_files import Checkpoint, article_setting, model_folders, recorded_command, run_name, run_settings
 
 HOST = torch.device("cpu")
@@ -61,7 +63,7 @@ class TrainingRun:
 
         run = TrainingRun(job, plan)
         net = run.start(model, head, opt, sched, steps=steps, warm=warm)   # from its checkpoint, or from step 0
-        with run:                                                # Ctrl-C and SIGTERM: a checkpoint, then a clean stop
+        with run.stoppable():                                    # Ctrl-C and SIGTERM: a checkpoint, then a clean stop
             for epoch, batch, weight in run.batches():           # the batches left, this process's rows of each
                 ...                                              # the recipe's step
                 run.after_step(epoch, loss)
@@ -96,7 +98,8 @@ class TrainingRun:
         torchrun (wrapped)."""
         c, data = self.config.settings, self.data
         self.model, self.head, self.opt, self.sched, self.steps, self.warm = model, head, opt, sched, steps, warm
-        self.packed = is_padding_free(model)                 # its steps padding-free (make_padding_free held)
+        forward = model.base_model.forward                   # its steps padding-free: make_padding_free applied, and held
+        self.packed = isinstance(forward, partial) and forward.func is packed_or_padded
         cut = c.evals is None and data.n_train < data.n_train_all       # a cut run evaluates as often as it can
         self.eval_every = eval_every(self.job.dev_evaluations, steps, cut=cut)
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
@@ -176,25 +179,25 @@ class TrainingRun:
         return (f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {evaluation:.1f} s = about "
                 f"{readable_time(total)} (one step and the evaluation before training timed on {self.device.type}{memory})")
 
-    def __enter__(self):
+    @contextmanager
+    def stoppable(self):
         """While the loop runs: its progress bar, and SIGTERM (a cluster's notice before preemption) and Ctrl-C only
         raise a flag: the loop finishes its step, saves a checkpoint and stops (after_step). Outside the main thread
-        nothing is caught."""
+        nothing is caught. After the loop, however it ended, the bar closed and the handlers as they were."""
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 self.handlers[sig] = signal.signal(sig, self.caught)
         self.bar = tqdm(total=self.steps, initial=self.step, desc=self.name, unit="step", file=sys.stderr, leave=False,
                         disable=self.report.quiet)
-        return self
+        try:
+            yield
+        finally:
+            self.bar.close()
+            for sig, handler in self.handlers.items():
+                signal.signal(sig, handler)
 
     def caught(self, signum, frame):
         self.received = signum
-
-    def __exit__(self, *exc):
-        self.bar.close()
-        for sig, handler in self.handlers.items():
-            signal.signal(sig, handler)
-        return False
 
     # --- this process's share of each batch ---
 
@@ -318,7 +321,7 @@ class TrainingRun:
                   "seed": job.seed, "device": str(self.device), "before": self.before, "final": final, "curve": curve,
                   "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
                   "train_examples": data.n_train, "train_rows": len(data.train["input_ids"]),
-                  **family.summary(data.train), "settings": self.settings,
+                  "settings": self.settings,
                   "weights": loaded_record(data.model_folder, self.head) if c.init == "pretrained" else None,
                   "computation": self.computation}
         if c.save_model:

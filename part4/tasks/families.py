@@ -93,11 +93,9 @@ class Family(Protocol):
     def format(self, scores, final=False):
         """The dev scores as an evaluation line prints them (final: as the FINAL line and the grid's table do)."""
 
-    def summary(self, train):
-        """What the results JSON records of the training set beyond its size."""
-
     def extra_outputs(self, run, test_dir):
-        """What a run writes beyond its scores, as results entries (GLUE: its test predictions, with test_dir)."""
+        """What a run's results record beyond its scores, as results entries (GLUE: its test predictions, with test_dir;
+        SQuAD: the questions its windows leave uncovered)."""
 
 
 # --- GLUE's published numbers, printed beside ours ---
@@ -238,10 +236,6 @@ class Classification:
                 count = f" ({s['correct']}/{s['n']})" if final and k == 0 and m == "accuracy" else ""
                 parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}{count}")
         return (", " if final else "  ").join(parts)
-
-    def summary(self, train):
-        """What the results JSON records of the training set beyond its size."""
-        return {}
 
     def extra_outputs(self, run, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
@@ -393,7 +387,10 @@ class SpanExtraction:
         return f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
 
     def extra_outputs(self, run, test_dir):
-        return {}
+        """The questions whose answer no window covers, in the training set and each dev set (none go to a server)."""
+        train = run.data.train
+        return {"uncovered_questions": {"train": train["uncovered"],
+                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
 
     def read_tests(self, sources):
         return {}                      # SQuAD's test sets go to no server
@@ -404,9 +401,6 @@ class SpanExtraction:
     def majority_scores(self, majority, devs):
         return None
 
-    def summary(self, train):
-        return {"uncovered_questions": {"train": train["uncovered"],
-                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
 
 
 # --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---
