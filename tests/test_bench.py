@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SHARED_DATA, needs_shared_data
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import finetune_speed  # noqa: E402
@@ -136,3 +136,22 @@ def test_side_by_side_bench_times_the_mrpc_grid_both_ways(tiny_bert_dir, capsys,
     assert ratio == pytest.approx(alone / together, rel=0.01, abs=0.006)    # the times it is read from are rounded
     runs = [float(x.split()[-2]) for x in out[-2].split("(", 1)[1].rstrip(")").split(", ")]
     assert sum(runs) <= alone + 0.25               # one after another: their times add up (each printed to 0.1 s)
+
+
+@needs_shared_data
+@pytest.mark.slow
+def test_one_mrpc_run_walks_a_handful_of_rooms(tmp_path, monkeypatch):
+    """bench/trace_run.py: `bert_part4_finetune.py mrpc 2e-5` on a tiny BERT calls into at most 15 files and 150
+    distinct functions of part4/ (the package's reading budget for one run); what it counts is what ran: the recipe's
+    cadence and the GLUE family's evaluation, never the span family's or the stand-in's."""
+    import trace_run
+    monkeypatch.setattr(sys, "argv", list(sys.argv))                  # the traced command sets its own
+    argv = ["mrpc", "2e-5", "--model", trace_run.tiny_bert(str(tmp_path / "tiny")), "--data-dir",
+            os.path.join(SHARED_DATA, "glue_data"), "--max-train-examples", "32", "--max-dev-examples", "32",
+            "--device", "cpu", "--results-dir", str(tmp_path / "results")]
+    seen = trace_run.traced("bert_part4_finetune.py", argv)
+    assert (tmp_path / "results" / "part4_mrpc_lr2e-5.json").is_file()
+    functions = {f"{path}:{name.split(':')[0]}" for path, names in seen.items() for name in names}
+    assert "part4/paper/recipe.py:eval_every" in functions and "part4/tasks/families.py:Classification.evaluate" in functions
+    assert not any(".SpanExtraction." in f or "reproduction/" in f for f in functions)
+    assert len(seen) <= 15 and sum(len(names) for names in seen.values()) <= 150, sorted(functions)

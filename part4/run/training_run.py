@@ -135,8 +135,9 @@ class TrainingRun:
         if reached:
             self.report.say(f"(no checkpoint kept: the interrupted run had reached step {reached}/{self.steps}; started "
                             f"over, {reached} steps repeated)")
-        start = time.perf_counter()
-        before = self.dev_scores()
+        start = time.perf_counter()                          # the dev scores, on the first process only, timed
+        before = family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device,
+                                 dtype=self.dtype) if self.processes.is_main else None
         evaluation = time.perf_counter() - start
         init = config.settings.init
         if init == "random":
@@ -269,12 +270,6 @@ class TrainingRun:
                       f"{portable(self.checkpoint.path)}; run the same command again to resume (no results were "
                       f"written)", code)
 
-    def dev_scores(self):
-        """The dev scores of the model as it stands (on the first process only; None on the others)."""
-        if not self.processes.is_main:
-            return None
-        return self.family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device, dtype=self.dtype)
-
     def evaluation(self, epoch):
         """The mean training loss since the last evaluation (summed over the processes: one sync per evaluation, not per
         step; a non-finite loss stops the run, naming its step) and the dev scores, as one log line and a curve
@@ -285,7 +280,8 @@ class TrainingRun:
             raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
                         f"(lr {self.job.lr}): stopped, no results written", code=1)
         self.losses, mean = [], window.mean().item()
-        scores = self.dev_scores()
+        scores = self.family.evaluate(self.model, self.data.devs, self.data.tok, device=self.device,
+                                      dtype=self.dtype) if self.processes.is_main else None   # on the first process only
         seconds = time.time() - self.t0
         point = {"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)}
         shown = self.family.format(scores) if self.processes.is_main else ""
