@@ -128,7 +128,7 @@ def check_files(made, parts, capsys):
                 assert "; 0 unusable" in lines[-1]
             else:
                 assert lines == [f"{path}: the article prints no number for this run ({data['run']['argv'][0]}); it "
-                                 f"fine-tuned SST-2 at lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5"]
+                                 f"fine-tuned SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs"]
             found[f"{part}/{name}"] = mine
     return found
 

@@ -23,6 +23,8 @@ the reference, nothing to re-run).
 import re
 from dataclasses import dataclass
 
+from part4.paper.recipe import lr_tag
+
 BERT = "bert-base-uncased"                         # the pre-trained model the article fine-tunes
 SST2 = "textattack/bert-base-uncased-SST-2"        # the article's public checkpoints (as ../shared/article/INPUTS.md,
 SQUAD_V1 = "csarron/bert-base-uncased-squad-v1"    # beside the article, lists them: not in the checkout)
@@ -516,6 +518,17 @@ def article_final(task, lr):
         return ""
     repeat = f"; the same job run again: {ARTICLE_REPEAT[(task, lr)]}" if (task, lr) in ARTICLE_REPEAT else ""
     return f"   [article ({ARTICLE_SETTING}): {ARTICLE_FINAL[(task, lr)]}{repeat}]"
+
+
+def article_runs(names):
+    """'SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs': the fine-tunes the article printed a FINAL line
+    for, from its entries (names: {task: its name as the line gives it}, GLUE's folder names)."""
+    lrs = {}
+    for task, lr in ARTICLE_FINAL:
+        lrs.setdefault(task, []).append(lr)
+    runs = [f"{names[t]} at " + (f"lr {lr_tag(v[0])}" if len(v) == 1 else f"{lr_tag(max(v))}..{lr_tag(min(v))}")
+            for t, v in lrs.items()]
+    return f"{' and '.join(runs)}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs"
 
 
 HEADS_LABELS = {name: value(f"heads.{name}") for name in ("C_shape", "W_shape", "logits", "loss", "probs", "raw_logits",

@@ -7,6 +7,7 @@ import glob
 import os
 
 from part4.command_line.declarations import Fatal, say_error
+from part4.data.readers import TASKS
 from part4.output.results_files import read_results
 from part4.paper import article
 from part4.reproduction.our_numbers import RESULTS_NAME, run_problem, script_of
@@ -163,8 +164,8 @@ def one_run(path, requirements):
     table = [r for r in rows({path: data}, os.path.dirname(path) or ".", requirements) if r["file"]]
     warn_unusable(table, "")
     if not table:
-        print(f"{path}: the article prints no number for this run ({script_of(data)}); it fine-tuned SST-2 at "
-              f"lr 2e-5 and MRPC at 5e-5, 4e-5, 3e-5 and 2e-5")
+        print(f"{path}: the article prints no number for this run ({script_of(data)}); it fine-tuned "
+              f"{article.article_runs({t: TASKS[t].folder for t in TASKS})}")
     for r in table:
         print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {shown_status(r)}"
               + (f" ({r['note']})" if r["note"] else ""))

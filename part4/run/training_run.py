@@ -44,12 +44,12 @@ from part4.paper.article import (
     ARTICLE_BEFORE,
     ARTICLE_FINAL,
     ARTICLE_MODEL,
-    ARTICLE_RUN,
     FINETUNE,
     PAPER_OPTIMISER,
     article_final,
+    article_runs,
 )
-from part4.paper.recipe import eval_every, evaluations_made, lr_tag
+from part4.paper.recipe import eval_every, evaluations_made
 from part4.run.packing import packed_or_padded, padding_free_problem, with_real_tokens
 from part4.run.run_files import Checkpoint, article_setting, model_folders, recorded_command, run_name, run_settings
 
@@ -439,17 +439,6 @@ def preamble(run):
     return lines + list(data.model_folder.notes)
 
 
-def article_runs():
-    """'SST-2 at lr 2e-5 and MRPC at 5e-5..2e-5, batch 32, 3 epochs': the fine-tunes the article printed a FINAL line
-    for, from its entries (part4/paper/article.py)."""
-    lrs = {}
-    for task, lr in ARTICLE_FINAL:
-        lrs.setdefault(task, []).append(lr)
-    runs = [f"{TASKS[t].folder} at " + (f"lr {lr_tag(v[0])}" if len(v) == 1 else f"{lr_tag(max(v))}..{lr_tag(min(v))}")
-            for t, v in lrs.items()]
-    return f"{' and '.join(runs)}, batch {ARTICLE_RUN[0]}, {ARTICLE_RUN[1]} epochs"
-
-
 def final_line(task, family, job, final, seconds, init="pretrained"):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
     number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
@@ -458,5 +447,6 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
     if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        line += beside_article(f"no run with these settings (it ran {article_runs()})")
+        ran = article_runs({t: TASKS[t].folder for t in TASKS})
+        line += beside_article(f"no run with these settings (it ran {ran})")
     return line + "".join(f"   [{r}]" for r in family.references)
