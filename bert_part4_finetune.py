@@ -36,10 +36,10 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
-from part4.models.loading import autocast, load_model, load_pretrained, seed_everything, task_labels
+from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
 from part4.paper.recipe import grid_settings
 from part4.run.packing import make_padding_free
-from part4.run.plan import Command, run_cli
+from part4.run.plan import Command
 from part4.run.run_files import Job
 from part4.run.training_run import TrainingRun
 

@@ -21,11 +21,10 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 
 from part4.command_line.declarations import Fatal, preflight
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, seed_everything
+from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, run_cli, seed_everything
 from part4.output.results_files import RANDOM_HEAD, Log, beside_article, check_writable_dir, command_line, portable, rounded
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
 from part4.paper.article import HEADS_LABELS as ARTICLE
-from part4.run.plan import run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
 # The article's inputs (as ../shared/article/INPUTS.md, beside the article, lists them: not in the checkout); its passage,

@@ -40,6 +40,7 @@ from part4.models.loading import (
     model_problem,
     new_head_parameters,
     pick_device,
+    run_cli,
     seed_everything,
 )
 from part4.output.results_files import (
@@ -57,7 +58,6 @@ from part4.paper.article import ARCHITECTURE, NULL_TAU_LABEL, PASSAGE, SQUAD_V1,
 from part4.paper.article import MATH_LABELS as ARTICLE
 from part4.paper.article import TAU as ARTICLE_TAU
 from part4.paper.recipe import MAX_LEN
-from part4.run.plan import run_cli
 from part4.tasks import squad_metric, squad_spans
 
 # The toy inputs (printed at the top of the article's math log; as ../shared/article/INPUTS.md, beside the article, lists

@@ -3,8 +3,9 @@
 Reproduces, in the article's order:
   1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias;
   2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check;
-  3. the full SQuAD v1.1 dev set: overlapping windows, the n_best best starts x n_best best ends per window
-     (run_squad.py's window, stride and n_best: part4/paper/recipe.py), official EM/F1, the article's beside ours;
+  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (run_squad.py's doc_stride of
+     128 is the step between windows: part4/paper/recipe.py says both), the n_best best starts x n_best best ends per
+     window, official EM/F1, the article's beside ours;
   4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions;
   5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (the article's best tau and F1
      beside ours; every number of the article in part4/paper/article.py).
@@ -29,7 +30,17 @@ import torch
 from part4.command_line.declarations import preflight
 from part4.data.readers import HUB_DATASETS, file_problem, read_squad
 from part4.models.folders import loaded_record, read_model_folders, weights_line
-from part4.models.loading import DTYPE_NAMES, Processes, autocast_dtype, load_qa_model, model_problem, model_type_note
+from part4.models.loading import (
+    DTYPE_NAMES,
+    Processes,
+    all_agree,
+    autocast_dtype,
+    load_qa_model,
+    model_problem,
+    model_type_note,
+    run_cli,
+    start_processes,
+)
 from part4.output.results_files import (
     Log,
     beside_article,
@@ -42,7 +53,6 @@ from part4.output.results_files import (
 )
 from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2, WINDOWS_LABEL
 from part4.paper.article import SQUAD_LABELS as ARTICLE
-from part4.run.plan import all_agree, run_cli, start_processes
 from part4.tasks.squad_spans import (
     SpanSearch,
     coverage_line,
@@ -130,6 +140,8 @@ class DevScoring:
     taus: tuple
 
 
+# --- 3. The full SQuAD v1.1 dev set: every window scored, each question's best span, the official EM and F1 ---
+
 def dev_v1(model, tok, examples, scoring, report):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
     search, label = scoring.search, scoring.label
@@ -157,6 +169,7 @@ def dev_v1(model, tok, examples, scoring, report):
 
 
 def minutes_or_seconds(seconds):
+    """'9.3 min', '41.0 s': a dev set's time as the article's lines print it."""
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
 
 
@@ -177,6 +190,8 @@ def demo_v2(model, tok, *, device, search, report):
                         "difference": s_hat - d["s_null"]})
     return {"v2_demo": results}
 
+
+# --- 5. The full SQuAD v2.0 dev set: answer iff s_hat > s_null + tau, the tau sweep and the best tau ---
 
 def dev_v2(model, tok, examples, scoring, report):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
@@ -223,11 +238,6 @@ def plot_sweep(sweep, path):
     series = {label: [r[key] for r in sweep] for key, label in (("f1", "F1"), ("em", "EM"), ("answered", "% answered"))}
     return line_plot(path, [r["tau"] for r in sweep], series, xlabel="tau (answer iff s_hat > s_null + tau)",
                      ylabel="percent")
-
-
-def write_json(folder, name, obj):
-    os.makedirs(folder, exist_ok=True)
-    write_atomic(os.path.join(folder, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
 def check_every_input(results_dir, only, models, data, max_dev_examples):
@@ -286,8 +296,9 @@ def main(argv=None):
     if processes.is_main:
         if "v2" in args.only:
             plot_sweep(payload["v2_dev"]["sweep"], os.path.join(args.results_dir, "part4_squad_tau_sweep.png"))
-        for name, obj in files.items():
-            write_json(args.results_dir, name, obj)
+        os.makedirs(args.results_dir, exist_ok=True)
+        for name, obj in files.items():             # the official prediction files
+            write_atomic(os.path.join(args.results_dir, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
         report.save(payload, cli=command_line(argv, vars(args)), device=device, also="".join(f", {n}" for n in files))
     return 0
 

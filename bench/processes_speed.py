@@ -24,8 +24,10 @@ from transformers import BertForSequenceClassification  # noqa: E402
 
 from part4.data import readers  # noqa: E402
 from part4.data.batches import epoch_batches  # noqa: E402
-from part4.models.loading import autocast_dtype  # noqa: E402
-from part4.run.plan import start_processes  # noqa: E402
+from part4.models.loading import (
+    autocast_dtype,  # noqa: E402
+    start_processes,  # noqa: E402
+)
 from part4.tasks import families  # noqa: E402
 
 

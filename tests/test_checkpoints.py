@@ -50,9 +50,9 @@ import bert_part4_squad as sq
 from part4.data import readers
 from part4.data.batches import collate
 from part4.models import folders, loading
+from part4.models.loading import run_cli
 from part4.output.results_files import fingerprint, weight_files
-from part4.run import packing, plan
-from part4.run.plan import run_cli
+from part4.run import packing
 from part4.tasks import families, metrics
 
 CPU = torch.device("cpu")
@@ -115,7 +115,7 @@ def fails_in_one_line(main, argv, capsys, out):
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
-    family = plan.FAMILIES["sst2"]("sst2", 128)
+    family = families.FAMILIES["sst2"]("sst2", 128)
     model, _ = ft.new_model(family, folder, "pretrained", "new")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
@@ -644,7 +644,7 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
         "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
-    model, head = ft.new_model(plan.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
+    model, head = ft.new_model(families.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
     assert head is None                                                 # no head to keep or to draw
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 

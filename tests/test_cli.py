@@ -21,6 +21,7 @@ from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
 from part4.run import glue_row, plan, run_files
+from part4.tasks import families
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -107,7 +108,7 @@ def test_the_command_line_room_imports_no_torch():
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
     assert recipe.GLUE_TASKS == tuple(readers.TASKS)
-    assert set(recipe.RECIPES) == set(plan.FAMILIES)
+    assert set(recipe.RECIPES) == set(families.FAMILIES)
     assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384
     assert recipe.STRIDE == fine_tune_settings.parse(["squad"]).stride == 128
 

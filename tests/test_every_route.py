@@ -18,10 +18,10 @@ import bert_part4_math as bm
 import bert_part4_squad as sq
 from part4.command_line import fine_tune_settings
 from part4.data import readers
+from part4.models.loading import run_cli
 from part4.output import results_files as output
 from part4.output.results_files import Log, command_line, portable
 from part4.paper import article, recipe
-from part4.run.plan import run_cli
 from part4.tasks import squad_spans
 
 SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
@@ -168,7 +168,7 @@ def test_before_line_has_the_majority_baseline_and_grid_the_articles_column(tiny
     log = (out / "part4_sst2_lr2e-5.log").read_text().splitlines()
     before = next(x for x in log if x.startswith("before fine-tuning"))
     name = ("negative", "positive")[majority]                                # SST-2's labels 0 and 1 by name
-    assert (f"(always the majority class {name} ({majority}): dev accuracy {np.mean(dev_labels == majority):.4f})"
+    assert (f"(always the training set's majority class, {name} ({majority}): dev accuracy {np.mean(dev_labels == majority):.4f})"
             in before)
     assert before.endswith("[article: dev accuracy 0.4908; the article's own random head, not expected to match]")
     assert "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.9255 (807/872), F1 0.9279]" in log[-2]

@@ -14,8 +14,8 @@ from transformers import BertForSequenceClassification, get_linear_schedule_with
 
 import bert_part4_finetune as ft
 from part4.data import readers
+from part4.models.loading import run_cli
 from part4.paper import recipe
-from part4.run.plan import run_cli
 from part4.run.training_run import TrainingRun
 from part4.tasks import metrics
 

@@ -18,8 +18,8 @@ from part4.command_line import fine_tune_settings
 from part4.command_line.declarations import Fatal
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches
+from part4.models.loading import run_cli
 from part4.run import plan, training_run
-from part4.run.plan import run_cli
 from part4.tasks import families, squad_metric, squad_spans
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -418,6 +418,6 @@ def test_every_family_has_every_member_of_the_written_interface():
     assert "loss" in members and len(members) >= 25
     assert all(vars(interface)[n].__doc__ for n in members if n in vars(interface)), "a method without its meaning"
     for task in ("sst2", "stsb", "mnli", "swag", "squad", "squad_v2"):
-        family = plan.FAMILIES[task](task, 64, **({"stride": 32} if task.startswith("squad") else {}))
+        family = families.FAMILIES[task](task, 64, **({"stride": 32} if task.startswith("squad") else {}))
         assert isinstance(family, interface) and all(hasattr(family, m) for m in members), task
     assert families.MultipleChoice.loss is families.Classification.loss

@@ -19,10 +19,10 @@ import bert_part4_finetune as ft
 from part4.command_line import fine_tune_settings
 from part4.command_line.declarations import Fatal
 from part4.data import readers
+from part4.models.loading import run_cli
 from part4.output.results_files import Log, fmt
 from part4.paper import article, recipe
 from part4.run import glue_row, plan, run_files, training_run
-from part4.run.plan import run_cli
 from part4.run.run_files import Job
 from part4.tasks import families, metrics
 
@@ -110,7 +110,7 @@ def fake_run(lr, seed, final, task="cola"):
 
 def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     """CoLA: lr 5e-5 has the best accuracy, 3e-5 the best MCC over two seeds, 2e-5 the best single seed: 3e-5 wins."""
-    family = plan.FAMILIES["cola"]("cola", 128)
+    family = families.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     dev = {5e-5: [(0.80, 0.00), (0.80, 0.00)], 3e-5: [(0.70, 0.30), (0.72, 0.20)], 2e-5: [(0.60, 0.40), (0.60, 0.00)]}
     results = [fake_run(lr, s, {"dev": {"accuracy": a, "mcc": m}}) for lr, runs in dev.items() for s, (a, m) in enumerate(runs)]
@@ -119,7 +119,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     assert chosen["dev"] == pytest.approx([25.0])                         # the mean over the seeds, in percent
     assert chosen["submitted"]["seed"] == 0                               # the better seed's test predictions
     assert {s["lr"]: round(s["dev"], 6) for s in chosen["settings"]} == {5e-5: 0.0, 3e-5: 25.0, 2e-5: 20.0}
-    stsb = plan.FAMILIES["stsb"]("stsb", 128)
+    stsb = families.FAMILIES["stsb"]("stsb", 128)
     results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
                ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
     assert glue_row.choose(results, stsb, config)["lr"] == 2e-5
@@ -127,7 +127,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
 
 def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
     """Two learning rates with the same dev score: the first of the grid is chosen, and the table says why."""
-    family = plan.FAMILIES["cola"]("cola", 128)
+    family = families.FAMILIES["cola"]("cola", 128)
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     table = types.SimpleNamespace(grid="glue", seeds=None)
     for mcc, tie in (((0.3, 0.3, 0.1), True), ((0.2, 0.3, 0.3), True), ((0.3, 0.2, 0.1), False)):
@@ -144,14 +144,14 @@ def test_the_majority_class_is_scored_as_the_runs_are():
     """Always the majority class, in Table 1's metric: accuracy = its share of dev; F1 of label 1 = 2p / (1 + p) when
     the class is 1 (precision p, recall 1), 0 when it is 0; MCC 0; one per dev set (MNLI); none for STS-B's scores."""
     dev = {"dev": {"labels": [1, 1, 1, 0, 0, 1, 0, 1]}}                                  # p = 5/8
-    mrpc, cola, rte = (plan.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
+    mrpc, cola, rte = (families.FAMILIES[t](t, 128) for t in ("mrpc", "cola", "rte"))
     assert mrpc.majority_scores(1, dev) == pytest.approx([100 * 2 * 5 / 8 / (1 + 5 / 8)])
     assert mrpc.majority_scores(0, dev) == [0.0] and cola.majority_scores(1, dev) == [0.0]
     assert rte.majority_scores(0, dev) == pytest.approx([100 * 3 / 8])
-    mnli = plan.FAMILIES["mnli"]("mnli", 128)
+    mnli = families.FAMILIES["mnli"]("mnli", 128)
     two = {"dev_matched": {"labels": [2, 2, 0, 1]}, "dev_mismatched": {"labels": [2, 0, 0, 0, 1]}}
     assert mnli.majority_scores(2, two) == pytest.approx([50.0, 20.0])
-    assert plan.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
+    assert families.FAMILIES["stsb"]("stsb", 128).majority_scores(None, dev) is None
     assert readers.label_name("wnli", 0) == "not_entailment (0)" and readers.label_name("rte", 1) == "not_entailment"
     assert readers.label_name("mrpc", 1) == "equivalent (1)"
 
@@ -162,7 +162,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
             ("cola", [{"accuracy": 0.69, "mcc": 0.0}, {"accuracy": 0.68, "mcc": 0.0727}], 1),
             ("mrpc", [{"accuracy": 0.70, "f1": 0.60}, {"accuracy": 0.68, "f1": 0.81}], 1),
             ("stsb", [{"pearson": 0.80, "spearman": 0.60}, {"pearson": 0.70, "spearman": 0.75}], 1)):
-        family = plan.FAMILIES[task](task, 128)
+        family = families.FAMILIES[task](task, 128)
         results = [{**fake_run(lr, 0, {"dev": f}, task), "seconds": 1.0, "process": 0}
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Log("x", str(tmp_path), quiet=True)
@@ -179,11 +179,11 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
     paper = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "stsb": "spearman", "qqp": "f1", "mnli": "accuracy",
              "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy", "swag": "accuracy", "squad": "f1",
              "squad_v2": "f1"}
-    assert set(paper) == set(plan.FAMILIES)
+    assert set(paper) == set(families.FAMILIES)
     names = ("accuracy", "f1", "mcc", "pearson", "spearman", "em")
     scores = {"dev_matched": {m: 0.1 * (k + 1) for k, m in enumerate(names)}, "dev_mismatched": dict.fromkeys(names, 9.0)}
     for task, metric in paper.items():
-        family = plan.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
+        family = families.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
         assert family.selection_name == metrics.METRIC_NAMES[metric], task
@@ -343,7 +343,7 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
-    family = plan.FAMILIES["rte"]("rte", 128)
+    family = families.FAMILIES["rte"]("rte", 128)
     pre, head = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
     rnd, none = ft.new_model(family, tiny_bert_dir, "random", "new")
     assert not head.kept and none is None                     # a new layer; --init random has no head to keep
@@ -435,7 +435,7 @@ def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, g
 
 
 def test_the_final_line_shows_the_articles_number_only_for_its_setting():
-    family, final = plan.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
+    family, final = families.FAMILIES["mrpc"]("mrpc", 128), {"dev": {"accuracy": 0.5, "f1": 0.6, "correct": 2, "n": 4}}
     article = "[article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), F1 0.8847"
     job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30)
     assert article in training_run.final_line("mrpc", family, job, final, 60)
@@ -446,7 +446,7 @@ def test_the_final_line_shows_the_articles_number_only_for_its_setting():
     for job, init in ((Job(lr=2e-5, batch_size=32, epochs=3, seed=7, dev_evaluations=30), "pretrained"),
                       (Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30), "random")):
         assert "0.8333" not in training_run.final_line("mrpc", family, job, final, 60, init)      # another seed, random weights
-    rte = training_run.final_line("rte", plan.FAMILIES["rte"]("rte", 128),
+    rte = training_run.final_line("rte", families.FAMILIES["rte"]("rte", 128),
                            Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30),
                            {"dev": {"accuracy": 0.5, "correct": 2, "n": 4}}, 60)
     assert "[article: no run with these settings" in rte

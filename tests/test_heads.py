@@ -13,8 +13,7 @@ from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswe
 
 import bert_part4_heads as heads
 from part4.command_line.declarations import Fatal
-from part4.models.loading import new_head_parameters
-from part4.run.plan import run_cli
+from part4.models.loading import new_head_parameters, run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
 

@@ -174,10 +174,10 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     code is 2, the error one line. The report reads the file: every toy number reproduced, sections 2 and 3b not run
     yet with the reason; the reproduce script does not count the file as done."""
     import bert_part4_report as report
+    from part4.models.loading import run_cli
     from part4.paper import article
     from part4.reproduction import experiments
     from part4.reproduction import our_numbers as rules
-    from part4.run.plan import run_cli
     folder = save_tiny(str(tmp_path / "base"))
     monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])              # the name the results record, as run
     out = tmp_path / "r"
@@ -236,7 +236,7 @@ def test_offline_local_models_and_no_flow_data_leave_out_section_2_alone(tiny_ss
     import datasets
     from huggingface_hub import constants
 
-    from part4.run.plan import run_cli
+    from part4.models.loading import run_cli
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))

@@ -17,9 +17,8 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 import bert_part4_finetune as ft
 from part4.data import readers
 from part4.data.batches import collate
-from part4.models.loading import Processes
+from part4.models.loading import Processes, run_cli
 from part4.run import run_files, training_run
-from part4.run.plan import run_cli
 from part4.run.training_run import TrainingRun
 from part4.tasks import families
 

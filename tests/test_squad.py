@@ -14,8 +14,8 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
 from part4.data import readers
+from part4.models.loading import run_cli
 from part4.paper import recipe
-from part4.run.plan import run_cli
 from part4.tasks import families, squad_metric, squad_spans
 
 # --- span search ---

@@ -46,10 +46,10 @@ def say_error(line):
     sys.stderr.flush()
 
 
-def run_main(main, argv=None, end=None):
+def run_main(main, argv=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
-    `| head` leaves it: no line, code 141). `end`, when given, runs last whatever happened (part4/run/plan.py's run_cli
-    ends the processes there)."""
+    `| head` leaves it: no line, code 141). The scripts run in part4/models/loading.py's run_cli, which also leaves the
+    processes' group last."""
     try:
         return main(argv) or 0
     except (Fatal, Stopped) as e:
@@ -61,9 +61,6 @@ def run_main(main, argv=None, end=None):
     except BrokenPipeError:              # the reader of stdout went away (a pipe into head): end as quietly as it did
         quiet_stdout()
         return CLOSED_OUTPUT
-    finally:
-        if end is not None:
-            end()
 
 
 def answer_now(parse, argv):

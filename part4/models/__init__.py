@@ -3,4 +3,5 @@
     hub       the Hugging Face Hub, asked as little as possible: offline or reachable, a model in its cache
     folders   a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer)
     loading   a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
-              device, the autocast dtype, the seeds, this process's place and what the processes share"""
+              device, the autocast dtype, the seeds; the processes torchrun starts (joined, left, an error every
+              one stops on), this process's place and what they share; run_cli, every script's frame"""

@@ -3,13 +3,16 @@ report checked (no encoder weight random, unused or of another shape), the task 
 (what its folder holds is read first: part4/models/folders.py); a new head's size, and a question-answering model
 loaded as the span search reads it (`load_qa_model`); and where it runs, chosen once here for every script:
 the device (cuda, then mps, then cpu; the calibration, part4/reproduction/calibration.py, picks its --device here too),
-the autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and this process's place among
-those torchrun starts (one per device) with what they share of a model's scores (objects gathered, tensors summed;
-their group joined and left: part4/run/plan.py)."""
+the autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun
+starts (one per device): their group joined (`start_processes`) and left (`run_cli`, every script's frame), this
+process's place among them, what they share of a model's scores (objects gathered, tensors summed) and an error every
+process stops on (`all_agree`)."""
 
+import datetime
 import os
 import random
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +23,7 @@ from huggingface_hub import try_to_load_from_cache
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.utils import logging as hf_logging
 
-from part4.command_line.declarations import Fatal
+from part4.command_line.declarations import Fatal, run_main
 from part4.models.hub import hub_reachable
 
 # --- a Hub id or a local folder, checked before any work ---
@@ -365,3 +368,58 @@ def summed(processes, t):
         t = t.clone()
         dist.all_reduce(t)
     return t
+
+
+# --- the processes torchrun starts: their group joined and left, an error every process stops on ---
+
+def start_processes(device_name="auto", backend="auto"):
+    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
+    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
+    device = pick_device(device_name)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        if backend not in ("auto", None):
+            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
+        return device, ALONE
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
+    if backend not in ("nccl", "gloo"):
+        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
+                    f"(or auto) on the CPU")
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
+    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
+
+
+def run_cli(main, argv=None):
+    """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
+    (part4/command_line/declarations.py's run_main); the process group, if this process joined one, is left last, whatever
+    happened."""
+    try:
+        return run_main(main, argv)
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@contextmanager
+def all_agree(processes):
+    """Around work every process does alike (`with all_agree(processes):`): if it fails on any of them with a Fatal
+    (or an unreadable file), every process stops with that one line, after the work; no process is left waiting for
+    the others."""
+    error = None
+    try:
+        yield
+    except Fatal as e:
+        error = (str(e), e.code)
+    except OSError as e:                              # an unreadable file: as clear as any other bad input
+        error = (f"{e.filename or 'a file'}: {e.strerror or e}", 2)
+    error = next((e for e in gather(processes, error) if e), None)
+    if error:
+        raise Fatal(error[0], error[1])

@@ -1,8 +1,7 @@
 """The run around the recipe: what bert_part4_finetune.py's fine_tune and main call that the paper does not say:
 
     plan               one fine-tuning command across its tasks (each task's family and share), the plan of one task's
-                       runs (every input checked and the data read once, the work split, the runs done before); the
-                       processes torchrun starts, and run_cli, every main's frame
+                       runs (every input checked and the data read once, the work split, the runs done before)
     glue_row           Table 1's GLUE row in one command: the lr chosen on dev, the table beside the paper's, the
                        server's files zipped
     training_run       one run around the loop: its log and lines (the preamble, each evaluation, the FINAL line), its

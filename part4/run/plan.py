@@ -7,19 +7,22 @@ bert_part4_finetune.py loads each run's model and trains it itself. The processe
 here too (`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
 (`all_agree`)."""
 
-import datetime
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-import torch
-import torch.distributed as dist
-
-from part4.command_line.declarations import Fatal, preflight, run_main
-from part4.data.readers import TASKS, Sources
+from part4.command_line.declarations import Fatal, preflight
+from part4.data.readers import Sources
 from part4.models.folders import read_model_folder
-from part4.models.loading import ALONE, Processes, autocast_dtype, check_positions, gather, model_problem, pick_device
+from part4.models.loading import (
+    ALONE,
+    all_agree,
+    autocast_dtype,
+    check_positions,
+    gather,
+    model_problem,
+    start_processes,
+)
 from part4.output.results_files import Log, check_model_target, check_writable_dir
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
 from part4.run import glue_row
@@ -38,7 +41,7 @@ from part4.run.run_files import (
     summarised_runs,
     summary_name,
 )
-from part4.tasks.families import Classification, Family, MultipleChoice, SpanExtraction
+from part4.tasks.families import FAMILIES, Family, SpanExtraction
 
 # --- One fine-tuning command across its tasks: where it runs, each task's share, the report its runs go to ---
 
@@ -102,22 +105,22 @@ class Command:
         return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
                     mine=mine, done_before={k: {**earlier[k], "skipped": True} for k in earlier})
 
-    def collect(self, plan, mine):
-        """Every run's results gathered (mine: {k: results} of the runs this process took part in, None where another
-        process holds them; in runs mode the processes' results are gathered, and the skipped runs of the other processes
-        said after all are done); on the first process the task's row of the GLUE table chosen, or its grid or restarts
-        summed up."""
+    def collect(self, plan, results):
+        """Every run's results gathered (results: {k: results} of the runs this process took part in, plan.mine, None
+        where another process holds them; in runs mode the processes' results are gathered, and the skipped runs of the
+        other processes said after all are done); on the first process the task's row of the GLUE table chosen, or its
+        grid or restarts summed up."""
         processes = self.processes
-        mine = {k: {**r, "process": processes.rank} for k, r in mine.items() if r is not None}
+        found = {k: {**r, "process": processes.rank} for k, r in results.items() if r is not None}
         if plan.mode == "runs":
-            mine = {k: r for part in gather(processes, mine) for k, r in part.items()}
+            found = {k: r for part in gather(processes, found) for k, r in part.items()}
             if processes.is_main:
-                for k in sorted(mine):
-                    if mine[k].get("skipped") and mine[k]["process"] != processes.rank:
-                        plan.report.say(skipped_line(mine[k]))
+                for k in sorted(found):
+                    if found[k].get("skipped") and found[k]["process"] != processes.rank:
+                        plan.report.say(skipped_line(found[k]))
         if not processes.is_main:
             return
-        results = [mine[k] for k in range(len(plan.jobs))]          # in the order of plan.jobs
+        results = [found[k] for k in range(len(plan.jobs))]          # in the order of plan.jobs
         if self.in_table:
             self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
         elif self.settings.many:
@@ -132,10 +135,6 @@ class Command:
 
 
 # --- Each task of the command: its Config, its head family, where its data comes from ---
-
-FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
-            "squad_v2": SpanExtraction}
-
 
 class TaskInputs(NamedTuple):
     """One task's share of the command."""
@@ -257,6 +256,7 @@ def work_split(parallel, many, processes, batch_sizes):
 
 
 def split_line(mode, processes, n_runs):
+    """The line that says how the processes torchrun started share the command's runs (work_split's mode)."""
     if mode == "data":
         return (f"work split: {processes.world} processes ({processes.backend}), data parallel: each of the {n_runs} run(s) "
                 f"uses every process, each taking 1/{processes.world} of every batch")
@@ -265,59 +265,5 @@ def split_line(mode, processes, n_runs):
 
 
 def skipped_line(result):
+    """The line that says a run was not trained again: its results exist for the same settings."""
     return f"run {result['name']}: its results already exist for the same settings ({result['name']}.json): skipped"
-
-
-# --- The processes torchrun starts: their group joined and left, an error every process stops on ---
-
-def start_processes(device_name="auto", backend="auto"):
-    """The device and the Processes of this process. Under torchrun (RANK, WORLD_SIZE and LOCAL_RANK in the
-    environment) it joins the process group: nccl with cuda:LOCAL_RANK on CUDA, gloo on the CPU."""
-    device = pick_device(device_name)
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        if backend not in ("auto", None):
-            raise Fatal(f"--backend {backend}: only under torchrun (one process needs no backend)")
-        return device, ALONE
-    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
-    backend = ("nccl" if device.type == "cuda" else "gloo") if backend in ("auto", None) else backend
-    if backend not in ("nccl", "gloo"):
-        raise Fatal(f"--backend {backend}: choose auto, nccl or gloo")
-    if backend == "nccl" and device.type != "cuda":
-        raise Fatal(f"--backend nccl needs CUDA devices, but this run uses --device {device.type}; use --backend gloo "
-                    f"(or auto) on the CPU")
-    if device.type == "cuda":
-        if local >= torch.cuda.device_count():
-            raise Fatal(f"LOCAL_RANK {local}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        device = torch.device("cuda", local)
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=30))
-    return device, Processes(rank=rank, world=world, launched=True, backend=backend)
-
-
-def run_cli(main, argv=None):
-    """Run `main(argv)` as a script: Fatal and Ctrl-C become one line on stderr and a non-zero exit code
-    (part4/command_line/declarations.py's run_main); the process group, if this process joined one, is left last, whatever
-    happened."""
-    try:
-        return run_main(main, argv)
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-
-
-@contextmanager
-def all_agree(processes):
-    """Around work every process does alike (`with all_agree(processes):`): if it fails on any of them with a Fatal
-    (or an unreadable file), every process stops with that one line, after the work; no process is left waiting for
-    the others."""
-    error = None
-    try:
-        yield
-    except Fatal as e:
-        error = (str(e), e.code)
-    except OSError as e:                              # an unreadable file: as clear as any other bad input
-        error = (f"{e.filename or 'a file'}: {e.strerror or e}", 2)
-    error = next((e for e in gather(processes, error) if e), None)
-    if error:
-        raise Fatal(error[0], error[1])

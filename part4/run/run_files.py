@@ -339,8 +339,6 @@ def save_summary(report, config, payload, device):
                 cli=recorded_command(c, task=config.task), device=device)
 
 
-# --- The summaries of restarts and grids, and the command's lines: the work split, the runs found done ---
-
 def restarts(task, lr, seeds, family, results, report):
     """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
     summary = {}

@@ -1,5 +1,5 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (part4/run/plan.py says which
-task is in which):
+"""The paper's three head families (§4.1-4.4), one class per output layer (FAMILIES, at the end of the three, says
+which task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
   MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
@@ -211,13 +211,13 @@ class Classification:
         return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
 
     def baseline(self, majority, devs):
-        """'   (always the majority class equivalent (1): dev accuracy 0.6838) [the majority of the whole training
-        set]': what a model that learns nothing scores, the class by its name and as GLUE's file writes it."""
+        """'   (always the training set's majority class, equivalent (1): dev accuracy 0.6838)': what a model that learns
+        nothing scores, the class by its name and as GLUE's file writes it (the whole training set's, in a cut run too)."""
         if "accuracy" not in self.metrics or majority is None:
             return ""
         gold = next(iter(devs.values()))["labels"]
-        return (f"   (always the majority class {label_name(self.name, majority)}: dev accuracy "
-                f"{accuracy([majority] * len(gold), gold):.4f}) [the majority of the whole training set]")
+        return (f"   (always the training set's majority class, {label_name(self.name, majority)}: dev accuracy "
+                f"{accuracy([majority] * len(gold), gold):.4f})")
 
     def majority_scores(self, majority, devs):
         """What always predicting the majority class scores on each dev set, as the runs are scored (selection_metric,
@@ -271,9 +271,10 @@ class MultipleChoice(Classification):
         return int(np.bincount([y for _, _, y in train], minlength=4).argmax())
 
     def baseline(self, majority, devs):
-        """'   (always the majority class 2: dev accuracy 0.2500)': always the training set's most frequent ending."""
+        """'   (always the training set's majority class, 2: dev accuracy 0.2500)': always its most frequent ending."""
         gold = next(iter(devs.values()))["labels"]
-        return f"   (always the majority class {majority}: dev accuracy {accuracy([majority] * len(gold), gold):.4f})"
+        return (f"   (always the training set's majority class, {majority}: dev accuracy "
+                f"{accuracy([majority] * len(gold), gold):.4f})")
 
     def describe(self, train):
         cut = sum(n > self.max_len for n in train["full_lengths"])
@@ -401,6 +402,11 @@ class SpanExtraction:
     def majority_scores(self, majority, devs):
         return None
 
+
+
+# Which family each task is in: every GLUE task a classifier, SWAG multiple choice, SQuAD v1.1 and v2.0 span extraction
+FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
+            "squad_v2": SpanExtraction}
 
 
 # --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---
