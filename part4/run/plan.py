@@ -31,12 +31,12 @@ from part4.run.run_files import (
     Where,
     check_not_replaced,
     existing_result,
-    model_folders,
     recorded_command,
     results_path,
     run_name,
     run_settings,
     runs_folder,
+    saved_model_folders,
     summarise,
     summarised_runs,
     summary_name,
@@ -83,7 +83,7 @@ class Command:
         mode = work_split(c.parallel, c.many, processes, [job.batch_size for job in jobs])
         with all_agree(processes):                  # a bad input on any process: every one stops, with its one line
             check_writable_dir(c.results_dir, "--results-dir")
-            for folder in model_folders(config, jobs):
+            for folder in saved_model_folders(config, jobs):
                 check_model_target(folder, "--save-model")
             data = read_data(config, family, task.sources)
             rows = len(data.train["input_ids"])

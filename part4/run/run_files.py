@@ -136,7 +136,7 @@ def results_path(config, job):
     return os.path.join(config.settings.results_dir, run_name(config, job) + ".json")
 
 
-def model_folders(config, jobs):
+def saved_model_folders(config, jobs):
     """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
     folder = config.settings.save_model
     if not folder:

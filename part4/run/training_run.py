@@ -51,7 +51,7 @@ from part4.paper.article import (
 )
 from part4.paper.recipe import eval_every, evaluations_made
 from part4.run.packing import packed_or_padded, padding_free_problem, with_real_tokens
-from part4.run.run_files import Checkpoint, article_setting, model_folders, recorded_command, run_name, run_settings
+from part4.run.run_files import Checkpoint, article_setting, recorded_command, run_name, run_settings, saved_model_folders
 
 HOST = torch.device("cpu")
 LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
@@ -105,7 +105,7 @@ class TrainingRun:
         self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
-                    *[(f, weights, "the model saved") for f in model_folders(self.config, [self.job]) if c.save_model]])
+                    *[(f, weights, "the model saved") for f in saved_model_folders(self.config, [self.job]) if c.save_model]])
         loaded = self.checkpoint.resumed(model, opt, sched, report=self.report, steps=steps)
         # how the run is computed, beside its settings (which decide its numbers): padding-free training steps or padded
         # ones, AdamW's fused kernel or its loop of tensor operations (a resumed run's: its checkpoint's), the multiple
@@ -321,7 +321,7 @@ class TrainingRun:
                   "weights": loaded_record(data.model_folder, self.head) if c.init == "pretrained" else None,
                   "computation": self.computation}
         if c.save_model:
-            result["saved_model"] = portable(save_model_folder(self.model, data.tok, model_folders(config, [job])[0],
+            result["saved_model"] = portable(save_model_folder(self.model, data.tok, saved_model_folders(config, [job])[0],
                                                                self.checkpoint.kept()))
             report.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, config.test_dir)
