@@ -731,6 +731,9 @@ def test_a_head_that_cannot_be_kept_is_refused_with_what_it_is(tiny_bert_dir, tm
     err = refused_before_any_line(ft.main, [*argv, "--model", tiny_bert_dir], capsys, out)
     assert err == (f"error: --model {tiny_bert_dir}: the checkpoint has no task head to keep (classifier.bias, "
                    f"classifier.weight are not in it); --head new starts a new one, as the paper does")
+    (tmp_path / "no_mrpc").mkdir()                  # refused before any work: before the data is read (it has none here)
+    no_data = [*argv[:2], str(tmp_path / "no_mrpc"), *argv[3:], "--model", tiny_bert_dir]
+    assert refused_before_any_line(ft.main, no_data, capsys, out) == err
     five = with_head(tiny_bert_dir, str(tmp_path / "five"), BertForSequenceClassification, lambda m: None, num_labels=5)
     err = refused_before_any_line(ft.main, [*argv, "--model", five], capsys, out)
     assert err == (f"error: --model {five}: the checkpoint's task head has another shape (classifier.weight: (5, 32) in "

@@ -20,6 +20,7 @@ from part4.models.loading import (
     autocast_dtype,
     check_positions,
     gather,
+    load_model,
     model_problem,
     start_processes,
 )
@@ -192,13 +193,15 @@ class Plan:
 
 def read_data(config, family, sources):
     """The model folder and the data checked (every problem in one line), the model folder read for what it holds (its
-    config, files and tokenizer; its weights loaded by each run: bert_part4_finetune.py's new_model), then the task's
-    data read, cut (--max-train-examples, --max-dev-examples) and tokenised once, for every run of the command. What a
-    cut run leaves out is kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+    config, files and tokenizer) and its weights loaded once to check them, then the task's data read, cut
+    (--max-train-examples, --max-dev-examples) and tokenised once, for every run of the command. What a cut run leaves
+    out is kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
     c = config.settings
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")
     check_positions(family.max_len, model_folder.config)
+    if c.init == "pretrained":      # a loading report or a task head (--head) that cannot be: refused before any work,
+        load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)  # then let go (each run loads its own)
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
