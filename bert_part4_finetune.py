@@ -68,8 +68,8 @@ def new_model(family, model, init, head):
     """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names, and how
     its output layer came (part4/models/loading.py Head; None with --init random): the pre-trained weights with a new
     output layer (the paper; head "checkpoint": the checkpoint's own, kept; one that cannot be kept was refused when
-    the task was planned, before any work: part4/run/plan.py read_data), or with --init random the same architecture with every weight random (what
-    pre-training buys, measured)."""
+    the task was planned, before any work: part4/run/plan.py read_data), or with --init random the same architecture
+    with every weight random (what pre-training buys, measured)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
         config = load_pretrained(AutoConfig, model, **family.model_kwargs)
         return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names), None
