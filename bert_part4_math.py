@@ -503,44 +503,35 @@ def prepared_models(models, flow, *, device, tau, results_dir, report):
                   flow_examples=flow_examples, chosen=chosen)
 
 
-def model_sections(m, report, blocks):
-    """Those of blocks (sections that read a model) that its inputs allow, in the article's order: {key: numbers}."""
-    runs = {block: block in blocks and block not in m.not_run for block in SECTION_INPUTS}
-    name = {flag: portable(folder.name) for flag, folder in m.folders.items()}      # as the log names them
-    out = {}
-    if runs["glue_real"]:
-        sst2, head = m.loaded["--sst2-model"]
-        out["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
-                                     device=m.device, report=report, fresh=not head.kept)
-        out["new_weights"] = new_weights(sst2, report)
-    if runs["attention"]:
-        qa, tok = m.loaded["--squad-model"]
-        out["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
-        if m.flow_examples:
-            out["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
-                                                    source=portable(m.flow_data) or "rajpurkar/squad (validation)")
-    if runs["span_real"]:
-        qa, tok = m.loaded["--squad-model"]
-        out["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
-    if runs["null"]:
-        qa2, tok2 = m.loaded["--squad2-model"]
-        out["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
-    return out
-
-
 def main(argv=None):
     args = parse_args(argv)
     check_writable_dir(args.results_dir, "--results-dir")
     report = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
+    name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
     m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, tau=args.tau,
                         results_dir=args.results_dir, report=report) if args.only == "all" else None
+    runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
     payload = {"glue_toy": glue_toy(report)}
-    if m:
-        payload["models"] = {flag: loaded_record(m.folders[flag]) for flag in m.loaded}
-        payload |= model_sections(m, report, ("glue_real", "attention"))
+    payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}} if m else {}
+    if runs["glue_real"]:
+        sst2, head = m.loaded["--sst2-model"]
+        payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
+                                         device=m.device, report=report, fresh=not head.kept)
+        payload["new_weights"] = new_weights(sst2, report)
+    if runs["attention"]:
+        qa, tok = m.loaded["--squad-model"]
+        payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
+        if m.flow_examples:
+            payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
+                                                        source=portable(m.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(report)
-    payload |= model_sections(m, report, ("span_real", "null")) if m else {}
+    if runs["span_real"]:
+        qa, tok = m.loaded["--squad-model"]
+        payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
+    if runs["null"]:
+        qa2, tok2 = m.loaded["--squad2-model"]
+        payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)
