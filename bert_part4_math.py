@@ -497,7 +497,7 @@ def prepared_models(models, flow, *, device, tau, results_dir, report):
     sst2, qa = loaded.get("--sst2-model"), "the checkpoint's start and end vectors S, E, kept"
     heads = {"--sst2-model": "the checkpoint's classifier layer, kept" if sst2 and sst2[1].kept else "a new classifier layer",
              "--squad-model": qa, "--squad2-model": qa}
-    for line in section_inputs.loaded_lines(folders, loaded, heads) + section_inputs.not_run_lines(SECTION_INPUTS, not_run):
+    for line in section_inputs.first_lines(folders, loaded, heads, sections=SECTION_INPUTS, not_run=not_run):
         report.say(line)
     return Models(device=device, folders=folders, loaded=loaded, problems=problems, not_run=not_run, flow_data=flow_data,
                   flow_examples=flow_examples, chosen=chosen)

@@ -47,16 +47,14 @@ def load_models(loaders, folders, sections, problems):
     return loaded, problems
 
 
-def loaded_lines(folders, loaded, heads):
-    """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
-    fp32 they are loaded in), its head (heads: {flag: what the log says of it}), and any warning its folder gave."""
-    return [line for flag in loaded for line in (f"{flag} {portable(folders[flag].name)}: "
-                                                 f"{weights_line(folders[flag], heads[flag])}", *folders[flag].notes)]
-
-
-def not_run_lines(sections, not_run):
-    """One line for each section that did not run, and why."""
-    return [f"== {sections[block][0]}. not run: {why}" for block, why in not_run.items()]
+def first_lines(folders, loaded, heads, *, sections, not_run):
+    """The lines a run with models starts with: each loaded model's weight files (and their dtype, where it is not the
+    fp32 they are loaded in), its head (heads: {flag: what the log says of it}) and any warning its folder gave; then
+    one line for each section that does not run, and why."""
+    lines = []
+    for flag in loaded:
+        lines += [f"{flag} {portable(folders[flag].name)}: {weights_line(folders[flag], heads[flag])}", *folders[flag].notes]
+    return lines + [f"== {sections[block][0]}. not run: {why}" for block, why in not_run.items()]
 
 
 def not_run_error(sections, problems, not_run, path):
