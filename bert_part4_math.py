@@ -31,18 +31,11 @@ import torch
 from tqdm import tqdm
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
-from part4.command_line.declarations import Fatal, preflight
+from part4.command_line.declarations import Fatal
 from part4.data.readers import file_problem, read_squad
-from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import (
-    load_model,
-    load_qa_model,
-    model_problem,
-    new_head_parameters,
-    pick_device,
-    run_cli,
-    seed_everything,
-)
+from part4.models import section_inputs
+from part4.models.folders import loaded_record
+from part4.models.loading import load_model, load_qa_model, new_head_parameters, pick_device, run_cli, seed_everything
 from part4.output.results_files import (
     UNTRAINED_HEAD,
     Log,
@@ -454,7 +447,8 @@ def plots(payload, folder):
 # --- The sections that need a model: each runs when its inputs can be used, the others are marked not run ---
 
 # The sections that need a model, by the block of the results they write: (the section, the inputs it reads). A model
-# that is refused stops its own sections only: the toys and every other section still run and are written.
+# that is refused stops its own sections only (part4/models/section_inputs.py): the toys and every other section still
+# run and are written.
 SECTION_INPUTS = {"glue_real": ("1b", ("--sst2-model",)), "new_weights": ("7", ("--sst2-model",)),
                   "attention": ("2", ("--squad-model", "--flow-data")), "span_real": ("3b", ("--squad-model",)),
                   "null": ("4", ("--squad2-model",))}
@@ -462,89 +456,18 @@ NEEDS_BERT = {"--sst2-model": "section 1b reads BERT's pooler, bert.pooler",
               "--squad-model": "section 2 reads BERT's attention over [CLS] question [SEP] passage [SEP]"}
 
 
-def check_models(models, flow_questions, flow_data):
-    """The models ({flag: name}: --sst2-model, --squad-model, --squad2-model), each read for what it holds, and the
-    attention flow's data (when it has questions to run), checked before any work; sections 1b and 2 read BERT's own
-    modules, so those two models must be BERTs. Returns ({flag: ModelFolder} of the models that can be used, {input:
-    why not, in one line} of the inputs that cannot)."""
-    flow = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
-    folders, problems = {}, ({"--flow-data": flow} if flow else {})
-    for flag, name in models.items():
-        try:
-            preflight([model_problem(name, flag)])
-            folder = read_model_folder(name, flag)
-            preflight([flag in NEEDS_BERT and not_bert(folder, NEEDS_BERT[flag])])
-            folders[flag] = folder
-        except Fatal as e:
-            problems[flag] = str(e)
-    return folders, problems
-
-
-def sections_not_run(problems):
-    """{block: why} of the sections whose inputs cannot be used (problems: {input: why})."""
-    return {block: "; ".join(problems[i] for i in inputs if i in problems)
-            for block, (_, inputs) in SECTION_INPUTS.items() if any(i in problems for i in inputs)}
-
-
-def load_models(folders, problems, device):
-    """The models that some section can still use, each on its model folder's own weights and head, loaded before the
-    first line is printed, in the sections' order: the SST-2 classifier and its head, and the SQuAD v1.1 (eager
-    attention: section 2 reads its attention probabilities) and v2.0 models with their tokenizers. A model refused
-    as it loads joins problems. Returns {flag: (model, its head or tokenizer)}."""
-    loaders = {"--sst2-model": lambda f: load_sst2_model(f, device),
-               "--squad-model": lambda f: load_qa_model(f, device, MAX_LEN, attn_implementation="eager"),
-               "--squad2-model": lambda f: load_qa_model(f, device, MAX_LEN)}
-    loaded = {}
-    for flag, load in loaders.items():
-        wanted = [b for b, (_, inputs) in SECTION_INPUTS.items() if flag in inputs and b not in sections_not_run(problems)]
-        if flag in folders and wanted:
-            try:
-                loaded[flag] = load(folders[flag])
-            except Fatal as e:
-                problems[flag] = str(e)
-    return loaded
-
-
 def load_sst2_model(folder, device):
+    """Section 1b's SST-2 classifier, with the checkpoint's classifier layer where it has one (else a new one)."""
     model, head = load_model(BertForSequenceClassification, folder.name, folder.flag, head="either")
     return model.to(device).eval(), head
 
 
-def loaded_model_lines(folders, loaded):
-    """The first lines of a run with models: each loaded model's weight files (and their dtype, where it is not the
-    fp32 they are loaded in), its head, and any warning its folder gave."""
-    kept = "the checkpoint's start and end vectors S, E, kept"
-    heads = {"--sst2-model": "the checkpoint's classifier layer, kept" if "--sst2-model" in loaded and
-             loaded["--sst2-model"][1].kept else "a new classifier layer", "--squad-model": kept, "--squad2-model": kept}
-    lines = []
-    for flag in loaded:
-        folder = folders[flag]
-        lines += [f"{flag} {portable(folder.name)}: {weights_line(folder, heads[flag])}", *folder.notes]
-    return lines
-
-
-def not_run_lines(not_run):
-    """One line for each section that did not run, and why."""
-    return [f"== {SECTION_INPUTS[block][0]}. not run: {why}" for block, why in not_run.items()]
-
-
-def not_run_error(problems, not_run, path):
-    """The one line a run that left sections out ends with (exit 2): each input that cannot be used, the sections it
-    stopped, and where the rest is."""
-    stopped = {i: [SECTION_INPUTS[b][0] for b in not_run if i in SECTION_INPUTS[b][1]] for i in problems}
-    said = "; ".join(f"{why} (section{'s' if len(stopped[i]) > 1 else ''} {', '.join(stopped[i])} not run)"
-                     for i, why in problems.items())
-    count = f"{len(problems)} inputs cannot be used: " if len(problems) > 1 else ""
-    return f"{count}{said}; {path} holds the toys and every section that ran, and marks the others (not_run)"
-
-
 @dataclass
 class Models:
-    """The models the sections that need one read, as main prepared them: where they run, each model as given ({flag:
-    name}) and its folder read, those loaded, the inputs that cannot be used and the sections they stop, the flow's
-    data file (None: the Hub's) and dev questions, the tau."""
+    """The models the sections that need one read, as main prepared them: where they run, each model's folder read
+    ({flag: ModelFolder}), those loaded, the inputs that cannot be used and the sections they stop, the flow's data
+    file (None: the Hub's) and dev questions, the tau."""
     device: object
-    names: dict
     folders: dict
     loaded: dict
     problems: dict
@@ -555,46 +478,29 @@ class Models:
 
 
 def prepared_models(models, flow, *, device, tau, results_dir, report):
-    """Every model and input read before any section runs; a refused one stops its own sections only, said here.
-    models: {flag: name} of --sst2-model, --squad-model, --squad2-model; flow: (questions, data file) of the attention
-    flow over a dev file; device: as asked (--device); tau: --tau (None: chosen_tau looks in results_dir)."""
+    """Every model and input read before any section runs, the flow's data first; a refused one stops its own sections
+    only, said here. models: {flag: name} of --sst2-model, --squad-model, --squad2-model, each loaded on its folder's
+    own weights and head (the v1.1 model's attention eager: section 2 reads its probabilities); flow: (questions,
+    data file) of the attention flow over a dev file; device: as asked (--device); tau: --tau (None: chosen_tau looks
+    in results_dir)."""
     (flow_questions, flow_data), device = flow, pick_device(device)
-    folders, problems = check_models(models, flow_questions, flow_data)
+    flow_problem = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
+    folders, problems = section_inputs.read_models(models, NEEDS_BERT, {"--flow-data": flow_problem} if flow_problem else {})
     seed_everything(0)
-    flow_examples = (read_squad(flow_data, "1.1", "--flow-data")[:flow_questions]
-                     if flow_questions and "--flow-data" not in problems else [])
+    flow_examples = read_squad(flow_data, "1.1", "--flow-data")[:flow_questions] if flow_questions and not flow_problem else []
     chosen = chosen_tau(tau, results_dir, models["--squad2-model"])             # (tau, where it comes from)
-    loaded = load_models(folders, problems, device)
-    not_run = sections_not_run(problems)
-    for line in loaded_model_lines(folders, loaded) + not_run_lines(not_run):
+    loaders = {"--sst2-model": lambda f: load_sst2_model(f, device),
+               "--squad-model": lambda f: load_qa_model(f, device, MAX_LEN, attn_implementation="eager"),
+               "--squad2-model": lambda f: load_qa_model(f, device, MAX_LEN)}
+    loaded, problems = section_inputs.load_models(loaders, folders, SECTION_INPUTS, problems)
+    not_run = section_inputs.sections_not_run(SECTION_INPUTS, problems)
+    sst2, qa = loaded.get("--sst2-model"), "the checkpoint's start and end vectors S, E, kept"
+    heads = {"--sst2-model": "the checkpoint's classifier layer, kept" if sst2 and sst2[1].kept else "a new classifier layer",
+             "--squad-model": qa, "--squad2-model": qa}
+    for line in section_inputs.first_lines(folders, loaded, heads, sections=SECTION_INPUTS, not_run=not_run):
         report.say(line)
-    return Models(device=device, names=models, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
-                  flow_data=flow_data, flow_examples=flow_examples, chosen=chosen)
-
-
-def model_sections(m, report, blocks):
-    """Those of blocks (sections that read a model) that its inputs allow, in the article's order: {key: numbers}."""
-    runs = {block: block in blocks and block not in m.not_run for block in SECTION_INPUTS}
-    name = {flag: portable(given) for flag, given in m.names.items()}                # as the log names them
-    out = {}
-    if runs["glue_real"]:
-        sst2, head = m.loaded["--sst2-model"]
-        out["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
-                                     device=m.device, report=report, fresh=not head.kept)
-        out["new_weights"] = new_weights(sst2, report)
-    if runs["attention"]:
-        qa, tok = m.loaded["--squad-model"]
-        out["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
-        if m.flow_examples:
-            out["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
-                                                    source=portable(m.flow_data) or "rajpurkar/squad (validation)")
-    if runs["span_real"]:
-        qa, tok = m.loaded["--squad-model"]
-        out["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
-    if runs["null"]:
-        qa2, tok2 = m.loaded["--squad2-model"]
-        out["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
-    return out
+    return Models(device=device, folders=folders, loaded=loaded, problems=problems, not_run=not_run, flow_data=flow_data,
+                  flow_examples=flow_examples, chosen=chosen)
 
 
 def main(argv=None):
@@ -602,14 +508,30 @@ def main(argv=None):
     check_writable_dir(args.results_dir, "--results-dir")
     report = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
+    name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
     m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, tau=args.tau,
                         results_dir=args.results_dir, report=report) if args.only == "all" else None
+    runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
     payload = {"glue_toy": glue_toy(report)}
-    if m:
-        payload["models"] = {flag: loaded_record(m.folders[flag]) for flag in m.loaded}
-        payload |= model_sections(m, report, ("glue_real", "attention"))
+    payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}} if m else {}
+    if runs["glue_real"]:
+        sst2, head = m.loaded["--sst2-model"]
+        payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
+                                         device=m.device, report=report, fresh=not head.kept)
+        payload["new_weights"] = new_weights(sst2, report)
+    if runs["attention"]:
+        qa, tok = m.loaded["--squad-model"]
+        payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
+        if m.flow_examples:
+            payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
+                                                        source=portable(m.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(report)
-    payload |= model_sections(m, report, ("span_real", "null")) if m else {}
+    if runs["span_real"]:
+        qa, tok = m.loaded["--squad-model"]
+        payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
+    if runs["null"]:
+        qa2, tok2 = m.loaded["--squad2-model"]
+        payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
     payload["f1_examples"] = f1_examples(report)
     payload["swag_toy"] = swag_toy(report)
     payload["tables"] = table_arithmetic(report)
@@ -618,7 +540,8 @@ def main(argv=None):
     plots(payload, args.results_dir)
     report.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)
     if m and m.not_run:
-        raise Fatal(not_run_error(m.problems, m.not_run, portable(os.path.join(args.results_dir, "part4_math.json"))))
+        path = portable(os.path.join(args.results_dir, "part4_math.json"))
+        raise Fatal(section_inputs.not_run_error(SECTION_INPUTS, m.problems, m.not_run, path))
     return 0
 
 

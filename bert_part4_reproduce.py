@@ -38,22 +38,19 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
 from part4.command_line.script_settings import STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
-from part4.output.results_files import RU_MAXRSS_UNIT, STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
-from part4.reproduction import estimates, experiments, stand_in
+from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
+from part4.reproduction import commands, estimates, experiments, stand_in
 from part4.reproduction.experiments import Inputs
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-REPORT = os.path.join(ROOT, "bert_part4_report.py")
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
 ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
 # The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass.
@@ -189,8 +186,8 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     problems = {}
     if any(estimates.work_key(w, cache) not in cache for w in works):
         start, load = time.perf_counter(), os.getloadavg()[0]
-        cache, problems = measured(works, inputs.device, cache, log, offline=not inputs.models and not hub_reachable(),
-                                   names=names)
+        cache, problems = commands.measured(works, inputs.device, cache, log,
+                                            offline=not inputs.models and not hub_reachable(), names=names)
         cache[estimates.CALIBRATED] = (f"{time.strftime('%Y-%m-%d %H:%M')}, in "
                                        f"{readable_time(time.perf_counter() - start)} at load {load:.1f} on "
                                        f"{os.cpu_count()} cores")
@@ -209,32 +206,6 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
         if parts[step.name] is None:
             why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
     return Times(parts, why, cache)
-
-
-def measured(works, device, cache, log, offline=False, names=None):
-    """The units of works not in the cache measured by part4/reproduction/calibration.py in a process of its own (torch is loaded
-    there, never here), its lines said as they come: (the cache filled, {model: why} for the models it could not load).
-    offline: the Hub is out of reach, and the cached models are read without asking it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        request = os.path.join(tmp, "calibration.json")
-        names = {w.model: portable(w.model) for w in works} | (names or {})       # no folder of this machine in the log
-        write_atomic(request, json.dumps({"works": [asdict(w) for w in works], "device": device, "cache": cache,
-                                          "names": names}))
-        env = dict(os.environ, HF_HUB_OFFLINE="1") if offline else None
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "part4.reproduction.calibration", request], cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        for line in proc.stdout:
-            if line.rstrip("\n") == estimates.IMPORTED:       # a script's start: a process of python importing what they import
-                started = time.perf_counter() - start
-                continue
-            log.say(line.rstrip("\n"))
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            raise Fatal(f"the calibration failed: {last_line(err) or f'exit status {proc.returncode}'}")
-        answer = read_json(request)
-    starts = {estimates.work_key(w, cache): started for w in works if w.kind == "start"}
-    return {**answer["cache"], **starts}, answer["problems"]
 
 
 def room_work(grid, inputs):
@@ -378,24 +349,6 @@ def within_budget(order, costs, done, budget):
 
 # --- Running: each stand-in unless built, then each experiment unless done, the report after each ---
 
-@dataclass
-class Outcome:
-    experiment: object         # an experiments.Experiment, or a stand_in.Step
-    status: str                # done before | ran | failed | stopped
-    seconds: float = 0.0
-    estimate: float = None
-    reason: str = ""
-    peak: int = None           # bytes: its process's largest resident memory (with its own children's), where measured
-
-
-class Terminated(Exception):
-    """SIGTERM to this process: passed on to the running experiment, which stops as on Ctrl-C."""
-
-
-def raise_terminated(signum, frame):
-    raise Terminated()
-
-
 def in_turns(order, groups):
     """[(runs, how many at a time)]: each item of order in a turn of its own, but the runs of a grid that groups puts
     side by side (side_by_side_groups) in one turn, where the first of them stands."""
@@ -413,8 +366,8 @@ def in_turns(order, groups):
 def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
     """Each stand-in unless built and each experiment unless done, turn by turn (in_turns), a progress line with its
     estimate, a line with its time beside the estimate, and after an experiment the report rebuilt; the runs of a
-    turn all at once, so many processes at a time; a Ctrl-C or SIGTERM stops after the scripts running have stopped
-    cleanly."""
+    turn all at once, so many processes at a time (each command a process of its own: part4/reproduction/commands.py);
+    a Ctrl-C or SIGTERM stops after the scripts running have stopped cleanly."""
     outcomes = []
     order = [x for runs, _ in turns for x in runs]
     at = {e.name: k for k, e in enumerate(order, 1)}
@@ -422,7 +375,7 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
         e = runs[0]
         if done[e.name]:
             log.say(f"[{at[e.name]}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
-            outcomes.append(Outcome(e, "done before"))
+            outcomes.append(commands.Outcome(e, "done before"))
             continue
         for x in runs:
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], outcomes)}: "
@@ -430,9 +383,10 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
         building = isinstance(e, stand_in.Step)
         if len(runs) > 1:
             log.say(f"side by side: {len(runs)} runs, {n} processes at a time")
-            finished = run_side_by_side(runs, n, costs, inputs)
+            finished = commands.run_side_by_side(runs, n, costs, inputs)
         else:
-            finished = [build_stand_in(e, mirror, costs[e.name]) if building else run_experiment(e, inputs, costs[e.name])]
+            finished = [commands.build_stand_in(e, mirror, costs[e.name]) if building
+                        else commands.run_experiment(e, inputs, costs[e.name])]
         for outcome in finished:
             x = outcome.experiment
             outcomes.append(outcome)
@@ -442,7 +396,7 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
                                                              else "")
                     + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
-            rebuild_report(inputs.results_dir, log)
+            commands.rebuild_report(inputs.results_dir, log)
         stopped = [o.experiment.name for o in finished if o.status == "stopped"]
         if stopped:
             reason = next(o.reason for o in finished if o.status == "stopped") or "stopped"
@@ -470,112 +424,6 @@ def command_text(item, inputs, mirror):
     return shlex.join(["python", *words]) if words else f"a copy of {mirror.name} ({mirror.source})"
 
 
-def build_stand_in(step, mirror, estimate):
-    """One model of the stand-in mirror built: the base copied, or its fine-tune's command run as an experiment is,
-    then its saved model taken in; each moved into place with its record (part4/reproduction/stand_in.py)."""
-    start = time.perf_counter()
-    stand_in.fresh_staging(mirror, step.build)
-    if not step.build.task:
-        stand_in.copy_base(step, mirror)
-        return Outcome(step, "ran", seconds=time.perf_counter() - start, estimate=estimate)
-    words = stand_in.fine_tune_command(step.build, mirror)
-    outcome = run_command(step, words, estimate)
-    if outcome.status == "ran":
-        try:
-            stand_in.take_fine_tuned(step, mirror, words)
-        except Fatal as e:
-            return Outcome(step, "failed", seconds=outcome.seconds, estimate=estimate, reason=str(e))
-    return outcome
-
-
-def run_experiment(experiment, inputs, estimate):
-    return run_command(experiment, experiments.command(experiment, inputs), estimate)
-
-
-def run_command(item, words, estimate):
-    """A script's command as a subprocess, its stdout on ours, its stderr kept for its one-line error. Ctrl-C and
-    SIGTERM are passed on to it: it stops cleanly (a fine-tune saves its checkpoint) and we wait for it."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stderr=err)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)          # proc.wait(), with the child's peak memory
-            proc.returncode = code = os.waitstatus_to_exitcode(status)
-        except (KeyboardInterrupt, Terminated) as stop:
-            proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
-            proc.wait()
-            return Outcome(item, "stopped", seconds=time.perf_counter() - start, estimate=estimate,
-                           reason=last_line(err))
-        status = "ran" if code == 0 else "failed"
-        return Outcome(item, status, seconds=time.perf_counter() - start, estimate=estimate,
-                       reason="" if code == 0 else last_line(err) or f"exit status {code}",
-                       peak=usage.ru_maxrss * RU_MAXRSS_UNIT)
-
-
-def last_line(err):
-    """The script's one-line error: its last line on stderr that says why it stopped, else its last line (a
-    traceback's: the exception)."""
-    err.seek(0)
-    lines = [part.strip() for line in err.read().splitlines() for part in line.split("\r") if part.strip()]
-    said = [line for line in lines if line.startswith(("error:", "stopped", "interrupted"))]
-    return (said or lines or [""])[-1]
-
-
-def run_side_by_side(runs, n, costs, inputs):
-    """The experiments runs, n processes at a time, each its own script's command (its own results file); each one's
-    stdout kept and printed whole when it ends (not interleaved), its stderr for its one-line error. On the CPU each
-    takes its share of the cores (OMP_NUM_THREADS, unless set). Ctrl-C and SIGTERM are passed on to every one running;
-    those not started yet are not run. [Outcome] in the order they ended."""
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
-    waiting, running, ended = list(runs), [], []
-    try:
-        while waiting or running:
-            while waiting and len(running) < n:
-                e = waiting.pop(0)
-                running.append(Child(e, costs[e.name], inputs, env))
-            time.sleep(0.2)
-            for child in [c for c in running if c.proc.poll() is not None]:
-                running.remove(child)
-                ended.append(child.outcome("ran" if child.proc.returncode == 0 else "failed"))
-    except (KeyboardInterrupt, Terminated) as stop:
-        for child in running:
-            child.proc.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
-        for child in running:
-            child.proc.wait()
-            ended.append(child.outcome("stopped"))
-    return ended
-
-
-class Child:
-    """An experiment's command started as a process of its own beside others, its stdout and stderr kept in files."""
-
-    def __init__(self, experiment, estimate, inputs, env):
-        self.experiment, self.estimate, self.start = experiment, estimate, time.perf_counter()
-        words = experiments.command(experiment, inputs)
-        self.out, self.err = (tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") for _ in range(2))
-        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, words[0]), *words[1:]], stdout=self.out,
-                                     stderr=self.err, env=env)
-
-    def outcome(self, status):
-        """Its Outcome once it has ended, its stdout printed whole."""
-        seconds = time.perf_counter() - self.start
-        self.out.seek(0)
-        sys.stdout.write(self.out.read())
-        sys.stdout.flush()
-        reason = "" if status == "ran" else last_line(self.err) or f"exit status {self.proc.returncode}"
-        self.out.close()
-        self.err.close()
-        return Outcome(self.experiment, status, seconds=seconds, estimate=self.estimate, reason=reason)
-
-
-def rebuild_report(results_dir, log):
-    """bert_part4_report.py on the results folder: its summary line, or its one-line error."""
-    done = subprocess.run([sys.executable, REPORT, "--results-dir", results_dir], capture_output=True, text=True)
-    lines = (done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
-    log.say(f"report: {lines[-2] if done.returncode == 0 and len(lines) > 1 else (lines or ['?'])[-1]}")
-
-
 # --- The end: the estimates against the times, the failures, what the budget left ---
 
 def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
@@ -583,7 +431,7 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
     if not ran:
         log.say("Nothing to run: every experiment is done (its results file records the same command)"
                 + ("; every stand-in built before" if mirror else ""))
-        rebuild_report(inputs.results_dir, log)
+        commands.rebuild_report(inputs.results_dir, log)
     timed = [o for o in ran if o.status == "ran" and o.estimate]
     if timed:
         estimate, actual = sum(o.estimate for o in timed), sum(o.seconds for o in timed)
@@ -636,10 +484,10 @@ def main(argv=None):
     to_run, left = within_budget([*steps, *order], costs, done, args.budget)
     if mirror:
         check_room([(inputs.models, stand_in.room_needed(mirror, steps), "the stand-in's models to build in")])
-    signal.signal(signal.SIGTERM, raise_terminated)
+    signal.signal(signal.SIGTERM, commands.raise_terminated)
     try:
         outcomes = run_in_order(in_turns(to_run, groups), costs, done=done, inputs=inputs, log=log, mirror=mirror)
-    except (KeyboardInterrupt, Terminated):
+    except (KeyboardInterrupt, commands.Terminated):
         raise Stopped("stopped between experiments; run the same command again to go on", 130)
     return closing(outcomes, left, inputs, log, mirror=mirror,
                    again=shlex.join(["python", "bert_part4_reproduce.py", *argv]))

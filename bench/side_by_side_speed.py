@@ -20,9 +20,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import bert_part4_reproduce as reproduce  # noqa: E402
 from part4.paper import article  # noqa: E402
-from part4.reproduction import experiments  # noqa: E402
+from part4.reproduction import commands, experiments  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared", "data")
 
@@ -46,9 +45,9 @@ def timed(way, runs, inputs, n):
     start = time.perf_counter()
     costs = {e.name: None for e in runs}
     if way == "side by side":
-        outcomes = reproduce.run_side_by_side(runs, n, costs, inputs)
+        outcomes = commands.run_side_by_side(runs, n, costs, inputs)
     else:
-        outcomes = [reproduce.run_experiment(e, inputs, None) for e in runs]
+        outcomes = [commands.run_experiment(e, inputs, None) for e in runs]
     failed = [f"{o.experiment.name}: {o.reason}" for o in outcomes if o.status != "ran"]
     if failed:
         sys.exit(f"a run failed: {failed[0]}")

@@ -13,7 +13,8 @@ from conftest import ROOT, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_math as bm
-from part4.models import folders, loading
+from part4.command_line.declarations import Fatal
+from part4.models import folders, loading, section_inputs
 from part4.output.results_files import Log
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
@@ -148,6 +149,27 @@ def test_main_end_to_end_on_tiny_models(tiny_sst2_dir, tiny_qa_dir, tmp_path):
         assert (out / "part4_math_span_heatmap.png").stat().st_size > 1000
     except ImportError:
         pass
+
+
+def test_an_input_that_cannot_be_used_stops_only_the_sections_that_read_it():
+    """part4/models/section_inputs.py on a table of three sections: a missing data file stops the one section that
+    reads it; a model is loaded only while some section still reads it; a model refused as it loads stops its own
+    sections; the run's one line names each input with the sections it stopped."""
+    sections = {"a": ("1", ("--m",)), "b": ("2", ("--m", "--data")), "c": ("3", ("--n",)), "d": ("4", ("--k", "--data"))}
+
+    def refused(folder):
+        raise Fatal(f"--n {folder}: refused")
+
+    problems = {"--data": "--data x.json: no such file"}
+    assert section_inputs.sections_not_run(sections, problems) == {"b": problems["--data"], "d": problems["--data"]}
+    loaded, problems = section_inputs.load_models({"--m": lambda f: ("model", f), "--n": refused, "--k": lambda f: 1 / 0},
+                                                  {"--m": "m", "--n": "n", "--k": "k"}, sections, problems)
+    assert loaded == {"--m": ("model", "m")} and problems["--n"] == "--n n: refused"        # --k: no section left
+    not_run = section_inputs.sections_not_run(sections, problems)
+    assert not_run == {"b": "--data x.json: no such file", "c": "--n n: refused", "d": "--data x.json: no such file"}
+    assert section_inputs.not_run_error(sections, problems, not_run, "r/part4_math.json") == (
+        "2 inputs cannot be used: --data x.json: no such file (sections 2, 4 not run); --n n: refused (section 3 not "
+        "run); r/part4_math.json holds the toys and every section that ran, and marks the others (not_run)")
 
 
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):

@@ -23,7 +23,7 @@ import bert_part4_report as report
 import bert_part4_reproduce as reproduce
 from part4.command_line.declarations import Fatal
 from part4.paper import article
-from part4.reproduction import estimates, experiments
+from part4.reproduction import commands, estimates, experiments
 from part4.reproduction import report as report_text
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
@@ -617,18 +617,35 @@ def test_side_by_side_runs_give_the_numbers_of_one_after_another(mirror, tmp_pat
     inputs = {way: experiments.Inputs(models=mirror, data=SHARED_DATA, max_train_examples=32, max_dev_examples=8, device="cpu",
                                       results_dir=str(folder)) for way, folder in folders.items()}
     costs = {e.name: 1.0 for e in mrpc}
-    together = reproduce.run_side_by_side(mrpc, 2, costs, inputs["together"])
+    together = commands.run_side_by_side(mrpc, 2, costs, inputs["together"])
     assert sorted(o.experiment.name for o in together) == sorted(e.name for e in mrpc)
     assert all(o.status == "ran" and o.estimate == 1.0 for o in together), [o.reason for o in together]
     printed = capsys.readouterr().out
     assert printed.count("FINAL mrpc") == 4
     for e in mrpc:
-        assert reproduce.run_experiment(e, inputs["alone"], 1.0).status == "ran"
+        assert commands.run_experiment(e, inputs["alone"], 1.0).status == "ran"
     files = {way: sorted(p.name for p in folder.glob("part4_mrpc_*.json")) for way, folder in folders.items()}
     assert len(files["together"]) == 4 and files["together"] == files["alone"]
     for name in files["alone"]:
         a, b = (json.loads((folders[way] / name).read_text()) for way in ("together", "alone"))
         assert (a["before"], a["final"], a["steps"]) == (b["before"], b["final"], b["steps"]), name
+
+
+
+@pytest.mark.slow
+def test_a_calibration_that_fails_stops_the_plan_with_its_one_line(tmp_path, monkeypatch):
+    """The calibration's process stops with an error: the plan stops with one line, its error (the last line that
+    says why, not a progress bar's nor a traceback's), not a traceback of ours."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nprintf 'calibrating 10%%\\rcalibrating 50%%\\nerror: --device cuda: no CUDA device here"
+                    "\\nTraceback (most recent call last):\\nSystemExit: 2\\n' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    with pytest.raises(Fatal) as stop:
+        commands.measured([estimates.Work("start", "bert_part4_heads.py")], "cpu", {}, reproduce.Log())
+    assert str(stop.value) == "the calibration failed: error: --device cuda: no CUDA device here"
+    assert commands.last_line("loading 10%\rloading 90%\nTraceback (most recent call last):\nValueError: x\n") == \
+        "ValueError: x"
 
 
 # --- The README's route without the Hub: one command, said the same everywhere, apart from the article's results ---

@@ -1,7 +1,9 @@
 """Loading a model, and where it runs (the device, and this process's place among those torchrun starts):
 
-    hub       the Hugging Face Hub, asked as little as possible: offline or reachable, a model in its cache
-    folders   a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer)
-    loading   a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
-              device, the autocast dtype, the seeds; the processes torchrun starts (joined, left, an error every
-              one stops on), this process's place and what they share; run_cli, every script's frame"""
+    hub             the Hugging Face Hub, asked as little as possible: offline or reachable, a model in its cache
+    folders         a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer)
+    loading         a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
+                    device, the autocast dtype, the seeds; the processes torchrun starts (joined, left, an error every
+                    one stops on), this process's place and what they share; run_cli, every script's frame
+    section_inputs  the models a script's sections read, each read and loaded where it can be: a refused one stops
+                    only the sections that read it"""
