@@ -135,7 +135,7 @@ def main(argv=None):
         results = {}
         for k in plan.mine:                     # this process's share of the runs
             if k in plan.done_before:           # a grid's, restarts' or glue's run whose result exists: skipped
-                results[k] = plan.done_before[k]
+                results[k] = plan.skip(k)       # its earlier results, its line said in its turn
             else:
                 results[k] = fine_tune(plan.jobs[k], plan)
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up

@@ -74,8 +74,8 @@ class Command:
         """One task's runs planned (task: its TaskInputs; jobs: its runs): how the processes share them; every input
         checked and the data read and tokenised once (a bad input on any process stops every one, with its one line);
         the runs done before for the same settings found (plan.done_before: not trained again); the header lines said
-        (the grid, the work split), then the skipped runs of this process's share. Those lines and the summary go to
-        the GLUE table or to the task's own summary of its grid or restarts, which is never one of other runs."""
+        (the grid, the work split). Those lines, the skipped runs' (Plan.skip) and the summary go to the GLUE table or
+        to the task's own summary of its grid or restarts, which is never one of other runs."""
         config, family, c, processes = task.config, task.family, self.settings, self.processes
         if self.in_table:
             report = self.glue_log
@@ -100,11 +100,8 @@ class Command:
             report.say(split_line(mode, processes, len(jobs)))
         # the runs this process takes part in: every one in data mode, run k by process k % N in runs mode
         mine = [k for k in range(len(jobs)) if mode == "data" or k % processes.world == processes.rank]
-        for k in mine:                              # those done before, skipped (the others' are said in collect)
-            if k in earlier and processes.is_main:
-                report.say(skipped_line(earlier[k]))
         return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
-                    mine=mine, done_before={k: {**earlier[k], "skipped": True} for k in earlier})
+                    mine=mine, done_before=earlier)
 
     def collect(self, plan, results):
         """Every run's results gathered (results: {k: results} of the runs this process took part in, plan.mine, None
@@ -188,7 +185,14 @@ class Plan:
     where: Where
     report: Log
     mine: list                         # the runs this process takes part in, by their place in jobs
-    done_before: dict                  # {k: the earlier results of run k, marked skipped}: runs not trained again
+    done_before: dict                  # {k: the earlier results of run k}: runs not trained again
+
+    def skip(self, k):
+        """Run k's earlier results, marked skipped, its line said in its turn (on the first process; another
+        process's are said in collect)."""
+        if self.where.processes.is_main:
+            self.report.say(skipped_line(self.done_before[k]))
+        return {**self.done_before[k], "skipped": True}
 
 
 def read_data(config, family, sources):
