@@ -107,8 +107,9 @@ def stand_in_mirror(given, inputs):
 
 
 @dataclass
-class Log:
-    """Each line on stdout and, when running, appended to the results folder's reproduce.log."""
+class PassLog:
+    """The pass's log (not a script's results log, part4/output/results_files.py Log): each line on stdout and, when
+    running, appended to the results folder's reproduce.log."""
     path: str = None
 
     def say(self, line):
@@ -121,9 +122,9 @@ class Log:
 def opened_log(plan, results_dir, argv):
     """--plan: stdout only. A run: the results folder's log too, opened with the command line and the time."""
     if plan:
-        return Log()
+        return PassLog()
     os.makedirs(results_dir, exist_ok=True)
-    log = Log(os.path.join(results_dir, LOG))
+    log = PassLog(os.path.join(results_dir, LOG))
     log.say(f"python bert_part4_reproduce.py {shlex.join(argv)}   ({time.strftime('%Y-%m-%d %H:%M:%S')})")
     return log
 

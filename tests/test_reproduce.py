@@ -350,7 +350,7 @@ def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick
     args = reproduce.parse_args(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 max_dev_examples=args.max_dev_examples, device=args.device, results_dir=args.results_dir)
-    costs = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.Log()).costs
+    costs = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.PassLog()).costs
     order = experiments.EXPERIMENTS
     budget = costs[order[0].name] + costs[order[1].name] / 2
     done = run([*argv, "--budget", f"{budget:.6f}s"])
@@ -642,7 +642,7 @@ def test_a_calibration_that_fails_stops_the_plan_with_its_one_line(tmp_path, mon
     fake.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake))
     with pytest.raises(Fatal) as stop:
-        commands.measured([estimates.Work("start", "bert_part4_heads.py")], "cpu", {}, reproduce.Log())
+        commands.measured([estimates.Work("start", "bert_part4_heads.py")], "cpu", {}, reproduce.PassLog())
     assert str(stop.value) == "the calibration failed: error: --device cuda: no CUDA device here"
     assert commands.last_line("loading 10%\rloading 90%\nTraceback (most recent call last):\nValueError: x\n") == \
         "ValueError: x"
