@@ -144,7 +144,7 @@ def hub_problems(chosen, inputs):
 def cannot_run(experiment, inputs, off_hub):
     """Why an experiment cannot run here, each in words ([] when it can): the files it reads that are missing, its
     models out of the Hub's reach, the --models folders that hold another kind of model than it reads."""
-    absent = [path for _, path in experiments.expected_paths(experiment, inputs) if not os.path.exists(path)]
+    absent = experiments.missing(experiment, inputs)
     heads = [] if inputs.stand_in else [experiments.model_kind_problem(h, inputs) for _, h in experiment.models]
     far = [h for _, h in experiment.models if h in off_hub]
     return ((["missing " + ", ".join(absent)] if absent else [])

@@ -336,7 +336,7 @@ def has_matplotlib():
         return False
 
 
-def test_only_and_limit(tiny_qa, tmp_path):
+def test_only_and_max_dev_examples(tiny_qa, tmp_path):
     v1 = squad_file(tmp_path / "v1.json", False)
     out = tmp_path / "results"
     assert sq.main(["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--max-dev-examples", "2",

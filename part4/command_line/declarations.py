@@ -298,7 +298,7 @@ def given_or_default(given, settings_class, recipe):
 
 
 def recorded(settings, place, path=None):
-    """{name: value} of the settings declared as recorded in place (RUN or TABLE), each under its flag's name, a word
+    """{name: value} of the settings declared as recorded in place (RUN or TABLE), each under its field's name, a word
     for the value it stands for (group_by_length "auto"), a path as path() writes it; one recorded there unless
     default is left out at its default."""
     out = {}

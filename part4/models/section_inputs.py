@@ -38,7 +38,8 @@ def load_models(loaders, folders, sections, problems):
     model refused as it loads)."""
     loaded, problems = {}, dict(problems)
     for flag, load in loaders.items():
-        wanted = [b for b, (_, inputs) in sections.items() if flag in inputs and b not in sections_not_run(sections, problems)]
+        blocked = sections_not_run(sections, problems)
+        wanted = [b for b, (_, inputs) in sections.items() if flag in inputs and b not in blocked]
         if flag in folders and wanted:
             try:
                 loaded[flag] = load(folders[flag])

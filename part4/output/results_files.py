@@ -70,7 +70,7 @@ def file_sha256(*paths):
     """The sha256 of the files' bytes, one file after the other, in hex; of one weight file, what a published
     checkpoint is known by (the sha256 its Hub page's LFS pointer quotes). Hashed once per state of the files (a
     BERT-base is 440 MB), however often a run records them."""
-    key = tuple((os.path.abspath(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    key = tuple((os.path.abspath(p), stat.st_size, stat.st_mtime_ns) for p in paths for stat in [os.stat(p)])
     if key not in _SHA256:
         h = hashlib.sha256()
         for path, _, _ in key:

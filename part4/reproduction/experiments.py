@@ -342,6 +342,7 @@ def expected_paths(experiment, inputs):
 
 
 def missing(experiment, inputs):
+    """The files an experiment reads that are not here."""
     return [path for _, path in expected_paths(experiment, inputs) if not os.path.exists(path)]
 
 

@@ -7,7 +7,6 @@ import glob
 import os
 
 from part4.command_line.declarations import Fatal, say_error
-from part4.data.readers import TASKS
 from part4.output.results_files import read_results
 from part4.paper import article
 from part4.reproduction.our_numbers import RESULTS_NAME, run_problem, script_of
@@ -153,6 +152,7 @@ def warn_unusable(table, folder):
 def one_run(path, requirements):
     """The article's lines beside one results file's, in the report's order (article, then ours): printed, nothing
     written. The file is checked as a folder's files are."""
+    from part4.data.readers import TASKS  # GLUE's task names, for one line: imported here, not with the report
     if os.path.isdir(path):
         raise Fatal(f"{path}: a folder, not a results file (for every run in a folder: --results-dir {path})")
     data = read_results(path)

@@ -21,7 +21,7 @@ JSON the scripts wrote (part4/reproduction/our_numbers.py). The statuses and the
   another setting  our run used a library version requirements.txt excludes (e.g. tokenizers 0.23.2), or a fine-tune
                    left the article's batch 32, 3 epochs and seed 0 (for its learning curve, also the article's 30
                    dev evaluations): shown, not judged;
-  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples, --max-dev-examples): shown, not judged
+  cut run          our run saw part of the data (--max-train-examples, --max-dev-examples): shown, not judged
                    (a cut run or another split on another model says that too);
   shown            timings, numbers of the article's random heads and rounding noise: shown, never judged;
   unusable         the results file holds no number where ours should be (a string, null, NaN, infinity, a count that
@@ -154,7 +154,8 @@ def model_name(recorded):
 # --- Not the article's setting: a cut run, another split, another setting ---
 
 def cut_by(data):
-    """The flags that cut the run, in words, or '' (--limit: --max-dev-examples in the results of earlier versions)."""
+    """The flags that cut the run, in words, or '' (limit: what the results of earlier versions call max_dev_examples,
+    shown as the flag that run was given, --limit)."""
     config = data["run"].get("config") or {}
     return ", ".join(f"--{k.replace('_', '-')} {config[k]}" for k in ("max_train_examples", "max_dev_examples", "limit")
                      if config.get(k) is not None)

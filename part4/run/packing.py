@@ -149,7 +149,8 @@ def padding_free_problem(model):
     if off:
         return f"its configuration is not the one padding-free steps re-implement ({', '.join(off)})"
     missing = [part for part in EMBEDDING_PARTS if not hasattr(bert.embeddings, part)] + [
-        f"layer.{part}" for layer in bert.encoder.layer for part in LAYER_PARTS if part not in dict(layer.named_modules())]
+        f"layer.{part}" for layer in bert.encoder.layer for names in [dict(layer.named_modules())] for part in LAYER_PARTS
+        if part not in names]
     if missing or not all(hasattr(layer.attention.self, "scaling") for layer in bert.encoder.layer):
         return f"its BertModel lacks the parts padding-free steps use ({', '.join(sorted(set(missing))) or 'scaling'})"
     return None

@@ -3,9 +3,8 @@ each task's runs go to, their results collected and summed up, the GLUE table at
 runs: which runs, how the processes share them (every batch split, or whole runs each), every input checked and the
 data read and tokenised once for all of them (`read_data`), the runs done before for the same settings found (and
 skipped), and every run's results collected from the processes. It answers the recipe's questions and never calls it:
-bert_part4_finetune.py loads each run's model and trains it itself. The processes torchrun starts are joined and left
-here too (`start_processes`, and `run_cli`, which every script's main runs in), with the error every process stops on
-(`all_agree`)."""
+bert_part4_finetune.py loads each run's model and trains it itself. The processes torchrun starts are joined, and an
+error every process stops on raised, by part4/models/loading.py's `start_processes` and `all_agree`."""
 
 import os
 from dataclasses import dataclass, replace
