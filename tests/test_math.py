@@ -297,3 +297,29 @@ def test_table_arithmetic_is_the_articles(tmp_path):
     t = bm.table_arithmetic(Log("x", str(tmp_path)))
     assert {k: round(v, 1) for k, v in t["table1_gains"].items()} == {"BERT-base": 4.5, "BERT-large": 7.0}
     assert round(t["table2_margin"], 1) == 1.5 and t["single_beats_top"]
+
+
+@pytest.mark.slow
+def test_tau_is_read_from_a_file_the_squad_script_wrote(tiny_qa_dir, tmp_path):
+    """chosen_tau on bert_part4_squad.py's own results: a run cut by --max-dev-examples is not used, a whole one is;
+    and a committed results file of an earlier version (its cut recorded as limit) still reads as the whole dev set."""
+    from test_squad import squad_file
+
+    import bert_part4_squad
+    data = squad_file(tmp_path / "dev-v2.0.json", v2=True)
+    argv = ["--only", "v2", "--v2-model", tiny_qa_dir, "--v2-data", str(data), "--device", "cpu", "--max-len", "64",
+            "--stride", "16"]
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    assert bert_part4_squad.main([*argv, "--max-dev-examples", "2", "--results-dir", str(cut)]) == 0
+    tau, source = bm.chosen_tau(None, str(cut), tiny_qa_dir)
+    assert tau == 4.0 and "on only the first 2 questions (--max-dev-examples)" in source
+    assert bert_part4_squad.main([*argv, "--results-dir", str(whole)]) == 0
+    saved = json.loads((whole / "part4_squad.json").read_text())
+    assert bm.chosen_tau(None, str(whole), tiny_qa_dir) == (saved["v2_dev"]["best"]["tau"],
+                                                          f"from bert_part4_squad.py, chosen on all {saved['v2_dev']['n']} "
+                                                          f"dev questions")
+    committed = json.loads(open(os.path.join(ROOT, "results", "minilm_squad_v2", "part4_squad.json")).read())
+    assert "limit" in committed["run"]["config"] and "max_dev_examples" not in committed["run"]["config"]
+    folder = os.path.join(ROOT, "results", "minilm_squad_v2")
+    tau, source = bm.chosen_tau(None, folder, committed["run"]["config"]["v2_model"])
+    assert source.startswith("from bert_part4_squad.py, chosen on all ") and tau == committed["v2_dev"]["best"]["tau"]
