@@ -36,6 +36,7 @@ class HeadsSettings:
     device: str = shared("device")
     results_dir: str = shared("results_dir")
     seed: int = shared("seed")
+    dtype: str = shared("dtype")
 
 
 def heads_parser():
@@ -106,6 +107,7 @@ class MathSettings:
     flow_questions: int = setting(100, check=Range(0),
                                   help="questions for the attention flow over a dev file (default: 100; 0: skip)")
     flow_data: str = setting(help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
+    dtype: str = shared("dtype")
     device: str = shared("device")
     results_dir: str = shared("results_dir")
 

@@ -293,6 +293,30 @@ def autocast_dtype(device, dtype="auto", inference=False):
     return table[dtype]
 
 
+def native_bf16(device):
+    """Does this device compute bf16 in hardware, not by emulation? CUDA: from Ampere on. The CPU: Intel's AMX-BF16
+    (Sapphire Rapids on) or AVX-512-BF16 (Cooper Lake; AMD from Zen 4), or an ARM CPU's BF16 extension, as torch's
+    cpuinfo reads them (torch.cpu.get_capabilities, or the older checks of a torch without it). Apple MPS: False (no
+    claim is made there)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type != "cpu":
+        return False
+    if hasattr(torch.cpu, "get_capabilities"):
+        caps = torch.cpu.get_capabilities()
+        return any(caps.get(k) is True for k in ("amx_bf16", "avx512_bf16", "bf16", "sve_bf16"))
+    older = (getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+    return any(check() for check in older if check is not None)
+
+
+def precision_note(device, dtype):
+    """The one line a run in bf16 says where the device has no native bf16 (it runs, emulated, and slowly); '' otherwise."""
+    if dtype is not torch.bfloat16 or native_bf16(device):
+        return ""
+    return (f"(bf16 on a {device.type} without native bf16 (no AMX or AVX-512-BF16): emulated, likely slower than fp32; "
+            f"--dtype fp32 is the fast choice here)")
+
+
 def has_fused_adamw(device):
     """Does torch have a fused AdamW kernel for this device? CUDA always; the CPU and Apple MPS from torch 2.4."""
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
