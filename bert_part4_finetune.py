@@ -38,7 +38,7 @@ from transformers import AutoConfig
 
 from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
 from part4.paper.recipe import grid_settings
-from part4.run.packing import make_padding_free
+from part4.run.packing import dropout_masks, make_padding_free
 from part4.run.plan import Command
 from part4.run.run_files import Job
 from part4.run.training_run import TrainingRun
@@ -89,7 +89,8 @@ def fine_tune(job, plan):
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model, head = new_model(family, settings.model, settings.init, settings.head)    # head: a new layer, or kept
     model = model.to(device)
-    model = make_padding_free(model) if settings.padding_free else model    # real tokens only (--padding-free)
+    if settings.padding_free:                                        # real tokens only (--padding-free); its dropout
+        model = make_padding_free(model, dropout_masks(device, plan.where.dtype))   # masks as the device and dtype ask
     model.train()
     train = plan.data.train["input_ids"]
     opt = torch.optim.AdamW(decay_groups(model, settings.weight_decay), lr=job.lr,  # no decay on biases and LayerNorm

@@ -27,7 +27,15 @@ from part4.command_line.fine_tune_settings import computation_on
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.data.readers import TASKS
 from part4.models.folders import loaded_record, weights_line
-from part4.models.loading import ALONE, WithoutCudnnAttention, autocast, has_fused_adamw, model_type_note, summed
+from part4.models.loading import (
+    ALONE,
+    WithoutCudnnAttention,
+    autocast,
+    has_fused_adamw,
+    model_type_note,
+    precision_note,
+    summed,
+)
 from part4.output.results_files import (
     ADAMW_MOMENTS,
     CHECKPOINT_SIZE,
@@ -50,7 +58,7 @@ from part4.paper.article import (
     article_runs,
 )
 from part4.paper.recipe import eval_every, evaluations_made
-from part4.run.packing import packed_or_padded, padding_free_problem, with_real_tokens
+from part4.run.packing import MASKS_PADDED, dropout_masks, packed_or_padded, padding_free_problem, with_real_tokens
 from part4.run.run_files import Checkpoint, article_setting, recorded_command, run_name, run_settings, saved_model_folders
 
 HOST = torch.device("cpu")
@@ -112,8 +120,9 @@ class TrainingRun:
         # its batches' widths were rounded up to (1: each its own longest), cuDNN's attention kernels allowed or left out
         # (on CUDA; none elsewhere). Recorded under names of their own: what ran, beside the flags as given
         # (padding_free_steps ran; the flag --padding-free is the command's padding_free)
+        masks = dropout_masks(self.device, self.dtype) if self.packed else MASKS_PADDED      # as fine_tune asked
         self.computation = {"padding_free_steps": self.packed, "fused_adamw": bool(opt.param_groups[0].get("fused")),
-                            **self.device_computation}
+                            "dropout_masks": masks, **self.device_computation}
         if loaded is None:
             self.step, self.curve = 0, []
             self.before = self.begin()
@@ -410,8 +419,9 @@ def preamble(run):
                        else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
     elif c.cudnn_attention is not None:
         kernels.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
-    padding = ("padding-free steps (every layer but attention on the real tokens only)" if how["padding_free_steps"]
-               else "dynamic padding")
+    padding = ("padding-free steps (every layer but attention on the real tokens only"
+               + (f"; dropout masks: {how['dropout_masks']}" if how["dropout_masks"] != MASKS_PADDED else "") + ")"
+               if how["padding_free_steps"] else "dynamic padding")
     model = run.model.config
     lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {c.clip}, "
               f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
@@ -420,6 +430,8 @@ def preamble(run):
               + f"; model {portable(c.model)}{model_type_note(run.model)}"
               + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
               f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+    if precision_note(device, run.dtype):                                   # bf16 where it is emulated: slow
+        lines.append(precision_note(device, run.dtype))
     # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
     cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
            + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
