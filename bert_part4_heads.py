@@ -36,7 +36,6 @@ SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge s
                 "painted the ocean blue."]
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
-build_parser, parse_args = script_settings.heads_parser, script_settings.parse_heads   # without torch (part4/command_line)
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; the numbers of its randomly initialised head are labelled as not expected to match.
 
@@ -204,7 +203,7 @@ def failed_checks(glue, swag, span, tolerance=TOLERANCE):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_heads(argv)   # the command line as settings, without torch (part4/command_line)
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])

@@ -73,7 +73,6 @@ F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; its models (SST2, SQUAD_V1) and passage (PASSAGE, the BERT abstract) are there too.
-build_parser, parse_args = script_settings.math_parser, script_settings.parse_math   # without torch (part4/command_line)
 
 
 def written_out(v, c):
@@ -504,7 +503,7 @@ def prepared_models(models, flow, *, device, tau, results_dir, report):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_math(argv)   # the command line as settings, without torch (part4/command_line)
     check_writable_dir(args.results_dir, "--results-dir")
     report = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}

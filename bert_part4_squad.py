@@ -69,7 +69,6 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": SQUAD_V1, "v2": SQUAD_V2}      # the article's public checkpoints (part4/paper/article.py)
-build_parser, parse_args = script_settings.squad_parser, script_settings.parse_squad   # without torch (part4/command_line)
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route. The passage of every demo is the article's, the BERT abstract (PASSAGE, in
 # part4/paper/article.py).
@@ -263,7 +262,7 @@ def part_model_lines(v, folder, model):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_squad(argv)   # the command line as settings, without torch (part4/command_line)
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}

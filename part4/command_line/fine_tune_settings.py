@@ -204,7 +204,7 @@ SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE
 DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
 
 
-def build_parser():
+def finetune_parser():
     """The article's command line, made from the declarations of Settings: every default named with where it comes
     from (part4/paper/recipe.py)."""
     return parser_for(
@@ -258,7 +258,7 @@ def parse(argv):
     """The command line, checked, as the Settings every function below main takes its settings from: each flag as
     given, else its declared default (the recipe's for the task where the paper sets it, part4/paper/recipe.py); the
     task, the tasks of glue, the learning rate, the grid and the stride are resolved here."""
-    a = build_parser().parse_intermixed_args(argv)
+    a = finetune_parser().parse_intermixed_args(argv)
     task = a.task.lower().replace("-", "")           # 'SQuAD-v2' -> 'squad_v2': the task as the recipe names it
     task = ALIASES.get(task, task)
     if task not in RECIPES and task != "glue":
