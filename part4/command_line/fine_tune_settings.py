@@ -113,7 +113,7 @@ class Settings:
                                   help=f"AdamW weight decay, not on biases and LayerNorm (default {WEIGHT_DECAY}, paper "
                                        f"A.2); AdamW is torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
     clip: float = setting(CLIP, check=POSITIVE, record=(RUN, TABLE),
-                          help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
+                          help=f"gradient-norm clipping (default {CLIP}, Google's optimization.py)")
     seed: int = shared("seed", record=(RUN, TABLE))
     seeds: int = setting(check=POSITIVE, record=(TABLE,),
                          help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); with --grid or "

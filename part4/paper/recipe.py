@@ -16,7 +16,7 @@ EVAL_BATCH_SIZE = 128                  # dev inputs per forward pass of a GLUE o
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 WARMUP = 0.1                           # run_classifier.py's warmup_proportion: the share of steps with a rising lr
 WEIGHT_DECAY = 0.01                    # paper A.2 (not on biases and LayerNorm weights)
-CLIP = 1.0                             # run_classifier.py: gradients clipped to a global norm of 1.0
+CLIP = 1.0                             # Google's optimization.py: gradients clipped to a global norm of 1.0
 CUT_EVAL_EVERY = 10                    # a run cut by --max-train-examples: a dev evaluation every 10 steps at most
 
 
