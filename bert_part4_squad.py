@@ -3,9 +3,9 @@
 Reproduces, in the article's order:
   1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias;
   2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check;
-  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (run_squad.py's doc_stride of
-     128 is the step between windows: part4/paper/recipe.py says both), the n_best best starts x n_best best ends per
-     window, official EM/F1, the article's beside ours;
+  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (the article's stride, beside
+     run_squad.py's doc_stride: part4/paper/recipe.py), the n_best best starts x n_best best ends per window,
+     official EM/F1, the article's beside ours;
   4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions;
   5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (the article's best tau and F1
      beside ours; every number of the article in part4/paper/article.py).

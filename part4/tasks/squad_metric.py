@@ -19,7 +19,8 @@ PUNCTUATION = set(string.punctuation)
 # --- One answer against the gold answers: normalisation, EM and F1 ---
 
 def normalize_answer(s):
-    """Lower case, drop punctuation, the articles a/an/the, and extra white space."""
+    """The article's "official answer normalisation (lower case, no punctuation, no "a/an/the")", and extra white
+    space dropped (evaluate-v2.0.py's normalize_answer)."""
     s = "".join(ch for ch in s.lower() if ch not in PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())

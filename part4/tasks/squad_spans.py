@@ -210,8 +210,8 @@ def demo_one(model, tok, question, text, *, device, search):
 
 @dataclass(frozen=True)
 class SpanSearch:
-    """How the dev set is cut and searched, by default with the numbers of run_squad.py (its doc_stride is there the step
-    from one window to the next; here, as the tokenizer's stride, it is the tokens two consecutive windows share)."""
+    """How the dev set is cut and searched, by default with the numbers of run_squad.py (the stride beside its
+    doc_stride: part4/paper/recipe.py)."""
     max_len: int = MAX_LEN       # window length in tokens
     stride: int = STRIDE         # tokens shared by consecutive windows
     batch_size: int = SPAN_BATCH_SIZE  # windows per forward pass
@@ -343,7 +343,7 @@ def score_v2(examples, answers, taus):
     em_f1_null = (~has).astype(float)                                      # "no answer" is right iff none
     sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=taus)
     at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=[0.0])[0]
-    best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
+    best = max(sweep, key=lambda r: r["f1"])       # the paper's tau, "on the dev set to maximize F1"; the first of ties
     exact = official_best_tau(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]
     chosen = s_hat > s_null + tau                                           # at the best tau
