@@ -42,9 +42,9 @@ def test_no_script_imports_another_what_two_share_is_in_part4(tmp_path):
 
 
 def test_toy_numbers_are_the_articles(tmp_path):
-    report = Log("x", str(tmp_path))
-    glue, span, swag = bm.glue_toy(report), bm.span_toy(report), bm.swag_toy(report)
-    f1 = bm.f1_examples(report)
+    log = Log("x", str(tmp_path))
+    glue, span, swag = bm.glue_toy(log), bm.span_toy(log), bm.swag_toy(log)
+    f1 = bm.f1_examples(log)
     assert [round(x, 3) for x in glue["p"]] == [0.867, 0.032, 0.101] and round(glue["loss"], 3) == 0.143
     assert [round(x, 3) for x in glue["logits"]] == [1.5, -1.8, -0.65]
     assert span["best_any"] == [2, 0] and span["best"] == [2, 3] and round(span["best_score"], 1) == 4.5
