@@ -66,8 +66,8 @@ def question_scores(prediction, golds, version):
 # --- SQuAD v2.0: the no-answer threshold ---
 
 def best_threshold(predictions, scores, na_probs, has_answer):
-    """evaluate-v2.0.py's find_best_thresh, the one search of the no-answer threshold (the SQuAD script's runs it on
-    its arrays: part4/tasks/squad_spans.py's official_best_tau): the best total score over every threshold on the
+    """evaluate-v2.0.py's find_best_thresh, the one search of the no-answer threshold (the SQuAD script runs it on its
+    arrays through part4/tasks/squad_spans.py's official_best_tau): the best total score over every threshold on the
     no-answer odds, that threshold, and how many questions it answers. Start by answering nothing (each question
     without an answer right), then answer the questions in order of rising odds (ties in the dict's order): one with
     an answer gains its score, one without loses 1 if its prediction is not empty; the first best total is kept. A
