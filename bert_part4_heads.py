@@ -36,7 +36,6 @@ SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge s
                 "painted the ocean blue."]
 SPAN_QUESTION = "What does BERT stand for?"
 TOLERANCE = 1e-4
-build_parser, parse_args = script_settings.heads_parser, script_settings.parse_heads   # without torch (part4/command_line)
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; the numbers of its randomly initialised head are labelled as not expected to match.
 
@@ -73,7 +72,7 @@ def load_head(model_class, folder, prefix, *, seed, device, **kwargs):
     """The model with its head: the checkpoint's where it has one of the shape asked, else a new random one (seeded),
     bias included; folder: the model folder, read. Returns the model and its Head."""
     seed_everything(seed)                                 # the new W is random: seed it
-    model, head = load_model(model_class, folder.name, folder.flag, head="either", **kwargs)   # report checked
+    model, head = load_model(model_class, folder.name, folder.flag, head="either", **kwargs)   # its loading report checked
     if not head.kept:
         seeded_bias(getattr(model, prefix).bias, seed)
     return model.to(device).eval(), head
@@ -88,7 +87,7 @@ def load_heads(folder, seed, device):
             "span": load_head(BertForQuestionAnswering, folder, "qa_outputs", seed=seed, device=device)}
 
 
-def glue_head(loaded, tok, device, report, *, seed):
+def glue_head(loaded, tok, device, log, *, seed):
     (model, head), fresh = loaded, not loaded[1].kept
     enc = tok(*PAIR, return_tensors="pt").to(device)
     label = torch.tensor([PAIR_LABEL], device=device)
@@ -102,7 +101,7 @@ def glue_head(loaded, tok, device, report, *, seed):
     H = model.config.hidden_size
     new = new_head_parameters(K, H)
     head_count, total = (sum(p.numel() for p in m.parameters()) for m in (model.classifier, model))
-    say = report.say
+    say = log.say
     say(f"input tokens: {tok.convert_ids_to_tokens(enc['input_ids'][0])}")
     say(f"C (final [CLS] vector): shape {tuple(C.shape)};  W: shape {tuple(W.shape)}  (K = {K} labels, H = {H})"
         + beside_article(f"C {ARTICLE['C_shape']}, W {ARTICLE['W_shape']}"))
@@ -137,7 +136,7 @@ def swag_scores(pooled, w, b):
     return scores
 
 
-def swag_head(loaded, tok, device, report):
+def swag_head(loaded, tok, device, log):
     model, fresh = loaded[0], not loaded[1].kept
     n = len(SWAG_ENDINGS)
     e = tok([SWAG_CONTEXT] * n, SWAG_ENDINGS, return_tensors="pt", padding=True).to(device)
@@ -150,11 +149,11 @@ def swag_head(loaded, tok, device, report):
         w, b = model.classifier.weight, model.classifier.bias   # w: (1, H)
         scores = swag_scores(C, w, b).view(1, n)
         probs = torch.softmax(scores, -1)                 # softmax across the 4 choices
-    report.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
+    log.say(f"SWAG input: {tuple(e['input_ids'].shape)} = (batch, {n} choices, tokens); the vector w: "
                f"{tuple(w.shape)}" + beside_article(f"{ARTICLE['swag_shape']}, w (1, {ARCHITECTURE['hidden']})"))
-    report.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
+    log.say(f"scores C.w by hand: {rounded(scores[0], 4)};  library: {rounded(library[0], 4)}"
                + beside_article(ARTICLE["swag_scores"], fresh and RANDOM_HEAD))
-    report.say(f"softmax over the {n} choices ({'untrained w' if fresh else 'the checkpoint w'}): "
+    log.say(f"softmax over the {n} choices ({'untrained w' if fresh else 'the checkpoint w'}): "
                f"{rounded(probs[0], 3)}" + beside_article(ARTICLE["swag_probs"], fresh and RANDOM_HEAD))
     return {"input_shape": list(e["input_ids"].shape), "scores_library": library[0].tolist(),
             "scores_by_hand": scores[0].tolist(), "max_score_gap": (library - scores).abs().max().item(),
@@ -167,7 +166,7 @@ def swag_head(loaded, tok, device, report):
 # S = W[0] and E = W[1] and gives S.T_i + b[0] and E.T_j + b[1] for every token; softmax_bias_gap says how far the
 # bias moves the softmax over the passage (a constant cancels in a softmax).
 
-def span_head(loaded, tok, device, report):
+def span_head(loaded, tok, device, log):
     model, fresh = loaded[0], not loaded[1].kept
     enc = tok(SPAN_QUESTION, PASSAGE, return_tensors="pt", truncation="only_second",
               max_length=model.config.max_position_embeddings).to(device)
@@ -180,13 +179,13 @@ def span_head(loaded, tok, device, report):
     start_gap = (start - out.start_logits[0]).abs().max().item()
     end_gap = (end - out.end_logits[0]).abs().max().item()
     bias_gap = max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage))
-    report.say(f"span head: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, row 1 "
+    log.say(f"span head: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, row 1 "
                f"the end vector E (H = {W.shape[1]}); bias: start {b[0].item():+.4f}, end {b[1].item():+.4f}"
                + (" (new layer: a seeded draw, so that the bias check tests something)" if fresh else ""))
-    report.say(f"Q: {SPAN_QUESTION}  (the BERT abstract as the passage: {len(passage)} passage tokens)")
-    report.say(f"   check: |S.T_i by hand - model start logit| max = {start_gap:.1e}; "
+    log.say(f"Q: {SPAN_QUESTION}  (the BERT abstract as the passage: {len(passage)} passage tokens)")
+    log.say(f"   check: |S.T_i by hand - model start logit| max = {start_gap:.1e}; "
                f"|E.T_j by hand - model end logit| max = {end_gap:.1e}")
-    report.say(f"   softmax over the passage with vs without bias differs by {bias_gap:.1e}")
+    log.say(f"   softmax over the passage with vs without bias differs by {bias_gap:.1e}")
     return {"W_shape": list(W.shape), "bias": b.tolist(), "fresh_head": fresh, "passage_tokens": len(passage),
             "max_start_gap": start_gap, "max_end_gap": end_gap, "softmax_bias_gap": bias_gap}
 
@@ -204,27 +203,27 @@ def failed_checks(glue, swag, span, tolerance=TOLERANCE):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_heads(argv)   # the command line as settings, without torch (part4/command_line)
     device = pick_device(args.device)
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
     folder = read_model_folder(args.model)              # its config, weight files and tokenizer, before any line
     preflight([not_bert(folder, "the hand-computed heads read BERT's pooler, bert.pooler")])
     models, tok = load_heads(folder, args.seed, device), folder.tokenizer
-    report = Log("part4_heads", args.results_dir)
-    report.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
+    log = Log("part4_heads", args.results_dir)
+    log.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     for line in [weights_line(folder), *folder.notes]:
-        report.say(line)
-    glue = glue_head(models["glue"], tok, device, report, seed=args.seed)
-    swag = swag_head(models["swag"], tok, device, report)
-    span = span_head(models["span"], tok, device, report)
+        log.say(line)
+    glue = glue_head(models["glue"], tok, device, log, seed=args.seed)
+    swag = swag_head(models["swag"], tok, device, log)
+    span = span_head(models["span"], tok, device, log)
     failed = failed_checks(glue, swag, span)
     for f in failed:
-        report.say(f"CHECK FAILED: {f}")
+        log.say(f"CHECK FAILED: {f}")
     if failed:
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
-    report.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
-    report.save({"model": portable(args.model), "weights": loaded_record(folder), "tolerance": TOLERANCE,
+    log.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
+    log.save({"model": portable(args.model), "weights": loaded_record(folder), "tolerance": TOLERANCE,
                  "glue": glue, "swag": swag, "span": span},
                 cli=command_line(argv, vars(args)), device=device)
     return 0

@@ -73,7 +73,6 @@ F1_EXAMPLES = [("The Denver Broncos.", "Denver Broncos"),
                ("the Broncos defeated the Panthers", "Denver Broncos"), ("eight", "2")]
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; its models (SST2, SQUAD_V1) and passage (PASSAGE, the BERT abstract) are there too.
-build_parser, parse_args = script_settings.math_parser, script_settings.parse_math   # without torch (part4/command_line)
 
 
 def written_out(v, c):
@@ -88,8 +87,8 @@ def softmax(x):
 
 # --- 1a. The classification layer on a toy: logits = C W^T, P = softmax, loss = -log P(y) ---
 
-def glue_toy(report):
-    say = report.say
+def glue_toy(log):
+    say = log.say
     say("== 1a. GLUE head, toy: H = 4, K = 3")
     say(f"C = {TOY_C}   (shape ({len(TOY_C)},))")
     say(f"W = {TOY_W}   (shape ({len(TOY_W)}, {len(TOY_C)}))")
@@ -109,10 +108,10 @@ def glue_toy(report):
 # --- 1b. The same arithmetic on a real fine-tuned SST-2 classifier ---
 
 @torch.no_grad()
-def glue_real(model, tok, name, device, report, fresh):
-    report.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2})")
+def glue_real(model, tok, name, device, log, fresh):
+    log.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2})")
     if fresh:
-        report.say("  (this model has no trained classifier: W and b are new and random, so its logits mean nothing "
+        log.say("  (this model has no trained classifier: W and b are new and random, so its logits mean nothing "
                    "and are not the article's kind)")
     out = []
     for (text, gold), art in zip(SST2_SENTENCES, ARTICLE["sst2"]):
@@ -124,15 +123,15 @@ def glue_real(model, tok, name, device, report, fresh):
         logits = CW + b
         P = torch.softmax(logits, -1)
         loss = -torch.log(P[gold]).item()                         # -log P(gold)
-        report.say(f'"{text}"  gold label {gold}')
-        report.say(f"  C: shape {tuple(C.shape)}, first 8 numbers [{', '.join(f'{x:.3f}' for x in C[:8])}]")
-        report.say(f"  W: shape {tuple(W.shape)}, bias [{', '.join(f'{x:.3f}' for x in b)}]")
-        report.say(f"  C W^T = [{', '.join(f'{x:.3f}' for x in CW)}], + bias = logits "
+        log.say(f'"{text}"  gold label {gold}')
+        log.say(f"  C: shape {tuple(C.shape)}, first 8 numbers [{', '.join(f'{x:.3f}' for x in C[:8])}]")
+        log.say(f"  W: shape {tuple(W.shape)}, bias [{', '.join(f'{x:.3f}' for x in b)}]")
+        log.say(f"  C W^T = [{', '.join(f'{x:.3f}' for x in CW)}], + bias = logits "
                    f"[{', '.join(f'{x:.3f}' for x in logits)}]  (library: [{', '.join(f'{x:.3f}' for x in library)}])"
                    + beside_article(f"C W^T = {art['CW']}, logits {art['logits']}", fresh and UNTRAINED_HEAD))
-        report.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}"
+        log.say(f"  softmax = [{', '.join(f'{x:.4f}' for x in P)}];  loss = -log P(gold) = {loss:.4f}"
                    + beside_article(f"softmax = {art['softmax']}; loss {art['loss']}", fresh and UNTRAINED_HEAD))
-        report.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
+        log.say(f"  gap between the two logits: {(logits.max() - logits.min()).item():.2f}"
                    + beside_article(art["gap"], fresh and UNTRAINED_HEAD))
         out.append({"text": text, "gold": gold, "CW": CW.tolist(), "logits_by_hand": logits.tolist(),
                     "logits_library": library.tolist(),
@@ -142,7 +141,7 @@ def glue_real(model, tok, name, device, report, fresh):
 
 # --- 7. How many new weights each head adds, counted from the configs ---
 
-def new_weights(model, report):
+def new_weights(model, log):
     """K x H + K for each head, checked against the layers the library builds from the same config."""
     cfg = model.config
     H = cfg.hidden_size
@@ -157,7 +156,7 @@ def new_weights(model, report):
                                         "classifier", 3),
                  "SQuAD (S and E)": (BertForQuestionAnswering(cfg), "qa_outputs", 2),
                  "SWAG (one vector V)": (BertForMultipleChoice(cfg), "classifier", 1)}
-    report.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
+    log.say(f"\n== 7. SST-2 model: {total:,} weights in total; {new:,} are new (K x H + K = {K} x {H} + {K}); "
                f"{trainable:,} have requires_grad = True during fine-tuning"
                + (" (all of them)" if trainable == total else "")
                + beside_article(f"{ARTICLE['weights']['total']} in total, {ARTICLE['weights']['new']} new, for BERT-base, "
@@ -166,7 +165,7 @@ def new_weights(model, report):
     for label, (m, attr, k) in heads.items():
         counted = sum(p.numel() for p in getattr(m, attr).parameters())
         counts[label] = {"formula": new_head_parameters(k, H), "counted": counted}
-        report.say(f"  new weights, {label}: {counted:,}"
+        log.say(f"  new weights, {label}: {counted:,}"
                    + beside_article(f"{ARTICLE['weights'][label]} with H = {ARCHITECTURE['hidden']}"))
     return {"total": total, "new": new, "trainable": trainable, "H": H, "heads": counts}
 
@@ -198,31 +197,31 @@ def segment_positions(enc):
 
 
 @torch.no_grad()
-def attention_flow(model, tok, name, device, report):
+def attention_flow(model, tok, name, device, log):
     enc = tok(FLOW_QUESTION, FLOW_PASSAGE, return_tensors="pt")
     q, p, special = segment_positions(enc)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
-    report.say(f"\n== 2. packed pair in {name}   (article: {SQUAD_V1}, {ARCHITECTURE['layers']} layers)")
-    report.say(f"tokens: {tokens}")
-    report.say(f"segment A (question) positions {q}, segment B (passage) positions {p}")
+    log.say(f"\n== 2. packed pair in {name}   (article: {SQUAD_V1}, {ARCHITECTURE['layers']} layers)")
+    log.say(f"tokens: {tokens}")
+    log.say(f"segment A (question) positions {q}, segment B (passage) positions {p}")
     for r in layers:
         art = ARTICLE["flow"][r["layer"] - 1] if r["layer"] <= len(ARTICLE["flow"]) else None
-        report.say(f"  layer {r['layer']:>2}: question -> passage {r['q_to_p']:.3f}   passage -> question {r['p_to_q']:.3f}"
+        log.say(f"  layer {r['layer']:>2}: question -> passage {r['q_to_p']:.3f}   passage -> question {r['p_to_q']:.3f}"
                    f"   question -> [CLS]/[SEP] {r['q_to_special']:.3f}"
                    + (beside_article(" / ".join(f"{x:.3f}" for x in art)) if art else ""))
     born = [i for i in q if tokens[i] == FLOW_WORD]
     born_share = float(np.mean([block_share(A, born, p).mean().item() for A in att])) if born else None
     if born:
-        report.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
+        log.say(f'averaged over all {len(att)} layers and heads, "{FLOW_WORD}" (question) gives {born_share:.3f} '
                    f"of its attention to the passage"
                    + beside_article(f"{ARTICLE['born']}, over {ARCHITECTURE['layers']} layers"))
     return {"tokens": tokens, "layers": layers, "born_to_passage": born_share}
 
 
 @torch.no_grad()
-def flow_over_dev(model, tok, examples, device, report, source):
+def flow_over_dev(model, tok, examples, device, log, source):
     """The same shares over many questions: mean and std per layer."""
     per_question = []
     for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
@@ -230,7 +229,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
                   max_length=MAX_LEN)
         att = [a[0] for a in model(**enc.to(device), output_attentions=True).attentions]
         per_question.append(flow_shares(att, *segment_positions(enc)))
-    report.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
+    log.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
     rows = []
     for k in range(len(per_question[0])):
         row = {"layer": k + 1}
@@ -238,7 +237,7 @@ def flow_over_dev(model, tok, examples, device, report, source):
             values = [pq[k][key] for pq in per_question]
             row[key], row[key + "_std"] = float(np.mean(values)), float(np.std(values))
         rows.append(row)
-        report.say(f"  layer {k + 1:>2}: question -> passage {row['q_to_p']:.3f} +- {row['q_to_p_std']:.3f}   "
+        log.say(f"  layer {k + 1:>2}: question -> passage {row['q_to_p']:.3f} +- {row['q_to_p_std']:.3f}   "
                    f"passage -> question {row['p_to_q']:.3f} +- {row['p_to_q_std']:.3f}   "
                    f"question -> [CLS]/[SEP] {row['q_to_special']:.3f} +- {row['q_to_special_std']:.3f}")
     return {"questions": len(examples), "source": source, "layers": rows}
@@ -246,8 +245,8 @@ def flow_over_dev(model, tok, examples, device, report, source):
 
 # --- 3a. Span scoring on a toy: score(i, j) = S.T_i + E.T_j, only j >= i ---
 
-def span_toy(report):
-    say = report.say
+def span_toy(log):
+    say = log.say
     P_start, P_end = softmax(TOY_START), softmax(TOY_END)
     score = np.add.outer(TOY_START, TOY_END)                     # score[i, j] = S.T_i + E.T_j
     say("\n== 3a. span scoring, toy (4 passage tokens)")
@@ -281,8 +280,8 @@ def gold_tokens(offsets, passage, text, answer):
     return inside[0], inside[-1]
 
 
-def span_real(model, tok, name, device, report):
-    report.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {SQUAD_V1})")
+def span_real(model, tok, name, device, log):
+    log.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {SQUAD_V1})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
         d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
@@ -294,11 +293,11 @@ def span_real(model, tok, name, device, report):
         ps, pe = P_start[positions.index(gs)].item(), P_end[positions.index(ge)].item()
         loss = -math.log(ps) - math.log(pe)                       # -log P_start(s) - log P_end(e)
         text, i, j, score = d["spans"][0]
-        report.say(f'Q: {question}   gold "{gold}" = tokens {gs}..{ge} {d["tokens"][gs:ge + 1]}')
-        report.say(f"   S, E: shape ({d['S'].shape[0]},) each; first 4 of S [{', '.join(f'{x:.3f}' for x in d['S'][:4])}], "
+        log.say(f'Q: {question}   gold "{gold}" = tokens {gs}..{ge} {d["tokens"][gs:ge + 1]}')
+        log.say(f"   S, E: shape ({d['S'].shape[0]},) each; first 4 of S [{', '.join(f'{x:.3f}' for x in d['S'][:4])}], "
                    f"of E [{', '.join(f'{x:.3f}' for x in d['E'][:4])}]")
-        report.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})' + beside_article(art["span"]))
-        report.say(f"   P_start(gold start) = {ps:.4f}, P_end(gold end) = {pe:.4f}, "
+        log.say(f'   predicted span "{text}" (tokens {i}..{j}, score {score:.2f})' + beside_article(art["span"]))
+        log.say(f"   P_start(gold start) = {ps:.4f}, P_end(gold end) = {pe:.4f}, "
                    f"loss = -log P_start - log P_end = {loss:.4f}" + beside_article(art["p"]))
         row = {"question": question, "gold": gold, "gold_tokens": [gs, ge], "predicted": text, "span": [i, j],
                "score": score, "p_start_gold": ps, "p_end_gold": pe, "loss": loss}
@@ -306,9 +305,9 @@ def span_real(model, tok, name, device, report):
             lo, hi = max(0, gs - 4), min(len(passage) - 1, ge + 2)
             row["heatmap"] = {"tokens": d["tokens"][lo:hi + 1], "first": lo, "start": d["start"][lo:hi + 1].tolist(),
                               "end": d["end"][lo:hi + 1].tolist()}
-            report.say(f"   heatmap window: tokens {lo}..{hi} {row['heatmap']['tokens']}")
-            report.say(f"   start scores S.T_i: [{', '.join(f'{x:.2f}' for x in row['heatmap']['start'])}]")
-            report.say(f"   end scores   E.T_j: [{', '.join(f'{x:.2f}' for x in row['heatmap']['end'])}]")
+            log.say(f"   heatmap window: tokens {lo}..{hi} {row['heatmap']['tokens']}")
+            log.say(f"   start scores S.T_i: [{', '.join(f'{x:.2f}' for x in row['heatmap']['start'])}]")
+            log.say(f"   end scores   E.T_j: [{', '.join(f'{x:.2f}' for x in row['heatmap']['end'])}]")
         out.append(row)
     return out
 
@@ -335,26 +334,26 @@ def chosen_tau(tau, results_dir, squad2_model):
     return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
 
 
-def null_scores(model, tok, name, *, device, chosen, report):
+def null_scores(model, tok, name, *, device, chosen, log):
     """s_null against the best span at tau = 0 and at the chosen tau; chosen: (tau, where it comes from), as
     chosen_tau gives them."""
     tau, source = chosen
-    report.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
+    log.say(f"\n== 4. SQuAD 2.0 no-answer score, {name}; tau chosen on the dev set = {tau:+.2f} ({source})"
                + beside_article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
         d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
-        report.say(f"Q: {question}")
-        report.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}" + beside_article(art["s_null"]))
-        report.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}'
+        log.say(f"Q: {question}")
+        log.say(f"   s_null = S.C + E.C = {sc:.2f} + {ec:.2f} = {s_null:.2f}" + beside_article(art["s_null"]))
+        log.say(f'   best span "{text}": S.T_i + E.T_j = {d["start"][i]:.2f} + {d["end"][j]:.2f} = {s_hat:.2f}'
                    + beside_article(art["s_hat"]))
         decisions = {}
         for t, art_answer in zip((0.0, tau), art["answer"]):
             answer = s_hat > s_null + t
             label = "0:    " if t == 0 else f"{t:+.2f}:"
-            report.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
+            log.say(f"   tau = {label} {s_hat:.2f} > {s_null + t:.2f} ?  {'yes -> answer' if answer else 'no -> no answer'}"
                        + beside_article(f"{art_answer}, at tau = {'0' if t == 0 else f'{ARTICLE_TAU:+.2f}'}"))
             decisions[f"{t:+.2f}"] = bool(answer)
         out.append({"question": question, "S_C": sc, "E_C": ec, "s_null": s_null, "best_span": text,
@@ -364,16 +363,16 @@ def null_scores(model, tok, name, *, device, chosen, report):
 
 # --- 5. EM and F1, worked out ---
 
-def f1_examples(report):
-    report.say("\n== 5. EM and F1")
+def f1_examples(log):
+    log.say("\n== 5. EM and F1")
     out = []
     for (pred, gold), art in zip(F1_EXAMPLES, ARTICLE["f1"]):
         same, n_pred, n_gold = squad_metric.shared_words(pred, gold)
         precision, recall = (same / n_pred if n_pred else 0.0), (same / n_gold if n_gold else 0.0)
         f1, em = squad_metric.squad_f1(pred, gold), squad_metric.exact_match(pred, gold)
         normal = squad_metric.normalize_answer
-        report.say(f'pred "{pred}" -> "{normal(pred)}" | gold "{gold}" -> "{normal(gold)}"')
-        report.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
+        log.say(f'pred "{pred}" -> "{normal(pred)}" | gold "{gold}" -> "{normal(gold)}"')
+        log.say(f"   shared words {same}, precision {precision:.3f}, recall {recall:.3f}, F1 {f1:.3f}, EM {em}"
                    + beside_article(f"F1 {art}"))
         out.append({"pred": pred, "gold": gold, "shared": same, "precision": precision, "recall": recall,
                     "f1": f1, "em": em})
@@ -382,31 +381,31 @@ def f1_examples(report):
 
 # --- 6. SWAG: s_k = V . C_k, softmax across the four endings ---
 
-def swag_toy(report):
-    report.say("\n== 6. SWAG, toy: four C_k (H = 4), one vector V")
+def swag_toy(log):
+    log.say("\n== 6. SWAG, toy: four C_k (H = 4), one vector V")
     scores = [float(np.dot(SWAG_V, c)) for c in SWAG_C]          # s_k = V . C_k
     for k, (c, s) in enumerate(zip(SWAG_C, scores), start=1):
-        report.say(f"  s_{k} = V . C_{k} = {written_out(SWAG_V, c)} = {s:.2f}")
+        log.say(f"  s_{k} = V . C_{k} = {written_out(SWAG_V, c)} = {s:.2f}")
     P = softmax(scores)                                          # across the four choices
     loss = -math.log(P[0])
-    report.say(f"softmax over the four = [{', '.join(f'{x:.3f}' for x in P)}]; if ending 1 is right, "
+    log.say(f"softmax over the four = [{', '.join(f'{x:.3f}' for x in P)}]; if ending 1 is right, "
                f"loss = -log {P[0]:.3f} = {loss:.3f}   [article: {ARTICLE['swag_p']}, loss {ARTICLE['swag_loss']}]")
     return {"scores": scores, "p": P.tolist(), "loss": loss}
 
 
 # --- 8. The results tables' arithmetic (Table 1: GLUE averages; Table 2: SQuAD v1.1 test F1) ---
 
-def table_arithmetic(report):
-    report.say("\n== 8. the arithmetic of Tables 1 and 2")
+def table_arithmetic(log):
+    log.say("\n== 8. the arithmetic of Tables 1 and 2")
     base = TABLE1["OpenAI GPT"]
     gains = {name: TABLE1[name] - base for name in ("BERT-base", "BERT-large")}
     for name, gain in gains.items():
-        report.say(f"  Table 1, GLUE average: {name} {TABLE1[name]} - OpenAI GPT {base} = {gain:.1f} points"
+        log.say(f"  Table 1, GLUE average: {name} {TABLE1[name]} - OpenAI GPT {base} = {gain:.1f} points"
                    + beside_article(ARTICLE["table1"][name]))
     ens, top, single = (TABLE2[k] for k in ("BERT ensemble + TriviaQA", "top leaderboard ensemble", "BERT single + TriviaQA"))
-    report.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
+    log.say(f"  Table 2, SQuAD v1.1 test F1: BERT ensemble {ens} - top leaderboard ensemble {top} = +{ens - top:.1f}"
                + beside_article(ARTICLE["table2"]))
-    report.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
+    log.say(f"  Table 2: BERT single model {single} > top ensemble {top} ? {'yes' if single > top else 'no'}"
                + beside_article(ARTICLE["table2_single"]))
     return {"table1_gains": gains, "table2_margin": ens - top, "single_beats_top": single > top}
 
@@ -477,7 +476,7 @@ class Models:
     chosen: tuple
 
 
-def prepared_models(models, flow, *, device, tau, results_dir, report):
+def prepared_models(models, flow, *, device, tau, results_dir, log):
     """Every model and input read before any section runs, the flow's data first; a refused one stops its own sections
     only, said here. models: {flag: name} of --sst2-model, --squad-model, --squad2-model, each loaded on its folder's
     own weights and head (the v1.1 model's attention eager: section 2 reads its probabilities); flow: (questions,
@@ -498,47 +497,47 @@ def prepared_models(models, flow, *, device, tau, results_dir, report):
     heads = {"--sst2-model": "the checkpoint's classifier layer, kept" if sst2 and sst2[1].kept else "a new classifier layer",
              "--squad-model": qa, "--squad2-model": qa}
     for line in section_inputs.first_lines(folders, loaded, heads, sections=SECTION_INPUTS, not_run=not_run):
-        report.say(line)
+        log.say(line)
     return Models(device=device, folders=folders, loaded=loaded, problems=problems, not_run=not_run, flow_data=flow_data,
                   flow_examples=flow_examples, chosen=chosen)
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_math(argv)   # the command line as settings, without torch (part4/command_line)
     check_writable_dir(args.results_dir, "--results-dir")
-    report = Log("part4_math", args.results_dir)
+    log = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
     name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
     m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, tau=args.tau,
-                        results_dir=args.results_dir, report=report) if args.only == "all" else None
+                        results_dir=args.results_dir, log=log) if args.only == "all" else None
     runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
-    payload = {"glue_toy": glue_toy(report)}
+    payload = {"glue_toy": glue_toy(log)}
     payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}} if m else {}
     if runs["glue_real"]:
         sst2, head = m.loaded["--sst2-model"]
         payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
-                                         device=m.device, report=report, fresh=not head.kept)
-        payload["new_weights"] = new_weights(sst2, report)
+                                         device=m.device, log=log, fresh=not head.kept)
+        payload["new_weights"] = new_weights(sst2, log)
     if runs["attention"]:
         qa, tok = m.loaded["--squad-model"]
-        payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, report=report)
+        payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, log=log)
         if m.flow_examples:
-            payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, report=report,
+            payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, log=log,
                                                         source=portable(m.flow_data) or "rajpurkar/squad (validation)")
-    payload["span_toy"] = span_toy(report)
+    payload["span_toy"] = span_toy(log)
     if runs["span_real"]:
         qa, tok = m.loaded["--squad-model"]
-        payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, report=report)
+        payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, log=log)
     if runs["null"]:
         qa2, tok2 = m.loaded["--squad2-model"]
-        payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, report=report)
-    payload["f1_examples"] = f1_examples(report)
-    payload["swag_toy"] = swag_toy(report)
-    payload["tables"] = table_arithmetic(report)
+        payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, log=log)
+    payload["f1_examples"] = f1_examples(log)
+    payload["swag_toy"] = swag_toy(log)
+    payload["tables"] = table_arithmetic(log)
     payload |= {"not_run": m.not_run} if m else {}
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
-    report.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)
+    log.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)
     if m and m.not_run:
         path = portable(os.path.join(args.results_dir, "part4_math.json"))
         raise Fatal(section_inputs.not_run_error(SECTION_INPUTS, m.problems, m.not_run, path))

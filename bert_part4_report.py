@@ -21,11 +21,9 @@ from part4.reproduction import report
 from part4.reproduction.our_numbers import REPORT_JSON, REPORT_MD, checked_runs
 from part4.reproduction.statuses import read_requirements, rows
 
-build_parser, parse_args = script_settings.report_parser, script_settings.parse_report   # part4/command_line
-
 
 def main(argv=None):
-    args = parse_args(argv)                     # the command line as settings (part4/command_line)
+    args = script_settings.parse_report(argv)   # the command line as settings (part4/command_line)
     if args.run:                                # one run against the article's lines, printed
         return report.one_run(args.run, read_requirements())
     runs = checked_runs(args.results_dir)                    # every results file, each checked whole

@@ -3,9 +3,9 @@
 Reproduces, in the article's order:
   1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias;
   2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check;
-  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (run_squad.py's doc_stride of
-     128 is the step between windows: part4/paper/recipe.py says both), the n_best best starts x n_best best ends per
-     window, official EM/F1, the article's beside ours;
+  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (the article's stride, beside
+     run_squad.py's doc_stride: part4/paper/recipe.py), the n_best best starts x n_best best ends per window,
+     official EM/F1, the article's beside ours;
   4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions;
   5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau (the article's best tau and F1
      beside ours; every number of the article in part4/paper/article.py).
@@ -69,7 +69,6 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": SQUAD_V1, "v2": SQUAD_V2}      # the article's public checkpoints (part4/paper/article.py)
-build_parser, parse_args = script_settings.squad_parser, script_settings.parse_squad   # without torch (part4/command_line)
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route. The passage of every demo is the article's, the BERT abstract (PASSAGE, in
 # part4/paper/article.py).
@@ -107,23 +106,23 @@ def window_breakdown(per_question):
 # pass gives the 3 best spans (n_best_span_search), the 3 likeliest start tokens (softmax of S.T_i over the passage),
 # S.T_i by hand (span_logits) against the model's start logit, the bias's effect on that softmax, and s_null = S.C + E.C.
 
-def demo_v1(model, tok, *, device, search, report):
+def demo_v1(model, tok, *, device, search, log):
     """The v1.1 span head (its shape and bias) and the four abstract questions: the log lines and the results."""
     W, b = model.qa_outputs.weight, model.qa_outputs.bias
-    report.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
+    log.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
-    report.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
+    log.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
                f"position, so it cancels in the softmax)" + beside_article(ARTICLE["bias"]))
     results = []
     for q in V1_QUESTIONS:
         d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
-        report.say(f"Q: {q}")
-        report.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
+        log.say(f"Q: {q}")
+        log.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
                    + beside_article(ARTICLE["v1_demo"][q]))
-        report.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
-        report.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
-        report.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
+        log.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
+        log.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
+        log.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
                    f"softmax with vs without bias differs by {d['bias_gap']:.1e}")
         results.append({k: d[k] for k in ("question", "spans", "start_top", "hand_gap", "bias_gap")})
     return {"v1_head": {"W_shape": list(W.shape), "bias": b.tolist()}, "v1_demo": results}
@@ -142,21 +141,21 @@ class DevScoring:
 
 # --- 3. The full SQuAD v1.1 dev set: every window scored, each question's best span, the official EM and F1 ---
 
-def dev_v1(model, tok, examples, scoring, report):
+def dev_v1(model, tok, examples, scoring, log):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
     search, label = scoring.search, scoring.label
     answers, timing = predict(model, tok, examples, search, device=scoring.device, processes=scoring.processes)
     em, f1, per_q = score_v1(examples, answers)
     secs = timing["seconds"]
-    report.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
+    log.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
                f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v1_dev']}]")
-    report.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
+    log.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
     if timing["uncovered"]:
-        report.say("   " + coverage_line(timing["uncovered"], len(examples)))
+        log.say("   " + coverage_line(timing["uncovered"], len(examples)))
     misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]
     for k in misses:
-        report.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
+        log.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
                    f'gold "{examples[k]["golds"][0]}"')
     files = {"squad_v1_predictions.json": {ex["id"]: a["text"] for ex, a in zip(examples, answers)}}
     return files, {"n": len(examples), "windows": timing["windows"], "uncovered_questions": timing["uncovered"],
@@ -175,7 +174,7 @@ def minutes_or_seconds(seconds):
 
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
 
-def demo_v2(model, tok, *, device, search, report):
+def demo_v2(model, tok, *, device, search, log):
     """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
@@ -183,8 +182,8 @@ def demo_v2(model, tok, *, device, search, report):
         start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
         s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)     # the article's line, every i and j
         text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
-        report.say(f"SQuAD 2.0 Q: {q}")
-        report.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
+        log.say(f"SQuAD 2.0 Q: {q}")
+        log.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
                    f"difference {s_hat - d['s_null']:+.2f}" + beside_article(ARTICLE["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
@@ -193,28 +192,28 @@ def demo_v2(model, tok, *, device, search, report):
 
 # --- 5. The full SQuAD v2.0 dev set: answer iff s_hat > s_null + tau, the tau sweep and the best tau ---
 
-def dev_v2(model, tok, examples, scoring, report):
+def dev_v2(model, tok, examples, scoring, log):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
     label = scoring.label
     answers, timing = predict(model, tok, examples, scoring.search, device=scoring.device, processes=scoring.processes)
     r, diff, chosen = score_v2(examples, answers, scoring.taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
     secs = timing["seconds"]
-    report.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
+    log.say(f"SQuAD v2.0 dev: {len(examples)} questions, {r['n_noans']} have no answer")
     if timing["uncovered"]:
-        report.say("   " + coverage_line(timing["uncovered"], len(examples)))
-    report.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
+        log.say("   " + coverage_line(timing["uncovered"], len(examples)))
+    log.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
                + f"   [{label}: {ARTICLE['v2_at0']}]")
-    report.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
+    log.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
                f"{best['answered']:.1f}% of questions  ({minutes_or_seconds(secs)})"
                + f"   [{label}: {ARTICLE['v2_best']}]")
-    report.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
+    log.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
                f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
                f"F1 {fmt(r['no_ans']['f1'])}")
-    report.say("   " + exact_best_line(exact))
-    report.say(f"   the sweep (answer iff s_hat > s_null + tau), {len(r['sweep'])} steps; * = the best tau:")
+    log.say("   " + exact_best_line(exact))
+    log.say(f"   the sweep (answer iff s_hat > s_null + tau), {len(r['sweep'])} steps; * = the best tau:")
     for row in r["sweep"]:
-        report.say(f"   {'*' if row is best else ' '} tau {row['tau']:+6.2f}   F1 {row['f1']:6.2f}   EM {row['em']:6.2f}   "
+        log.say(f"   {'*' if row is best else ' '} tau {row['tau']:+6.2f}   F1 {row['f1']:6.2f}   EM {row['em']:6.2f}   "
                    f"answers {row['answered']:5.1f}%")
     files = {"squad_v2_predictions.json": {ex["id"]: (a["text"] if c else "")
                                            for ex, a, c in zip(examples, answers, chosen)},
@@ -263,7 +262,7 @@ def part_model_lines(v, folder, model):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = script_settings.parse_squad(argv)   # the command line as settings, without torch (part4/command_line)
     device, processes = start_processes(args.device)
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
@@ -271,9 +270,9 @@ def main(argv=None):
         examples, folders = check_every_input(args.results_dir, args.only, models=models, data=data,
                                               max_dev_examples=args.max_dev_examples)
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
-    report = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
+    log = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
-        report.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
+        log.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
     cut = args.max_dev_examples
     label = "article" if cut is None else f"article, on the full dev set (this run: the first {cut})"
@@ -287,11 +286,11 @@ def main(argv=None):
                       "models": {v: loaded_record(folders[v]) for v in loaded}}, {}
     for v, (model, tok) in loaded.items():                                       # 1-3 on v1.1, then 4-5 on v2.0
         for line in part_model_lines(v, folders[v], model):
-            report.say(line)
+            log.say(line)
         if "demo" in args.only:
-            payload |= demo[v](model, tok, device=device, search=search, report=report)   # v1: the span head too
+            payload |= demo[v](model, tok, device=device, search=search, log=log)   # v1: the span head too
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, report=report)
+            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, log=log)
             files.update(dev_files)
     if processes.is_main:
         if "v2" in args.only:
@@ -299,7 +298,7 @@ def main(argv=None):
         os.makedirs(args.results_dir, exist_ok=True)
         for name, obj in files.items():             # the official prediction files
             write_atomic(os.path.join(args.results_dir, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
-        report.save(payload, cli=command_line(argv, vars(args)), device=device, also="".join(f", {n}" for n in files))
+        log.save(payload, cli=command_line(argv, vars(args)), device=device, also="".join(f", {n}" for n in files))
     return 0
 
 

@@ -237,8 +237,9 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     results written before it existed read as its default: the same run at the default, another at any other
     value."""
     monkeypatch.setattr(fine_tune_settings, "Settings", WithDummy)   # the parser's, the checks' and the defaults recorded
-    assert "--dummy-share DUMMY_SHARE" in fine_tune_settings.build_parser().format_help()
-    assert "a setting only the tests declare (default 0.25)" in " ".join(fine_tune_settings.build_parser().format_help().split())
+    shown = fine_tune_settings.finetune_parser().format_help()
+    assert "--dummy-share DUMMY_SHARE" in shown
+    assert "a setting only the tests declare (default 0.25)" in " ".join(shown.split())
     given, default = fine_tune_settings.parse(["rte", "--dummy-share", "0.5"]), fine_tune_settings.parse(["rte"])
     assert isinstance(given, WithDummy) and (given.dummy_share, default.dummy_share) == (0.5, 0.25)
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):

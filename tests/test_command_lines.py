@@ -5,7 +5,6 @@ before torch is imported."""
 
 import dataclasses
 import glob
-import importlib
 import os
 import subprocess
 import sys
@@ -13,17 +12,15 @@ import sys
 import pytest
 from conftest import ROOT
 
-from part4.command_line import fine_tune_settings
+from part4.command_line import fine_tune_settings, script_settings
 from part4.command_line.declarations import POSITIVE, Fatal, parser_for, setting, shared
 
 NAMES = sorted(os.path.basename(p)[len("bert_part4_"):-3] for p in glob.glob(os.path.join(ROOT, "bert_part4_*.py")))
 
 
 def script_parser(name):
-    """The parser a script answers with: the fine-tuning script's is its command line room's."""
-    if name == "finetune":
-        return fine_tune_settings.build_parser()
-    return importlib.import_module(f"bert_part4_{name}").build_parser()
+    """The parser a script answers with, its command line room's: <name>_parser (part4/command_line)."""
+    return getattr(fine_tune_settings if name == "finetune" else script_settings, f"{name}_parser")()
 
 
 def arguments(parser):
@@ -186,9 +183,9 @@ def test_help_answers_before_torch(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_in_process_a_script_parses_as_its_command_line(name):
-    """main([...]) parses as the command line does: the script's parse_args (the fine-tuning's parse) refuses a flag
-    it does not know in one line, and makes its settings once."""
-    parse = fine_tune_settings.parse if name == "finetune" else importlib.import_module(f"bert_part4_{name}").parse_args
+    """main([...]) parses as the command line does: the parse its main calls (part4/command_line/script_settings.py's
+    parse_<name>, the fine-tuning's parse) refuses a flag it does not know in one line, and makes its settings once."""
+    parse = fine_tune_settings.parse if name == "finetune" else getattr(script_settings, f"parse_{name}")
     with pytest.raises(Fatal, match="^unrecognized arguments: --no-such-flag \\(see --help\\)$"):
         parse([*BEFORE.get(name, []), "--no-such-flag"])
     settings = parse([*BEFORE.get(name, []), "--results-dir", "elsewhere"])

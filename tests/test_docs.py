@@ -133,11 +133,11 @@ def part4_imports(path):
 
 
 def parsers_used(path):
-    """The fine-tuning command line's parser and parse (part4/command_line/fine_tune_settings.py's build_parser and
-    parse) that a file imports or calls through its module: only the scripts read a command line."""
+    """The fine-tuning command line's parser and parse (part4/command_line/fine_tune_settings.py's finetune_parser and
+    parse) that a file imports or calls through its module: no room of part4 reads the fine-tuning command line."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
-    parsers, found = {"parse", "build_parser"}, set()
+    parsers, found = {"parse", "finetune_parser"}, set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "part4.command_line.fine_tune_settings":
             found |= {a.name for a in node.names} & parsers

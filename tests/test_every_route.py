@@ -16,7 +16,7 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4.command_line import fine_tune_settings
+from part4.command_line import fine_tune_settings, script_settings
 from part4.data import readers
 from part4.models.loading import run_cli
 from part4.output import results_files as output
@@ -31,7 +31,7 @@ SCRIPTS = {"heads": heads, "finetune": ft, "squad": sq, "math": bm}
 def test_help_states_every_default(name):
     """Every flag defaults to None in its parser (a flag not given is told from one given): its default is its
     declaration's (part4/command_line/declarations.py's setting), the recipe's where the declaration says so."""
-    parser = (fine_tune_settings if name == "finetune" else SCRIPTS[name]).build_parser()
+    parser = getattr(fine_tune_settings if name == "finetune" else script_settings, f"{name}_parser")()
     for action in parser._actions:
         f = getattr(action, "declaration", None)
         words = {} if f is None or not isinstance(f.metadata["choices"], dict) else f.metadata["choices"]

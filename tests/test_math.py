@@ -13,6 +13,7 @@ from conftest import ROOT, save_tiny
 from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_math as bm
+from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal
 from part4.models import folders, loading, section_inputs
 from part4.output.results_files import Log
@@ -41,9 +42,9 @@ def test_no_script_imports_another_what_two_share_is_in_part4(tmp_path):
 
 
 def test_toy_numbers_are_the_articles(tmp_path):
-    report = Log("x", str(tmp_path))
-    glue, span, swag = bm.glue_toy(report), bm.span_toy(report), bm.swag_toy(report)
-    f1 = bm.f1_examples(report)
+    log = Log("x", str(tmp_path))
+    glue, span, swag = bm.glue_toy(log), bm.span_toy(log), bm.swag_toy(log)
+    f1 = bm.f1_examples(log)
     assert [round(x, 3) for x in glue["p"]] == [0.867, 0.032, 0.101] and round(glue["loss"], 3) == 0.143
     assert [round(x, 3) for x in glue["logits"]] == [1.5, -1.8, -0.65]
     assert span["best_any"] == [2, 0] and span["best"] == [2, 3] and round(span["best_score"], 1) == 4.5
@@ -173,7 +174,7 @@ def test_an_input_that_cannot_be_used_stops_only_the_sections_that_read_it():
 
 
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
-    args = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
+    args = script_settings.parse_math(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
     assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)[0] == 4.0
     payload = {"v2_dev": {"best": {"tau": 2.25}, "n": 11873}, "run": {"config": {"v2_model": "m2", "max_dev_examples": None}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(payload))
@@ -183,9 +184,9 @@ def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     (tmp_path / "part4_squad.json").write_text(json.dumps(limited))
     tau, source = bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)
     assert tau == 4.0 and "chose -1.50 on only the first 40 questions (--max-dev-examples)" in source
-    other = bm.parse_args(["--results-dir", str(tmp_path), "--squad2-model", "another"])
+    other = script_settings.parse_math(["--results-dir", str(tmp_path), "--squad2-model", "another"])
     assert bm.chosen_tau(other.tau, other.results_dir, other.squad2_model)[0] == 4.0
-    given = bm.parse_args(["--results-dir", str(tmp_path), "--tau", "1.5"])
+    given = script_settings.parse_math(["--results-dir", str(tmp_path), "--tau", "1.5"])
     assert bm.chosen_tau(given.tau, given.results_dir, given.squad2_model) == (1.5, "from --tau")
 
 

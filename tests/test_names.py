@@ -22,8 +22,9 @@ def protocol_members(path, protocol):
 # The protocols whose members are defined once per module or class that implements them: {protocol: (its members, the
 # classes that implement it, None for modules)}, each with why its members are one thing.
 PROTOCOLS = {
-    # each runnable file's own main(argv=None), the table of contents of its command (STYLE point 7), and the parser of
-    # its command line: the scripts, part4.tasks.squad_metric, part4.reproduction.calibration
+    # each runnable file's own main(argv=None), the table of contents of its command (STYLE point 7): the scripts,
+    # part4.tasks.squad_metric, part4.reproduction.calibration; and the parser of a runnable room's own command line,
+    # part4.tasks.squad_metric's (a script's parser is its command line room's <script>_parser, part4/command_line)
     "a command": ({"main", "build_parser"}, None),
     # part4/tasks/families.py's Family: how a head family reads, encodes and scores its tasks, a method per member
     "a head family": (protocol_members(os.path.join(ROOT, "part4", "tasks", "families.py"), "Family"),
@@ -127,12 +128,10 @@ def test_the_scan_finds_a_name_defined_twice_and_counts_a_protocols_members_once
 
 def every_setting():
     """The settings every command line declares, by the name its parser gives each (argparse's dest)."""
-    import bert_part4_report
-    import bert_part4_reproduce
     from part4.command_line import fine_tune_settings, script_settings
     from part4.tasks import squad_metric
-    parsers = [fine_tune_settings.build_parser(), script_settings.heads_parser(), script_settings.squad_parser(),
-               script_settings.math_parser(), bert_part4_report.build_parser(), bert_part4_reproduce.build_parser(),
+    parsers = [fine_tune_settings.finetune_parser(), script_settings.heads_parser(), script_settings.squad_parser(),
+               script_settings.math_parser(), script_settings.report_parser(), script_settings.reproduce_parser(),
                squad_metric.build_parser()]
     declared = {f.name for f in dataclasses.fields(fine_tune_settings.Settings)}   # the flags' and what they resolve to
     return {action.dest for p in parsers for action in p._actions} - {"help"} | declared

@@ -1,8 +1,10 @@
 """Every reference is true: each repository path, module (part4.x.y), `module.function` and "file.py's function" that a
 docstring, a comment or a page of the docs names exists in the tree, where it says. Paths are read from the repository
 root (a page's links also from its own folder); a ../shared/ path is checked when ../shared is here; a results/ file is
-checked when it is committed, else by the pattern of what the runs write. The allow-lists below are short, each with
-its reason."""
+checked when it is committed, else by the pattern of what the runs write. A name a page writes as code (`name`) is one
+the code uses, and in a row of docs/layout.md one its file (or a file the row names) defines or imports; a sentence that
+says only some files read a command line names every room of part4 that reads one. The allow-lists below are short,
+each with its reason."""
 
 import ast
 import glob
@@ -21,7 +23,7 @@ BESIDE_THE_ARTICLE = {os.path.basename(p): os.path.relpath(p, os.path.join(SHARE
                       for p in glob.glob(os.path.join(SHARED, "article", "*"))}
 
 # Files of other projects, named as the source of a setting: Google's released BERT code, SQuAD's official scripts.
-ELSEWHERE = {"run_squad.py", "run_classifier.py", "evaluate-v1.1.py", "evaluate-v2.0.py"}
+ELSEWHERE = {"run_squad.py", "run_classifier.py", "optimization.py", "evaluate-v1.1.py", "evaluate-v2.0.py"}
 # What the runs write under results/ (not committed): each script's own files, the SQuAD prediction files, the
 # reproduce script's log and calibration, the stand-in runs, bench/window_coverage.py's folders.
 RUN_OUTPUTS = re.compile(r"results/(part4_|squad_v[12]_|reproduce|stand-in|window_coverage/|[ab]/)")
@@ -252,3 +254,136 @@ def test_a_made_up_reference_fails_and_a_true_one_passes(tree):
             "run_squad.py's doc_stride, results/part4_squad.json, results/<name>.log, enc.sequence_ids, torch.float32,\n"
             "config.json, [the layout](layout.md), bert_part4_math.py's TOY_START, ../shared/article/INPUTS.md.")
     assert untrue(tree, true, os.path.join("docs", "page.md")) == []
+
+
+# --- A name the pages write as code is the code's: a function or class named in docs/ exists under that name ---
+
+# Names of other projects that the pages write as code: evaluate-v2.0.py's output fields (our code makes them as
+# f"best_{name}"), run_squad.py's flag, arguments of Hugging Face's forward that packing does not compute, and
+# DistilBERT's LayerNorm weights.
+OTHER_PROJECTS_NAMES = {"best_f1", "best_f1_thresh", "doc_stride", "output_attentions", "head_mask", "sa_layer_norm"}
+CODE_NAME = re.compile(r"(?<![\w.-]\.py's )(?<!\.py`'s )`([A-Za-z_]\w*)(?:\(\))?`")
+
+
+def reads_as_code(name):
+    """A function's or a variable's name (an underscore, not a constant's capitals) or a class's (CamelCase)."""
+    return "_" in name and not name.isupper() or bool(re.match(r"[A-Z][a-z]+[A-Z]", name))
+
+
+def code_words(paths):
+    """Every name the code of these files uses (defined, imported, read, an attribute, a keyword argument) and every
+    string of it that could be one (a JSON field, a flag's dest)."""
+    words = set()
+    for path in paths:
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                words.add(node.name)
+            elif isinstance(node, ast.Name):
+                words.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                words.add(node.attr)
+            elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+                words.add(node.arg)
+            elif isinstance(node, ast.alias):
+                words.add((node.asname or node.name).split(".")[-1])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                words.add(node.value)
+    return words
+
+
+@pytest.fixture(scope="module")
+def words():
+    return code_words(python_files() + sorted(glob.glob(os.path.join(ROOT, "tests", "*.py"))))
+
+
+def names_untrue(words, text, where):
+    """Every name a page writes as code (`name` or `name()`, not after a file's possessive, which the check above
+    reads) that no code of the tree or its tests uses, as 'where: why'."""
+    return sorted({f"{where}: `{m.group(1)}`: no such name in the code" for m in CODE_NAME.finditer(text)
+                   if reads_as_code(m.group(1)) and m.group(1) not in words | OTHER_PROJECTS_NAMES})
+
+
+def layout_rows_untrue(tree, text):
+    """docs/layout.md's tables: every name a row writes as code is defined or imported by the row's file, or by a file
+    the row names (a function moved or renamed leaves its old name there)."""
+    found = []
+    for row in re.finditer(r"^\| `([^`]+)` \| (.*) \| [^|]+ \|$", text, re.M):
+        path, cell = row.group(1), row.group(2)
+        files = {path} | {m.group(1) for m in PATH.finditer(cell) if m.group(1) in tree.paths}
+        found += [f"{path}: `{m.group(1)}` is not in {' or '.join(sorted(files))}" for m in CODE_NAME.finditer(cell)
+                  if reads_as_code(m.group(1)) and not any(m.group(1) in tree.has.get(f, ()) for f in files)]
+    return sorted(set(found))
+
+
+def test_every_name_the_pages_write_as_code_is_the_codes(words):
+    found = [line for path in pages() for line in names_untrue(words, prose(path), os.path.relpath(path, ROOT))]
+    assert found == []
+
+
+def test_every_name_a_row_of_the_layout_writes_as_code_is_its_files(tree):
+    assert layout_rows_untrue(tree, prose(os.path.join(ROOT, "docs", "layout.md"))) == []
+
+
+def test_a_made_up_name_fails_and_a_true_one_passes(tree, words):
+    made_up = ("| `part4/tasks/squad_metric.py` | EM and F1, the no-answer threshold (`find_best_thresh`), the spans "
+               "(`n_best_span_search`) | (none) |\n"
+               "the batch, the loss and `train_step` are unchanged\n")
+    assert names_untrue(words, made_up, "docs/page.md") == ["docs/page.md: `find_best_thresh`: no such name in the code",
+                                                            "docs/page.md: `train_step`: no such name in the code"]
+    assert layout_rows_untrue(tree, made_up) == [
+        "part4/tasks/squad_metric.py: `find_best_thresh` is not in part4/tasks/squad_metric.py",
+        "part4/tasks/squad_metric.py: `n_best_span_search` is not in part4/tasks/squad_metric.py"]
+    true = ("| `part4/tasks/squad_metric.py` | the no-answer threshold (`best_threshold`: `evaluate-v2.0.py`'s "
+            "`find_best_thresh`), beside `part4/tasks/squad_spans.py`'s (`official_best_tau`, `n_best_span_search`) | "
+            "(none) |\nthe fields `best_f1` and `is_impossible`, `Classification`, `run_squad.py`'s `doc_stride`, `auto`\n")
+    assert names_untrue(words, true, "docs/page.md") == [] and layout_rows_untrue(tree, true) == []
+
+
+# --- Who reads a command line: a sentence that says only some files do names every room that does ---
+
+def command_line_rooms(root):
+    """The rooms of part4 that read a command line of their own: those whose `if __name__ == "__main__":` block runs
+    their main (the scripts read theirs too, each through part4/command_line)."""
+    rooms = []
+    for path in sorted(glob.glob(os.path.join(root, "part4", "**", "*.py"), recursive=True)):
+        last = parsed(path).body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test) == "__name__ == '__main__'" and "main(" in ast.unparse(last):
+            rooms.append(os.path.relpath(path, root).replace(os.sep, "/"))
+    return rooms
+
+
+READERS_CLAIM = re.compile(r"\bonly\b.*?\breads? (?:a|the|its) command lines?\b", re.S)
+
+
+def command_line_claims_untrue(rooms, text, where):
+    """Each sentence that says only some files read a command line must name every room that reads one (by its path
+    or as python -m part4.x.y)."""
+    found = []
+    for sentence in re.split(r"(?<=\.)\s+", text):
+        claim = READERS_CLAIM.search(sentence)
+        if claim:
+            said = re.sub(r"\s+", " ", claim.group(0))
+            found += [f"{where}: \"{said}\" leaves out {room}" for room in rooms
+                      if room not in sentence and room[:-3].replace("/", ".") not in sentence]
+    return found
+
+
+def test_every_claim_of_who_reads_a_command_line_names_every_room_that_does():
+    rooms = command_line_rooms(ROOT)
+    assert rooms == ["part4/reproduction/calibration.py", "part4/tasks/squad_metric.py"]
+    found = [line for path in python_files() + pages()
+             for line in command_line_claims_untrue(rooms, prose(path), os.path.relpath(path, ROOT))]
+    assert found == []
+
+
+def test_a_claim_that_only_the_scripts_read_a_command_line_fails():
+    rooms = command_line_rooms(ROOT)
+    made_up = ("No package module imports a script, and only the scripts read a command line (`parse` in\n"
+               "`part4/command_line/fine_tune_settings.py`, and `part4/command_line/script_settings.py`'s parsers). Each\n"
+               "script's `main` turns its command line into settings objects once.")
+    start = '"only the scripts read a command line" leaves out '
+    assert command_line_claims_untrue(rooms, made_up, "docs/layout.md") == [
+        f"docs/layout.md: {start}part4/reproduction/calibration.py", f"docs/layout.md: {start}part4/tasks/squad_metric.py"]
+    true = ("Only the scripts and the rooms that run on their own read a command line: `python -m part4.tasks.squad_metric`\n"
+            "and part4/reproduction/calibration.py. Each script's `main` reads its own.")
+    assert command_line_claims_untrue(rooms, true, "docs/layout.md") == []

@@ -3,7 +3,6 @@ empty results folder, the committed report against what the script builds from t
 commands it prints parsed by their scripts."""
 
 import glob
-import importlib
 import json
 import os
 import re
@@ -14,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 import bert_part4_report as report
-from part4.command_line import fine_tune_settings
+from part4.command_line import fine_tune_settings, script_settings
 from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import experiments, our_numbers, statuses
@@ -267,10 +266,8 @@ def parses(command):
     """Run the parser of the script a command names on its flags, in-process (nothing is trained or loaded)."""
     words = shlex.split(command)
     at = next(k for k, w in enumerate(words) if re.fullmatch(r"(.*/)?bert_part4_\w+\.py", w))
-    name = os.path.basename(words[at])[:-3]
-    module = importlib.import_module(name)
-    parse = ({"bert_part4_finetune": fine_tune_settings.parse}.get(name)   # the fine-tuning's command line
-             or getattr(module, "parse_args", None) or module.build_parser().parse_args)
+    script = os.path.basename(words[at])[len("bert_part4_"):-3]
+    parse = fine_tune_settings.parse if script == "finetune" else getattr(script_settings, f"parse_{script}")
     return parse(words[at + 1:])
 
 
@@ -308,7 +305,7 @@ def test_the_committed_report_is_what_the_script_builds_from_the_committed_resul
 
 
 def test_the_help_and_the_docstring_name_a_committed_results_file():
-    run_help = next(a.help for a in report.build_parser()._actions if a.dest == "run")
+    run_help = next(a.help for a in script_settings.report_parser()._actions if a.dest == "run")
     for text in (run_help, report.__doc__):
         examples = re.findall(r"results/[\w./-]+\.json", text)
         assert examples and all(os.path.isfile(os.path.join(ROOT, e)) for e in examples), examples

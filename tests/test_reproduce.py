@@ -21,6 +21,7 @@ from transformers import BertForQuestionAnswering, BertForSequenceClassification
 
 import bert_part4_report as report
 import bert_part4_reproduce as reproduce
+from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal
 from part4.paper import article
 from part4.reproduction import commands, estimates, experiments
@@ -81,7 +82,7 @@ def copied(quick_out, tmp_path, drop=()):
 @pytest.mark.parametrize("text, seconds", [("2h", 7200), ("30m", 1800), ("90s", 90), ("1h30m", 5400), ("0.5s", 0.5),
                                            ("45", 45)])
 def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
-    assert reproduce.parse_args(["--budget", text]).budget == seconds
+    assert script_settings.parse_reproduce(["--budget", text]).budget == seconds
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -347,7 +348,7 @@ def test_a_budget_runs_in_order_while_the_estimates_fit_and_names_the_rest(quick
     for path in out.glob("part4_*"):
         path.unlink()
     argv = flags(mirror, out)
-    args = reproduce.parse_args(argv)
+    args = script_settings.parse_reproduce(argv)
     inputs = experiments.Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                 max_dev_examples=args.max_dev_examples, device=args.device, results_dir=args.results_dir)
     costs = reproduce.estimated(experiments.EXPERIMENTS, inputs, reproduce.PassLog()).costs

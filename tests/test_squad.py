@@ -13,6 +13,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 import bert_part4_squad as sq
 from bert_part4_math import TOY_END, TOY_START
+from part4.command_line import script_settings
 from part4.data import readers
 from part4.models.loading import run_cli
 from part4.paper import recipe
@@ -408,7 +409,7 @@ def test_the_span_search_settings_have_one_home():
     (part4/paper/recipe.py, which the command lines read without torch); the SQuAD script's defaults, SpanSearch's,
     the fine-tuning's evaluation and the math script read them from there."""
     assert (recipe.MAX_LEN, recipe.STRIDE, recipe.N_BEST, recipe.MAX_ANSWER, recipe.SPAN_BATCH_SIZE) == (384, 128, 20, 30, 64)
-    args = sq.parse_args([])
+    args = script_settings.parse_squad([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
     assert squad_spans.SpanSearch() == squad_spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
     assert families.SpanExtraction.eval_batch_size == 64

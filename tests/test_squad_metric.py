@@ -99,15 +99,16 @@ def test_a_v1_dev_file_scored_by_hand_an_unanswered_question_scores_0(tmp_path, 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search_agrees(seed):
-    """Brute force: every threshold on the odds (answer iff odds <= threshold), the first of the best; the span
-    search's array form (part4/tasks/squad_spans.py's official_best_tau) finds the same threshold and score."""
+    """Brute force: every threshold on the odds (answer iff odds <= threshold), the first of the best, and the
+    questions it answers; the span search's array form (part4/tasks/squad_spans.py's official_best_tau) runs the same
+    search and gives the same threshold, score and share answered."""
     golds, texts, diff = random_v2(seed)
     texts = [t if k % 5 else "" for k, t in enumerate(texts)]            # some empty predictions
     ids = [f"q{k}" for k in range(len(texts))]
     preds, has = dict(zip(ids, texts)), {q: bool(g) for q, g in zip(ids, golds)}
     f1 = {q: metric.question_scores(t, g, "2.0")[1] for q, t, g in zip(ids, texts, golds)}
     odds = {q: float(-d) for q, d in zip(ids, diff)}
-    best, threshold = metric.best_threshold(preds, f1, odds, has)
+    best, threshold, answered = metric.best_threshold(preds, f1, odds, has)
 
     def right(q, answered):            # answered: its F1, or 1 for an empty prediction of a question without answer
         return (f1[q] if has[q] else float(not preds[q])) if answered else float(not has[q])
@@ -116,9 +117,22 @@ def test_the_best_threshold_is_the_best_of_every_threshold_and_the_sweeps_search
     top = max(total for total, _ in tried)
     first = next(t for total, t in tried if total >= top - 1e-9)
     assert best == pytest.approx(100 * top / len(ids)) and threshold == (0.0 if first == -np.inf else first)
+    assert answered == sum(odds[q] <= first for q in ids)
     array = squad_spans.official_best_tau(np.asarray(diff), np.array([f1[q] for q in ids]), np.array([has[q] for q in ids]),
                                        np.array([bool(t) for t in texts]))
     assert array["f1"] == pytest.approx(best) and array["threshold"] == threshold
+    assert (array["f1"], array["answered"]) == (best, 100 * answered / len(ids))     # the one search: the same numbers
+
+
+def test_a_tie_at_the_best_threshold_answers_the_first_in_order_of_the_odds():
+    """evaluate-v2.0.py's search keeps the first best total: of two questions with the same odds, answering the first
+    (with an answer, F1 1) is best and the second (without one, a non-empty prediction) would cost 1; the threshold is
+    their odds, which the official rule would apply to both, and the count answered is the one the total counts."""
+    preds, f1, odds, has = {"a": "x", "b": "y"}, {"a": 1.0, "b": 0.0}, {"a": 0.5, "b": 0.5}, {"a": True, "b": False}
+    assert metric.best_threshold(preds, f1, odds, has) == (100.0, 0.5, 1)
+    array = squad_spans.official_best_tau(np.array([-0.5, -0.5]), np.array([1.0, 0.0]), np.array([True, False]),
+                                       np.array([True, True]))
+    assert array == {"f1": 100.0, "answered": 50.0, "threshold": 0.5, "tau": -0.5}
 
 
 def test_bad_files_are_one_line_errors(tmp_path, capsys):
@@ -172,7 +186,7 @@ def check_the_command_line_gives_the_runs_scores(r, v1, v2, out):
     assert two == pytest.approx({k: v for k, v in ours.items() if v is not None}, rel=1e-12, abs=1e-12)
     best = command_line(v2, str(out / "squad_v2_nonnull_predictions.json"), "--na-prob-file",
                         str(out / "squad_v2_null_odds.json"))
-    assert best["best_f1"] == pytest.approx(d["exact_best"]["f1"], rel=1e-12)
+    assert best["best_f1"] == d["exact_best"]["f1"]              # one search (best_threshold), the same arithmetic
     assert best["best_f1_thresh"] == d["exact_best"]["threshold"]
 
 

@@ -48,8 +48,8 @@ def say_error(line):
 
 def run_main(main, argv=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
-    `| head` leaves it: no line, code 141). The scripts run in part4/models/loading.py's run_cli, which also leaves the
-    processes' group last."""
+    `| head` leaves it: no line, code 141). The report and the reproduce script, which import no torch, run in it; the
+    scripts that load torch run in part4/models/loading.py's run_cli, which also leaves the processes' group last."""
     try:
         return main(argv) or 0
     except (Fatal, Stopped) as e:

@@ -113,7 +113,7 @@ class Settings:
                                   help=f"AdamW weight decay, not on biases and LayerNorm (default {WEIGHT_DECAY}, paper "
                                        f"A.2); AdamW is torch's, eps 1e-8 with bias correction (paper: {PAPER_OPTIMISER})")
     clip: float = setting(CLIP, check=POSITIVE, record=(RUN, TABLE),
-                          help=f"gradient-norm clipping (default {CLIP}, run_classifier.py)")
+                          help=f"gradient-norm clipping (default {CLIP}, Google's optimization.py)")
     seed: int = shared("seed", record=(RUN, TABLE))
     seeds: int = setting(check=POSITIVE, record=(TABLE,),
                          help="N restarts with seeds 0..N-1, then mean and std (paper §5.2: 5 restarts); with --grid or "
@@ -204,7 +204,7 @@ SPAN_FLAGS = ("train_data", "dev_data", "stride")       # what SQuAD reads; GLUE
 DATA_FLAGS = {"squad": SPAN_FLAGS, "squad_v2": SPAN_FLAGS}
 
 
-def build_parser():
+def finetune_parser():
     """The article's command line, made from the declarations of Settings: every default named with where it comes
     from (part4/paper/recipe.py)."""
     return parser_for(
@@ -258,7 +258,7 @@ def parse(argv):
     """The command line, checked, as the Settings every function below main takes its settings from: each flag as
     given, else its declared default (the recipe's for the task where the paper sets it, part4/paper/recipe.py); the
     task, the tasks of glue, the learning rate, the grid and the stride are resolved here."""
-    a = build_parser().parse_intermixed_args(argv)
+    a = finetune_parser().parse_intermixed_args(argv)
     task = a.task.lower().replace("-", "")           # 'SQuAD-v2' -> 'squad_v2': the task as the recipe names it
     task = ALIASES.get(task, task)
     if task not in RECIPES and task != "glue":

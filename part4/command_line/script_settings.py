@@ -78,10 +78,7 @@ class SquadSettings:
 def squad_parser():
     return parser_for(SquadSettings,
                       "Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the no-answer score "
-                      "s_null and the tau sweep (paper §4.2, §4.3).",
-                      epilog="Windows follow the Hugging Face tokenizer's `stride`: consecutive windows share --stride "
-                             "tokens of the passage (Google's run_squad.py instead moves each window on by doc_stride "
-                             "tokens).")
+                      "s_null and the tau sweep (paper §4.2, §4.3).")
 
 
 def parse_squad(argv):

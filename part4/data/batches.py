@@ -75,7 +75,7 @@ def epoch_batches(n, batch_size, epochs, seed, lengths=None, group=50):
         order = torch.randperm(n, generator=g).tolist()
         if lengths is not None:
             chunk = group * batch_size
-            order = [i for c in range(0, n, chunk) for i in sorted(order[c:c + chunk], key=lambda i: lengths[i])]
+            order = [i for start in range(0, n, chunk) for i in sorted(order[start:start + chunk], key=lambda i: lengths[i])]
         batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
         if lengths is not None:
             batches = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]

@@ -4,6 +4,7 @@
     folders         a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer)
     loading         a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
                     device, the autocast dtype, the seeds; the processes torchrun starts (joined, left, an error every
-                    one stops on), this process's place and what they share; run_cli, every script's frame
+                    one stops on), this process's place and what they share; run_cli, the frame of each script that
+                    loads torch
     section_inputs  the models a script's sections read, each read and loaded where it can be: a refused one stops
                     only the sections that read it"""

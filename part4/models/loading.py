@@ -4,9 +4,9 @@ report checked (no encoder weight random, unused or of another shape), the task 
 loaded as the span search reads it (`load_qa_model`); and where it runs, chosen once here for every script:
 the device (cuda, then mps, then cpu; the calibration, part4/reproduction/calibration.py, picks its --device here too),
 the autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun
-starts (one per device): their group joined (`start_processes`) and left (`run_cli`, every script's frame), this
-process's place among them, what they share of a model's scores (objects gathered, tensors summed) and an error every
-process stops on (`all_agree`)."""
+starts (one per device): their group joined (`start_processes`) and left (`run_cli`, the frame of each script that
+loads torch), this process's place among them, what they share of a model's scores (objects gathered, tensors
+summed) and an error every process stops on (`all_agree`)."""
 
 import datetime
 import os

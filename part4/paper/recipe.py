@@ -8,15 +8,19 @@ from dataclasses import dataclass
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")   # GLUE's order (part4/data/readers.py)
 GLUE_BATCH_SIZE, GLUE_EPOCHS = 32, 3   # §4.1: "a batch size of 32 and fine-tune for 3 epochs ... for all GLUE tasks"
-MAX_LEN, STRIDE = 384, 128             # run_squad.py's max_seq_length and doc_stride (there the step between windows; here, as
-                                       # the tokenizer's stride, the tokens two consecutive windows share)
+# SQuAD's windows, the article's "overlapping windows with a stride of 128 tokens (the settings of the released code)".
+# STRIDE is the tokens two consecutive windows share, as the article means it and as Hugging Face tokenizers' `stride`
+# (the log's "stride 128"). run_squad.py's doc_stride, the same number, is instead the step from one window's start to
+# the next's: there two consecutive windows share a window's passage tokens (max_seq_length less the question, [CLS]
+# and two [SEP]) less doc_stride. The released code's numbers, then, not its windows.
+MAX_LEN, STRIDE = 384, 128             # run_squad.py's max_seq_length; the stride, as above
 N_BEST, MAX_ANSWER = 20, 30            # run_squad.py: the 20 best starts and ends, answers of at most 30 tokens
 SPAN_BATCH_SIZE = 64                   # windows per forward pass of the span search
 EVAL_BATCH_SIZE = 128                  # dev inputs per forward pass of a GLUE or SWAG run (--eval-batch-size)
 TAU_SWEEP = (-6.0, 6.0, 0.25)          # tau from, to, step (article: -6 to +6 in steps of 0.25)
 WARMUP = 0.1                           # run_classifier.py's warmup_proportion: the share of steps with a rising lr
 WEIGHT_DECAY = 0.01                    # paper A.2 (not on biases and LayerNorm weights)
-CLIP = 1.0                             # run_classifier.py: gradients clipped to a global norm of 1.0
+CLIP = 1.0                             # Google's optimization.py: gradients clipped to a global norm of 1.0
 CUT_EVAL_EVERY = 10                    # a run cut by --max-train-examples: a dev evaluation every 10 steps at most
 
 
@@ -52,7 +56,9 @@ def eval_every(evals, steps, cut):
 
 def evaluations_made(steps, every):
     """The dev evaluations a run of `steps` steps makes at one every `every` steps: at each multiple of every, and at
-    its last step when that is not one (15 steps, every 10: at steps 10 and 15, 2)."""
+    its last step when that is not one (15 steps, every 10: at steps 10 and 15, 2; the article's SST-2 run, "including
+    31 evaluations on the dev set": its 6,315 steps at one every 210, the last at its last step; the untrained head's
+    score before training is not one of them)."""
     return -(-steps // every)
 
 

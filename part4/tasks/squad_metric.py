@@ -19,7 +19,8 @@ PUNCTUATION = set(string.punctuation)
 # --- One answer against the gold answers: normalisation, EM and F1 ---
 
 def normalize_answer(s):
-    """Lower case, drop punctuation, the articles a/an/the, and extra white space."""
+    """The article's "official answer normalisation (lower case, no punctuation, no "a/an/the")", and extra white
+    space dropped (evaluate-v2.0.py's normalize_answer)."""
     s = "".join(ch for ch in s.lower() if ch not in PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())
@@ -65,20 +66,25 @@ def question_scores(prediction, golds, version):
 # --- SQuAD v2.0: the no-answer threshold ---
 
 def best_threshold(predictions, scores, na_probs, has_answer):
-    """evaluate-v2.0.py's find_best_thresh: the best total score over every threshold on the no-answer odds, and
-    that threshold. Start by answering nothing (each question without an answer right), then answer the questions
-    in order of rising odds: one with an answer gains its score, one without loses 1 if its prediction is not empty.
-    A question is answered iff its odds <= the threshold (0.0 when answering nothing is best).
-    predictions, scores, na_probs: {id: ...}; has_answer: {id: bool} for every question of the dev file."""
+    """evaluate-v2.0.py's find_best_thresh, the one search of the no-answer threshold (the SQuAD script runs it on its
+    arrays through part4/tasks/squad_spans.py's official_best_tau): the best total score over every threshold on the
+    no-answer odds, that threshold, and how many questions it answers. Start by answering nothing (each question
+    without an answer right), then answer the questions in order of rising odds (ties in the dict's order): one with
+    an answer gains its score, one without loses 1 if its prediction is not empty; the first best total is kept. A
+    question is answered iff its odds <= the threshold (0.0 when answering nothing is best; the count answered is the
+    first that many in that order, which a tie at the threshold can make fewer than the odds <= it).
+    predictions, scores, na_probs: {id: ...} (of a prediction only whether it is empty is read); has_answer: {id:
+    bool} for every question of the dev file."""
     total = best = sum(1 for has in has_answer.values() if not has)
-    threshold = 0.0
+    threshold, answered, tried = 0.0, 0, 0
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
         if qid not in scores:
             continue
+        tried += 1
         total += scores[qid] if has_answer[qid] else (-1 if predictions[qid] else 0)
         if total > best:
-            best, threshold = total, na_probs[qid]
-    return 100.0 * best / len(scores), threshold
+            best, threshold, answered = total, na_probs[qid], tried
+    return 100.0 * best / len(scores), threshold, answered
 
 
 def no_answer_applied(scores, na_probs, has_answer, na_prob_thresh):
@@ -129,7 +135,7 @@ def evaluate_v2(questions, predictions, na_probs=None, na_prob_thresh=1.0):
         out |= {f"{prefix}_{k}": v for k, v in totals(exact, f1, qids).items()} if qids else {}
     if na_probs is not None:
         for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
-            out[f"best_{name}"], out[f"best_{name}_thresh"] = best_threshold(predictions, raw, na_probs, has_answer)
+            out[f"best_{name}"], out[f"best_{name}_thresh"], _ = best_threshold(predictions, raw, na_probs, has_answer)
     return out
 
 

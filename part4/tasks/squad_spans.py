@@ -17,7 +17,7 @@ from tqdm import tqdm
 from part4.data.batches import batches_by_length, collate
 from part4.models.loading import ALONE, autocast, gather
 from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
-from part4.tasks.squad_metric import question_scores
+from part4.tasks.squad_metric import best_threshold, question_scores
 
 
 def make_windows(tok, examples, max_len, stride):
@@ -210,8 +210,8 @@ def demo_one(model, tok, question, text, *, device, search):
 
 @dataclass(frozen=True)
 class SpanSearch:
-    """How the dev set is cut and searched, by default with the numbers of run_squad.py (its doc_stride is there the step
-    from one window to the next; here, as the tokenizer's stride, it is the tokens two consecutive windows share)."""
+    """How the dev set is cut and searched, by default with the numbers of run_squad.py (the stride beside its
+    doc_stride: part4/paper/recipe.py)."""
     max_len: int = MAX_LEN       # window length in tokens
     stride: int = STRIDE         # tokens shared by consecutive windows
     batch_size: int = SPAN_BATCH_SIZE  # windows per forward pass
@@ -311,21 +311,18 @@ def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null, taus):
 
 
 def official_best_tau(diff, score_ans, has_ans, nonempty):
-    """The official best threshold (part4/tasks/squad_metric.py's best_threshold, evaluate-v2.0.py's
-    find_best_thresh, on squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json) searched on the span
-    search's arrays (diff: s_hat - s_null per question) and given as tau too, beside the sweep's grid of taus: start
-    by answering nothing, then answer questions in order of decreasing s_hat - s_null. A question with an answer
-    gains its score; one without loses 1 if the prediction is not empty. Returns the official threshold on s_null -
-    s_hat and tau = -threshold (and the share answered). The official rule answers iff s_null - s_hat <= threshold,
+    """The official best threshold (squad_metric.best_threshold, evaluate-v2.0.py's search, as it runs on
+    squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json) on the span search's arrays, given as tau too,
+    beside the sweep's grid of taus. diff: s_hat - s_null per question, whose odds of no answer are s_null - s_hat;
+    score_ans: the best span's score; nonempty: whether its text is. Returns the official threshold on s_null - s_hat,
+    tau = -threshold, the best F1 and the share answered. The official rule answers iff s_null - s_hat <= threshold,
     that is s_hat - s_null >= tau: the question at the threshold itself is answered, where the sweep's strict
     s_hat > s_null + tau would not answer it."""
-    order = np.argsort(-diff, kind="stable")
-    gains = np.where(has_ans, score_ans, np.where(nonempty, -1.0, 0.0))[order]
-    totals = (~has_ans).sum() + np.concatenate([[0.0], np.cumsum(gains)])   # after answering the first k
-    k = int(np.argmax(totals))                                              # the first of any ties
-    threshold = float(-diff[order[k - 1]]) if k > 0 else 0.0
-    return {"f1": 100 * totals[k] / len(diff), "answered": 100 * k / len(diff), "threshold": threshold,
-            "tau": -threshold if threshold else 0.0}
+    questions = range(len(diff))
+    f1, threshold, answered = best_threshold(dict(zip(questions, nonempty)), dict(zip(questions, score_ans)),
+                                             dict(zip(questions, -diff)), dict(zip(questions, has_ans)))
+    threshold = float(threshold)
+    return {"f1": f1, "answered": 100 * answered / len(diff), "threshold": threshold, "tau": -threshold if threshold else 0.0}
 
 
 def tau_grid(tau_min, tau_max, tau_step):
@@ -346,7 +343,7 @@ def score_v2(examples, answers, taus):
     em_f1_null = (~has).astype(float)                                      # "no answer" is right iff none
     sweep = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=taus)
     at0 = tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null=em_f1_null, taus=[0.0])[0]
-    best = max(sweep, key=lambda r: r["f1"])                                 # the first of any ties
+    best = max(sweep, key=lambda r: r["f1"])       # the paper's tau, "on the dev set to maximize F1"; the first of ties
     exact = official_best_tau(diff, f1_ans, has, np.array([bool(a["text"]) for a in answers]))
     tau = best["tau"]
     chosen = s_hat > s_null + tau                                           # at the best tau
