@@ -3,7 +3,7 @@
 Reproduces the article's "Checking the formula in code" (GLUE classifier, paper §3.2 and §4.1),
 the SWAG multiple-choice head (§4.4) and the SQuAD span head (§4.2): each head is computed by hand
 from the encoder's hidden states and compared with the library's output on the same weights.
-A gap above TOLERANCE is a failed check: the script says so and exits with code 1.
+A gap above TOLERANCE (fp32's, or bf16's with --dtype bf16) is a failed check: the script says so and exits with code 1.
 
     python bert_part4_heads.py                      # bert-base-uncased from the Hugging Face Hub
     python bert_part4_heads.py --model path/to/dir  # any local BERT folder (config, weights, vocab)
@@ -21,7 +21,17 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 
 from part4.command_line.declarations import Fatal, preflight
 from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
-from part4.models.loading import load_model, model_problem, new_head_parameters, pick_device, run_cli, seed_everything
+from part4.models.loading import (
+    autocast,
+    autocast_dtype,
+    load_model,
+    model_problem,
+    new_head_parameters,
+    pick_device,
+    precision_note,
+    run_cli,
+    seed_everything,
+)
 from part4.output.results_files import RANDOM_HEAD, Log, beside_article, check_writable_dir, command_line, portable, rounded
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
 from part4.paper.article import HEADS_LABELS as ARTICLE
@@ -35,7 +45,9 @@ SWAG_CONTEXT = "She opened the fridge and"
 SWAG_ENDINGS = ["took out a carton of milk.", "flew to the moon.", "the fridge sang a song.",
                 "painted the ocean blue."]
 SPAN_QUESTION = "What does BERT stand for?"
-TOLERANCE = 1e-4
+# The largest hand-vs-library gap a check allows: fp32's rounding, or with --dtype bf16 bf16's: 8 significant bits, so
+# a logit below 8 is rounded by up to 8 * 2^-8, and the two ways may round at different steps: twice that, 2^-4
+TOLERANCE = {"fp32": 1e-4, "bf16": 2 ** -4}
 # What the article printed (ARTICLE, from part4/paper/article.py) is shown
 # beside ours on every route; the numbers of its randomly initialised head are labelled as not expected to match.
 
@@ -192,7 +204,7 @@ def span_head(loaded, tok, device, log):
 
 # --- Every hand-vs-library gap is a check, not just a printed number ---
 
-def failed_checks(glue, swag, span, tolerance=TOLERANCE):
+def failed_checks(glue, swag, span, tolerance):
     gaps = {"GLUE logits": glue["max_logit_gap"], "GLUE loss": glue["loss_gap"],
             "SWAG scores": swag["max_score_gap"], "span start logits": span["max_start_gap"],
             "span end logits": span["max_end_gap"], "span softmax with vs without bias": span["softmax_bias_gap"]}
@@ -205,6 +217,7 @@ def failed_checks(glue, swag, span, tolerance=TOLERANCE):
 def main(argv=None):
     args = script_settings.parse_heads(argv)   # the command line as settings, without torch (part4/command_line)
     device = pick_device(args.device)
+    dtype = autocast_dtype(device, args.dtype)            # None: fp32
     check_writable_dir(args.results_dir, "--results-dir")
     preflight([model_problem(args.model, "--model")])
     folder = read_model_folder(args.model)              # its config, weight files and tokenizer, before any line
@@ -214,18 +227,23 @@ def main(argv=None):
     log.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     for line in [weights_line(folder), *folder.notes]:
         log.say(line)
-    glue = glue_head(models["glue"], tok, device, log, seed=args.seed)
-    swag = swag_head(models["swag"], tok, device, log)
-    span = span_head(models["span"], tok, device, log)
-    failed = failed_checks(glue, swag, span)
+    if precision_note(device, dtype):
+        log.say(precision_note(device, dtype))
+    with autocast(device, dtype):                       # by hand and by the library alike (--dtype; fp32 by default)
+        glue = glue_head(models["glue"], tok, device, log, seed=args.seed)
+        swag = swag_head(models["swag"], tok, device, log)
+        span = span_head(models["span"], tok, device, log)
+    tolerance = TOLERANCE[args.dtype]
+    failed = failed_checks(glue, swag, span, tolerance)
     for f in failed:
         log.say(f"CHECK FAILED: {f}")
     if failed:
         raise Fatal(f"{len(failed)} hand-vs-library check(s) failed; no results written", code=1)
-    log.say(f"all hand-vs-library checks agree within {TOLERANCE:.0e} (model {portable(args.model)}, device {device})")
-    log.save({"model": portable(args.model), "weights": loaded_record(folder), "tolerance": TOLERANCE,
-                 "glue": glue, "swag": swag, "span": span},
-                cli=command_line(argv, vars(args)), device=device)
+    log.say(f"all hand-vs-library checks agree within {tolerance:.0e} (model {portable(args.model)}, device {device}"
+            + (f", {args.dtype}" if dtype else "") + ")")
+    log.save({"model": portable(args.model), "weights": loaded_record(folder), "tolerance": tolerance,
+              "dtype": args.dtype, "glue": glue, "swag": swag, "span": span},
+             cli=command_line(argv, vars(args)), device=device)
     return 0
 
 

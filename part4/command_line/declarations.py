@@ -347,6 +347,11 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
                   help="autocast: auto (the default: bf16 on CUDA, fp16 on MPS for evaluation only, fp32 elsewhere), "
                        "fp32, bf16, or fp16 for evaluation only (training in fp16 needs loss scaling, which this suite "
                        "does not do)"),
+    "dtype_fp32": dict(default="fp32", choices=("fp32", "bf16"),   # the heads' and math's: their checks are fp32's
+                       help="fp32 (the default, on every device: the article's printed digits, and the hand-vs-library "
+                            "checks at fp32's tolerance) or bf16 autocast (faster where the device computes bf16 "
+                            "natively: a GPU from Ampere on, a CPU with AMX or AVX-512-BF16; every number then bf16's, "
+                            "the checks at bf16's tolerance)"),
     "max_len": dict(recipe=True, check=POSITIVE,
                     help=f"longest input in tokens (default: {PAPER_DEFAULTS['max_len']}: run_classifier.py's inputs, "
                          "run_squad.py's windows)"),

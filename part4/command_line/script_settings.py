@@ -36,7 +36,7 @@ class HeadsSettings:
     device: str = shared("device")
     results_dir: str = shared("results_dir")
     seed: int = shared("seed")
-    dtype: str = shared("dtype")
+    dtype: str = shared("dtype_fp32")
 
 
 def heads_parser():
@@ -104,7 +104,7 @@ class MathSettings:
     flow_questions: int = setting(100, check=Range(0),
                                   help="questions for the attention flow over a dev file (default: 100; 0: skip)")
     flow_data: str = setting(help="SQuAD JSON for the flow (default: the Hub dataset rajpurkar/squad)")
-    dtype: str = shared("dtype")
+    dtype: str = shared("dtype_fp32")
     device: str = shared("device")
     results_dir: str = shared("results_dir")
 

@@ -268,6 +268,15 @@ def known_difference(entry, data):
     return ""
 
 
+def precision_of(data):
+    """'bf16' or 'fp16' where a results file records that its numbers were computed so (a fine-tune's settings, the
+    SQuAD script's config, the heads' and math's dtype), '' for fp32 or a file that records none. Such a number is
+    judged as any other (a fine-tune's within the article's own spread, a fixed checkpoint's within the dev-set
+    tolerance); its row says its precision."""
+    recorded = [(data.get("settings") or {}).get("dtype"), (data.get("config") or {}).get("dtype"), data.get("dtype")]
+    return next((d for d in recorded if d in ("bf16", "fp16")), "")
+
+
 def judge(entry, data, requirements=""):
     """(status, note) of ours against the article's number, by the rules of the module's docstring; `requirements`
     is the text of requirements.txt."""
@@ -358,6 +367,8 @@ def rows(runs, results_dir="results", requirements=""):
         files = [name for name, data in runs.items() if holds(entry, data)]
         for name in files:
             status, note = judge(entry, runs[name], requirements)
+            precision = precision_of(runs[name]) if entry.model else ""        # a number computed in bf16 says so
+            note = "; ".join(n for n in (note, precision and f"computed in {precision} (--dtype {precision})") if n)
             value = ours(entry, runs[name])
             mine = "" if isinstance(value, Unusable) else compare(entry, value)[0]
             out.append(report_row(entry, mine, status, note, name=name) | {"model": model_check(entry, runs[name])[0]}

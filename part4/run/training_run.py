@@ -29,6 +29,7 @@ from part4.data.readers import TASKS
 from part4.models.folders import loaded_record, weights_line
 from part4.models.loading import (
     ALONE,
+    DTYPE_NAMES,
     WithoutCudnnAttention,
     autocast,
     has_fused_adamw,
@@ -425,7 +426,7 @@ def preamble(run):
     model = run.model.config
     lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {c.clip}, "
               f"dropout {getattr(model, 'hidden_dropout_prob', getattr(model, 'dropout', None))}, seed {job.seed}, "
-              f"autocast {run.dtype or 'off (fp32)'}, {padding}" + "".join(", " + k for k in kernels)
+              f"autocast {DTYPE_NAMES[run.dtype] if run.dtype else 'off (fp32)'}, {padding}" + "".join(", " + k for k in kernels)
               + (", batches grouped by length (paper: random batches)" if config.grouped else "")
               + f"; model {portable(c.model)}{model_type_note(run.model)}"
               + (", random weights (--init random)" if c.init == "random" else "") + f", article: {ARTICLE_MODEL})",
