@@ -324,3 +324,23 @@ def test_tau_is_read_from_a_file_the_squad_script_wrote(tiny_qa_dir, tmp_path):
     folder = os.path.join(ROOT, "results", "minilm_squad_v2")
     tau, source = bm.chosen_tau(None, folder, committed["run"]["config"]["v2_model"])
     assert source.startswith("from bert_part4_squad.py, chosen on all ") and tau == committed["v2_dev"]["best"]["tau"]
+
+
+def test_every_section_with_a_model_runs_in_bf16_when_asked(tiny_sst2_dir, tiny_qa_dir, tmp_path):
+    """--dtype bf16 reaches each section that runs a model (its numbers move by bf16's rounding, no further), and the
+    results record it; the toys are the same numbers."""
+    argv = ["--sst2-model", tiny_sst2_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+            "--flow-data", squad_file(tmp_path / "flow.json"), "--flow-questions", "2", "--device", "cpu", "--tau", "0"]
+    runs = {}
+    for dtype in ("fp32", "bf16"):
+        assert bm.main([*argv, "--dtype", dtype, "--results-dir", str(tmp_path / dtype)]) == 0
+        runs[dtype] = json.loads((tmp_path / dtype / "part4_math.json").read_text())
+    a, b = runs["fp32"], runs["bf16"]
+    assert (a["dtype"], b["dtype"]) == ("fp32", "bf16") and a["glue_toy"] == b["glue_toy"]
+    moved = {"glue_real": (a["glue_real"][0]["logits_by_hand"], b["glue_real"][0]["logits_by_hand"]),
+             "attention": (a["attention"]["layers"][0]["q_to_p"], b["attention"]["layers"][0]["q_to_p"]),
+             "span_real": (a["span_real"][0]["p_start_gold"], b["span_real"][0]["p_start_gold"]),
+             "null": (a["null"]["questions"][0]["s_null"], b["null"]["questions"][0]["s_null"])}
+    for section, (x, y) in moved.items():
+        assert x != y, section                                         # computed in bf16
+        assert y == pytest.approx(x, rel=0.05, abs=0.05), section      # and only rounded

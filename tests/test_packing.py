@@ -134,7 +134,8 @@ def test_a_packed_model_in_eval_mode_is_the_padded_model():
 def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
     keep = mask.bool()
-    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :], exact_dropout=True)
+    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
+                           masks=packing.MASKS_PADDED)
     x = torch.randn(3, 4, 6)
     torch.manual_seed(3)
     padded = F.dropout(x, 0.3, True)
@@ -144,6 +145,114 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     assert torch.equal(packed, padded.flatten(0, 1)[pack.index])
     assert torch.equal(pack.unpack(packed)[mask.bool()], packed) and (pack.unpack(packed)[~mask.bool()] == 0).all()
     assert torch.equal(pack.dropout(x, 0.3, False), x)
+
+
+# --- bf16 on the CPU: masks at the packed shape from 15-bit draws, attention written out, hidden states in bf16 ---
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_a_15_bit_mask_keeps_one_minus_p_and_its_two_halves_are_independent(p):
+    torch.manual_seed(0)
+    n = 1 << 21
+    keep = packing.keep_mask((n,), p, CPU)
+    assert keep.dtype == torch.bool and keep.shape == (n,)
+    rate = round((1 - p) * 2 ** 15) / 2 ** 15                  # 1 - p to 15 bits: 0.899994 for p 0.1
+    sigma = (rate * (1 - rate) / n) ** 0.5
+    assert abs(keep.float().mean().item() - rate) < 5 * sigma
+    even, odd = keep[0::2].float(), keep[1::2].float()        # the two halves of one call of the generator
+    both = (even * odd).mean().item()
+    assert abs(both - even.mean().item() * odd.mean().item()) < 5 * (rate * (1 - rate) / (n // 2)) ** 0.5
+    torch.manual_seed(0)
+    assert torch.equal(packing.keep_mask((n,), p, CPU), keep)      # the seeded generator's draw: a resumed run's too
+    x = torch.ones(1000)
+    values = packing.dropped(x, p).unique()
+    assert values.tolist() == [0.0, pytest.approx(1 / (1 - p))]       # dropped, or kept and scaled by 1 / (1 - p)
+
+
+def test_the_written_out_attention_is_scaled_dot_product_attention(monkeypatch):
+    torch.manual_seed(2)
+    attn = tiny_bert_layer_attention(dropout=0.25)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    keep = mask.bool()
+    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
+                           masks=packing.MASKS_BF16)
+    x = torch.randn(int(mask.sum()), attn.query.in_features)
+    monkeypatch.setattr(packing, "keep_mask", lambda shape, p, device: torch.ones(shape, dtype=torch.bool))
+    written = packing.packed_attention(attn, x, pack)               # every element kept: scaled by 1 / (1 - p)
+    attn.eval()
+    sdpa = packing.packed_attention(attn, x, pack)                  # dropout off: scaled_dot_product_attention's branch
+    assert (written - sdpa / (1 - 0.25)).abs().max() < 1e-5
+    monkeypatch.setattr(packing, "keep_mask", lambda shape, p, device: torch.zeros(shape, dtype=torch.bool))
+    attn.train()
+    assert (packing.packed_attention(attn, x, pack) == 0).all()     # every element dropped: the mask is applied
+
+
+def tiny_bert_layer_attention(dropout):
+    from transformers import BertModel
+    return BertModel(tiny_config(100, attention_probs_dropout_prob=dropout)).encoder.layer[0].attention.self.train()
+
+
+@pytest.mark.parametrize("kind, labels", FAMILIES)
+def test_a_bf16_padding_free_step_is_as_near_fp32_as_the_padded_bf16_step(kind, labels):
+    """bf16 rounding only: the padding-free bf16 step (hidden states kept in bf16) is as far from the fp32 step, in
+    its loss and its whole gradient, as autocast's padded bf16 step is (within a factor 2; here 1.0 to 1.4)."""
+    batch, model_class, kwargs, loss_fn = family_batch(kind, labels)
+    torch.manual_seed(1)
+    fp32 = model_class(tiny_config(100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kwargs)).train()
+    padded, packed = copy.deepcopy(fp32), packing.make_padding_free(copy.deepcopy(fp32), packing.MASKS_BF16)
+    losses, grads = {}, {}
+    for name, model in (("fp32", fp32), ("padded", padded), ("packed", packed)):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name != "fp32"):
+            loss = loss_fn(model, batch)
+        loss.backward()
+        losses[name], grads[name] = loss.item(), torch.cat([p.grad.flatten() for p in model.parameters()])
+    off = {name: (grads[name] - grads["fp32"]).norm() / grads["fp32"].norm() for name in ("padded", "packed")}
+    assert 0 < off["padded"] < 0.05 and 0 < off["packed"] <= 2 * off["padded"]
+    assert abs(losses["packed"] - losses["fp32"]) <= 2 * abs(losses["padded"] - losses["fp32"]) + 1e-2 * losses["fp32"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):                 # the hidden states in bf16: not autocast's fp32
+        flat = {k: batch[k].flatten(0, -2) for k in ("input_ids", "attention_mask", "token_type_ids")}
+        T = packing.packed_bert(packed.base_model, **flat, masks=packing.MASKS_BF16).last_hidden_state
+    assert T.dtype == torch.bfloat16
+
+
+def test_which_masks_a_device_and_dtype_draw():
+    assert packing.dropout_masks(CPU, None) == packing.MASKS_PADDED            # fp32 on the CPU: the padded run's
+    assert packing.dropout_masks(CPU, torch.bfloat16) == packing.MASKS_BF16
+    assert packing.dropout_masks(torch.device("cuda"), torch.bfloat16) == packing.MASKS_PACKED   # fused kernels
+    assert packing.dropout_masks(torch.device("mps"), None) == packing.MASKS_PACKED
+
+
+@pytest.mark.slow
+def test_a_bf16_run_records_its_masks_and_a_cpu_without_bf16_says_it_is_slow(tiny_bert_dir, tmp_path, monkeypatch):
+    glue = write_sst2(str(tmp_path / "glue"), n_train=40, n_dev=24)
+    argv = ["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", glue, "--batch-size", "8", "--epochs", "1",
+            "--evals", "2", "--device", "cpu"]
+    from part4.models import loading
+    monkeypatch.setattr(loading, "native_bf16", lambda device: False)       # a CPU without AVX-512-BF16 or AMX
+    assert ft.main([*argv, "--dtype", "bf16", "--results-dir", str(tmp_path / "bf16")]) == 0
+    assert ft.main([*argv, "--results-dir", str(tmp_path / "fp32")]) == 0
+    name = "part4_sst2_lr1e-3_bs8_ep1"
+    bf16, fp32 = (json.loads((tmp_path / d / f"{name}.json").read_text()) for d in ("bf16", "fp32"))
+    assert bf16["settings"]["dtype"] == "bf16" and fp32["settings"]["dtype"] == "fp32"
+    assert bf16["computation"]["dropout_masks"] == packing.MASKS_BF16
+    assert fp32["computation"]["dropout_masks"] == packing.MASKS_PADDED
+    assert bf16["curve"][-1]["train_loss"] != fp32["curve"][-1]["train_loss"]        # another computation, other masks
+    log = (tmp_path / "bf16" / f"{name}.log").read_text()
+    assert "autocast bf16, padding-free steps (every layer but attention on the real tokens only; dropout masks: " \
+           "packed shape, 15-bit draws)" in log
+    assert "without native bf16 (no AMX or AVX-512-BF16): emulated, likely slower than fp32" in log
+    assert "native bf16" not in (tmp_path / "fp32" / f"{name}.log").read_text()
+
+
+def test_native_bf16_reads_what_the_cpu_says_of_itself():
+    flags = set()
+    if os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            flags = {w for line in f if line.startswith(("flags", "Features")) for w in line.split()}
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags here to compare with")
+    from part4.models.loading import native_bf16
+    assert native_bf16(CPU) == bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    assert native_bf16(torch.device("mps")) is False
 
 
 # --- the levers of a CUDA step (batch widths, what the host waits for, attention's kernels), on the CPU and meta ---
@@ -352,7 +461,8 @@ def test_a_padding_free_run_is_the_padded_run(tiny_bert_dir, tmp_path):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-4)
         assert y["dev"]["dev"]["accuracy"] == pytest.approx(x["dev"]["dev"]["accuracy"], rel=1e-4)
     cpu = {"pad_to_multiple_of": 1, "cudnn_attention": False}          # the CPU's: each batch its own width, no cuDNN
-    assert a["computation"] == {"padding_free_steps": False, "fused_adamw": False, **cpu}
-    assert b["computation"] == {"padding_free_steps": True, "fused_adamw": has_fused_adamw(CPU), **cpu}
+    assert a["computation"] == {"padding_free_steps": False, "fused_adamw": False, "dropout_masks": "the padded run's", **cpu}
+    assert b["computation"] == {"padding_free_steps": True, "fused_adamw": has_fused_adamw(CPU),
+                                "dropout_masks": "the padded run's", **cpu}
     assert "(also: AdamW, clip 1.0" in out["padded log"] and ", dynamic padding" in out["padded log"]
     assert "padding-free steps (every layer but attention on the real tokens only)" in out["free log"]

@@ -520,3 +520,27 @@ def test_a_model_of_fewer_layers_under_the_articles_name_is_another_model_on_the
     assert {r["status"] for r in rows} == {"another model"} and len(rows) == 37
     assert not [r for r in folder_rows(out) if r["status"] in ("unusable", "differs") and
                 article.NUMBERS[r["key"]].model]
+
+
+def test_a_run_in_bf16_is_judged_as_any_and_says_its_precision(tiny_bert_dir, tiny_qa_dir, tmp_path, monkeypatch):
+    """The heads and the SQuAD script run with --dtype bf16 record it; each of their rows that needs a model says it
+    was computed in bf16, and a row of the same script in fp32 says nothing of its precision."""
+    from part4.models import loading
+    monkeypatch.setattr(loading, "native_bf16", lambda device: True)     # no line about an emulated bf16 here
+    for dtype in ("fp32", "bf16"):
+        monkeypatch.setattr(sys, "argv", ["bert_part4_heads.py"])           # the script's name, as its results record it
+        assert heads.main(["--model", tiny_bert_dir, "--device", "cpu", "--dtype", dtype,
+                           "--results-dir", str(tmp_path / dtype)]) == 0
+        monkeypatch.setattr(sys, "argv", ["bert_part4_squad.py"])
+        assert sq.main(["--only", "demo", "--v1-model", tiny_qa_dir, "--v2-model", tiny_qa_dir, "--device", "cpu",
+                        "--dtype", dtype, "--results-dir", str(tmp_path / dtype)]) == 0
+    saved = {d: json.loads((tmp_path / d / "part4_heads.json").read_text()) for d in ("fp32", "bf16")}
+    assert saved["bf16"]["dtype"] == "bf16" and saved["bf16"]["tolerance"] == heads.TOLERANCE["bf16"]
+    assert saved["fp32"]["tolerance"] == heads.TOLERANCE["fp32"]
+    assert saved["bf16"]["glue"]["logits_library"] != saved["fp32"]["glue"]["logits_library"]      # bf16 did run
+    for d in ("fp32", "bf16"):
+        rows = [r for r in folder_rows(tmp_path / d) if r["status"] != "not run yet"]
+        needs = {r["key"] for r in rows if next(e for e in article.ENTRIES if e.key == r["key"]).model}
+        said = {r["key"] for r in rows if "computed in bf16 (--dtype bf16)" in r["note"]}
+        assert needs and {r["file"] for r in rows} >= {"part4_heads.json", "part4_squad.json"}
+        assert said == (needs if d == "bf16" else set())

@@ -185,15 +185,16 @@ def demo_one(model, tok, question, text, *, device, search):
     enc = tok(question, text, return_tensors="pt", return_offsets_mapping=True)
     offsets = enc.pop("offset_mapping")[0].tolist()
     passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
-    out = model(**enc.to(device), output_hidden_states=True)
-    T = out.hidden_states[-1][0]                                  # T_i for every token, (tokens, H)
-    W, b = model.qa_outputs.weight, model.qa_outputs.bias        # (2, H): row 0 = S, row 1 = E
+    with autocast(device, search.dtype):                         # fp32, or the dtype the search is run in
+        out = model(**enc.to(device), output_hidden_states=True)
+        T = out.hidden_states[-1][0]                              # T_i for every token, (tokens, H)
+        W, b = model.qa_outputs.weight, model.qa_outputs.bias    # (2, H): row 0 = S, row 1 = E
+        by_hand, _ = span_logits(T, W, b)
     start, end = out.start_logits[0].float(), out.end_logits[0].float()
     val, i, j = n_best_span_search(start[None], end[None], passage[None], n_best=search.n_best,
                                    max_answer=search.max_answer, top=3)
     spans = [(text[offsets[a][0]:offsets[c][1]], int(a), int(c), float(v))
              for v, a, c in zip(val[0], i[0], j[0])]
-    by_hand, _ = span_logits(T, W, b)
     p_start = torch.softmax(start[passage], -1)                   # P_start over the passage tokens
     top_p, top_i = p_start.topk(3)
     passage_tokens = tok.convert_ids_to_tokens(enc["input_ids"][0][passage])
@@ -201,7 +202,7 @@ def demo_one(model, tok, question, text, *, device, search):
             "start_top": [(passage_tokens[t], float(p)) for p, t in zip(top_p, top_i)],
             "start": start, "end": end, "passage": passage, "offsets": offsets, "S": W[0], "E": W[1],
             "tokens": tok.convert_ids_to_tokens(enc["input_ids"][0]),
-            "hand_gap": (by_hand - start).abs().max().item(),
+            "hand_gap": (by_hand.float() - start).abs().max().item(),
             "bias_gap": max(softmax_bias_gap(start, b[0], passage), softmax_bias_gap(end, b[1], passage)),
             "s_null": float(start[0] + end[0]), "s_null_parts": (float(start[0]), float(end[0]))}
 
