@@ -2,7 +2,9 @@
 
 The same model and the same rows of the paper's random batches (batch 32) for all three, each step the recipe's
 (AdamW with its fused kernel where torch has one, for both of ours and for the Trainer, whose default it is; bf16
-autocast on CUDA, fp32 elsewhere):
+autocast on CUDA, fp32 elsewhere; with --dtype bf16 every way twice, in fp32 and in bf16, side by side, and the ratio
+of each way's bf16 to its fp32: ours in bf16 as bert_part4_finetune.py --dtype bf16 runs it, its masks as
+part4/run/packing.py's dropout_masks says):
   padded        bert_part4_finetune.py --padding-free off: each batch padded to its own longest input
   padding-free  bert_part4_finetune.py's default: every layer but attention on the real tokens only
   Trainer       transformers.Trainer with DataCollatorWithPadding (dynamic padding) on the same rows, in the same
@@ -20,6 +22,7 @@ is host-bound: the GPU waits for the host.
     python bench/finetune_speed.py --model path/to/bert --task sst2 --steps 30
     python bench/finetune_speed.py --model path/to/bert --task squad --steps 12   # SQuAD v1.1 windows
     python bench/finetune_speed.py --random-base --task sst2        # BERT-base with random weights
+    python bench/finetune_speed.py --random-base --task sst2 --dtype bf16 --no-trainer   # fp32 and bf16 side by side
 """
 
 import argparse
@@ -50,13 +53,15 @@ from part4.data import readers  # noqa: E402
 from part4.data.batches import collate, epoch_batches  # noqa: E402
 from part4.models.loading import (  # noqa: E402
     ALONE,
+    DTYPE_NAMES,
     autocast,
     autocast_dtype,
     has_fused_adamw,
     load_pretrained,  # noqa: E402
+    native_bf16,
     pick_device,
 )
-from part4.run.packing import make_padding_free  # noqa: E402
+from part4.run.packing import dropout_masks, make_padding_free  # noqa: E402
 from part4.run.training_run import shard, wrapped  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402
 
@@ -195,26 +200,31 @@ def report(label, steps, seconds, tokens, width=None, device_s=None):
     return steps / seconds
 
 
-def measure(args, device, dtype, fused, tok, data, *, make):
-    """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer. Every way is
-    warmed first (its batches once, untimed), then the ways take turns, round after round (--rounds), and the
-    fastest round of each is reported; on CUDA one more pass of each under torch.profiler gives its device time."""
+def measure(args, device, dtypes, fused, tok, data, *, make):
+    """steps/s of every way: ours padded and padding-free (and grouped, for SQuAD), then the Trainer, each in every
+    autocast dtype of dtypes (None: fp32; two: labelled by theirs). Every way is warmed first (its batches once,
+    untimed), then the ways take turns, round after round (--rounds), and the fastest round of each is reported; on
+    CUDA one more pass of each under torch.profiler gives its device time."""
     enc, loss_fn, lengths, model_class, kwargs = data
     timed = ways(lengths, len(enc["input_ids"]), args.batch_size, args.steps)
     trainer = not args.no_trainer and importlib.util.find_spec("accelerate") is not None
 
-    def ours(batches, free):
+    def ours(batches, free, dtype):
         torch.manual_seed(0)
         model = make(model_class, **kwargs).to(device).train()
-        return time_steps(make_padding_free(model) if free else model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
+        model = make_padding_free(model, dropout_masks(device, dtype)) if free else model
+        return time_steps(model, enc, batches, device, dtype, fused, loss_fn=loss_fn)
 
-    def theirs():
+    def theirs(dtype):
         torch.manual_seed(0)
         seconds, tokens = time_trainer(make(model_class, **kwargs).to(device), tok, enc, timed[0][1], device, dtype)
         return seconds, None, tokens
 
-    every = [(label, lambda b=batches, f=free: ours(b, f)) for label, batches, free in timed]
-    every += [("Trainer", theirs)] if trainer else []
+    every = []
+    for dtype in dtypes:
+        named = f", {DTYPE_NAMES[dtype]}" if len(dtypes) > 1 else ""
+        every += [(label + named, lambda b=batches, f=free, d=dtype: ours(b, f, d)) for label, batches, free in timed]
+        every += [("Trainer" + named, lambda d=dtype: theirs(d))] if trainer else []
     for _, way in every:                    # warmed: every way's shapes loaded before any is timed
         way()
     best, none = {}, (float("inf"), 0, 0)
@@ -226,7 +236,7 @@ def measure(args, device, dtype, fused, tok, data, *, make):
     rate = {}
     for label, (seconds, width, tokens) in best.items():
         device_s = None if busy[label] is None else busy[label] / len(timed[0][1])   # the pass's every step
-        name = "Trainer (DataCollatorWithPadding)" if label == "Trainer" else label
+        name = label.replace("Trainer", "Trainer (DataCollatorWithPadding)")
         rate[label] = report(name, steps, seconds, tokens, width, device_s)
     return rate, lengths is not None
 
@@ -244,28 +254,44 @@ def main(argv=None):
     p.add_argument("--max-len", type=int, help="longest input (default 128; SQuAD windows 384)")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-trainer", action="store_true", help="leave Hugging Face's Trainer out")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="auto (bf16 autocast on CUDA, fp32 elsewhere), fp32, or bf16: every way in fp32 and in bf16 "
+                        "side by side, and each way's bf16 against its fp32")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1 or args.steps < 1:
         p.error("--rounds and --steps must be at least 1")
     device = pick_device(args.device)
     args.rounds = args.rounds or (2 if device.type == "cuda" else 1)
     tok, name, make = tokenizer_and_models(args)
-    dtype, fused = autocast_dtype(device, "auto"), has_fused_adamw(device)
+    fused = has_fused_adamw(device)
+    dtypes = [None, torch.bfloat16] if args.dtype == "bf16" else [autocast_dtype(device, args.dtype)]
     print(f"model {name}; task {args.task}; device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else f" ({cpu_words(device)})")
           + f"; batch {args.batch_size}; {args.steps} timed steps, every way warmed first, best of {args.rounds} "
-          f"round(s); {'bf16 autocast' if dtype else 'fp32'}; AdamW {'fused' if fused else 'unfused'}; device time: "
+          f"round(s); {' and '.join('bf16 autocast' if d else 'fp32' for d in dtypes)}; AdamW "
+          f"{'fused' if fused else 'unfused'}; device time: "
           + ("CUDA kernels under torch.profiler" if device.type == "cuda" else "the host's (no separate device)")
           + f"; torch {torch.__version__}; load average {os.getloadavg()[0]:.1f}; {torch.get_num_threads()} threads")
-    rate, squad = measure(args, device, dtype, fused, tok, training_data(args, tok), make=make)
-    print(f"padding-free vs padded: {rate['padding-free'] / rate['padded']:.2f}x")
-    if "Trainer" in rate:
-        print(f"padding-free vs Trainer: {rate['padding-free'] / rate['Trainer']:.2f}x")
-    else:
-        print("Trainer: not run (" + ("--no-trainer" if args.no_trainer else "accelerate is not installed") + ")")
-    if squad:
-        print(f"padding-free on random batches vs padded grouped by length: "
-              f"{rate['padding-free'] / rate['padded, grouped by length']:.2f}x")
+    rate, squad = measure(args, device, dtypes, fused, tok, training_data(args, tok), make=make)
+    for named in [f", {DTYPE_NAMES[d]}" for d in dtypes] if len(dtypes) > 1 else [""]:
+        print(f"padding-free vs padded{named}: {rate['padding-free' + named] / rate['padded' + named]:.2f}x")
+        if "Trainer" + named in rate:
+            print(f"padding-free vs Trainer{named}: {rate['padding-free' + named] / rate['Trainer' + named]:.2f}x")
+        else:
+            print("Trainer: not run (" + ("--no-trainer" if args.no_trainer else "accelerate is not installed") + ")")
+        if squad:
+            print(f"padding-free on random batches vs padded grouped by length{named}: "
+                  f"{rate['padding-free' + named] / rate['padded, grouped by length' + named]:.2f}x")
+    if len(dtypes) > 1:
+        ways_timed = [label[:-len(", fp32")] for label in rate if label.endswith(", fp32")]
+        print("bf16 vs fp32, each way: " + "; ".join(f"{w} {rate[w + ', bf16'] / rate[w + ', fp32']:.2f}x"
+                                                      for w in ways_timed))
+
+
+def cpu_words(device):
+    """The CPU's name and whether it computes bf16 natively (the conditions a CPU figure needs beside it)."""
+    caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return f"{caps.get('cpu_name') or 'CPU'}, native bf16: {'yes' if native_bf16(device) else 'no'}"
 
 
 if __name__ == "__main__":

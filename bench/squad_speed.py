@@ -5,16 +5,20 @@ tokenised one by one, and the 20 best starts x 20 best ends searched in a Python
 Ours (squad_spans.predict, as bert_part4_squad.py runs it): one batched tokenizer call, windows sorted by length and padded per
 batch, inference_mode, autocast on CUDA, span search batched on the device.
 Both run on the same model and the same first --max-dev-examples questions; the script prints windows/s for
-each, the ratio, the share of wall time spent in the model, and how often the two answers agree.
+each, the ratio, the share of wall time spent in the model, and how often the two answers agree. With --dtype bf16
+ours also runs in fp32, side by side (each warmed first), and the script prints bf16's windows/s against fp32's and how
+often their answers agree.
 
     python bench/squad_speed.py --model path/to/qa_model --max-dev-examples 300
     python bench/squad_speed.py --random-base --vocab ../shared/data/bert-base-uncased/vocab.txt  # BERT-base, random weights
+    python bench/squad_speed.py --random-base --dtype bf16 --max-dev-examples 60      # ours in bf16 beside fp32
 """
 
 import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -78,7 +82,9 @@ def main(argv=None):
     p.add_argument("--max-dev-examples", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    p.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
+                   help="autocast of both (default auto: bf16 on CUDA, fp16 on MPS, fp32 on the CPU); bf16: ours in "
+                        "fp32 too, side by side")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     args = p.parse_args(argv)
     args.max_len, args.stride, args.n_best, args.max_answer = 384, 128, 20, 30
@@ -99,9 +105,13 @@ def main(argv=None):
           f"{len(examples)} questions; batch {args.batch_size}; torch {torch.__version__}")
     search = squad_spans.SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
                               max_answer=args.max_answer, dtype=dtype)
-    squad_spans.predict(model, tok, examples[:8], search, device=device)         # warm-up
+    fp32 = replace(search, dtype=None) if dtype == torch.bfloat16 else None        # ours in fp32 beside bf16
+    for way in [search] + ([fp32] if fp32 else []):
+        squad_spans.predict(model, tok, examples[:8], way, device=device)         # warm-up
     ours, t_ours = squad_spans.predict(model, tok, examples, search, device=device)
     theirs, t_theirs = article_predict(model, tok, examples, args, device, dtype)
+    if fp32:
+        ours_fp32, t_fp32 = squad_spans.predict(model, tok, examples, fp32, device=device)
     agree = np.mean([a["text"] == b for a, b in zip(ours, theirs)])
     lengths = [len(w["input_ids"]) for w in squad_spans.make_windows(tok, examples, args.max_len, args.stride)]
     for label, t in (("article's approach", t_theirs), ("ours", t_ours)):
@@ -110,6 +120,12 @@ def main(argv=None):
     print(f"window length: mean {np.mean(lengths):.0f} tokens, max {max(lengths)} (the article pads all to {args.max_len})")
     print(f"speed-up (windows/s, ours / article's): {t_theirs['seconds'] / t_ours['seconds']:.2f}x; "
           f"same answer on {100 * agree:.1f}% of questions")
+    if fp32:
+        same = np.mean([a["text"] == b["text"] for a, b in zip(ours, ours_fp32)])
+        print(f"{'ours, fp32':>18}: {t_fp32['windows']} windows in {t_fp32['seconds']:.2f} s = "
+              f"{t_fp32['windows'] / t_fp32['seconds']:.1f} windows/s; model {t_fp32['model_seconds']:.2f} s")
+        print(f"bf16 vs fp32 (ours, windows/s): {t_fp32['seconds'] / t_ours['seconds']:.2f}x; same answer on "
+              f"{100 * same:.1f}% of questions")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ device: the same as the host), the kernels launched; then the top operators by h
 
     python bench/step_profile.py --random-base --task sst2 --device cuda       # BERT-base, random weights
     python bench/step_profile.py --model path/to/bert --steps 4 --warm-steps 2
+    python bench/step_profile.py --random-base --device cpu --dtype bf16 --steps 2 --warm-steps 2   # a bf16 step on the CPU
 """
 
 import argparse
@@ -24,7 +25,7 @@ from finetune_speed import add_model_flags, synchronize, time_steps, tokenizer_a
 from part4.data import readers  # noqa: E402
 from part4.data.batches import epoch_batches  # noqa: E402
 from part4.models.loading import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.run.packing import make_padding_free  # noqa: E402
+from part4.run.packing import dropout_masks, make_padding_free  # noqa: E402
 from part4.tasks import families  # noqa: E402
 
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -49,13 +50,16 @@ def main(argv=None):
     p.add_argument("--padding-free", choices=("on", "off"), default="on")
     p.add_argument("--top", type=int, default=8, help="operators listed by host and by device time (default 8)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="autocast (default auto: bf16 on CUDA, fp32 elsewhere); bf16 on the CPU: the padding-free step "
+                        "as bert_part4_finetune.py --dtype bf16 runs it")
     args = p.parse_args(argv)
     if min(args.steps, args.warm_steps, args.batch_size, args.top) < 1:
         p.error("--steps, --warm-steps, --batch-size and --top must be at least 1")
     device = pick_device(args.device)
     cuda = device.type == "cuda"
     tok, name, make = tokenizer_and_models(args)
-    dtype, fused = autocast_dtype(device, "auto"), has_fused_adamw(device)
+    dtype, fused = autocast_dtype(device, args.dtype), has_fused_adamw(device)
     n = args.batch_size * (args.warm_steps + args.steps + 4)
     train = readers.read_split(args.data_dir, args.task, "train")[:n]
     enc = families.encode_glue(tok, train, 128)
@@ -65,7 +69,7 @@ def main(argv=None):
     torch.manual_seed(0)
     from transformers import BertForSequenceClassification
     model = make(BertForSequenceClassification, num_labels=2).to(device).train()
-    model = make_padding_free(model) if args.padding_free == "on" else model
+    model = make_padding_free(model, dropout_masks(device, dtype)) if args.padding_free == "on" else model
     warm, profiled = batches[:args.warm_steps + 2], batches[args.warm_steps + 2:args.warm_steps + args.steps + 4]
     time_steps(model, enc, warm, device, dtype, fused, loss_fn=families.Classification.loss)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

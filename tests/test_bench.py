@@ -26,6 +26,16 @@ def test_squad_bench_answers_like_the_articles_loop(tiny_qa_dir, tmp_path, capsy
     out = capsys.readouterr().out
     assert "same answer on 100.0% of questions" in out
     assert "article's approach:" in out and "speed-up (windows/s, ours / article's):" in out
+    assert "bf16 vs fp32" not in out
+    squad_speed.main(["--model", tiny_qa_dir, "--data", str(data), "--max-dev-examples", "4", "--batch-size", "3",
+                      "--device", "cpu", "--dtype", "bf16"])
+    out = capsys.readouterr().out.splitlines()
+    fp32 = next(x for x in out if x.strip().startswith("ours, fp32:"))
+    bf16 = next(x for x in out if x.strip().startswith("ours:"))
+    rate = {k: float(x.split(" = ")[1].split()[0]) for k, x in (("fp32", fp32), ("bf16", bf16))}
+    said = next(x for x in out if x.startswith("bf16 vs fp32 (ours, windows/s): "))
+    assert float(said.split(": ")[1].split("x")[0]) == pytest.approx(rate["bf16"] / rate["fp32"], rel=0.05, abs=0.02)
+    assert "% of questions" in said
 
 
 def tokens_per_step(line):
@@ -157,3 +167,41 @@ def test_one_mrpc_run_walks_a_handful_of_rooms(tmp_path, monkeypatch):
     assert "part4/paper/recipe.py:eval_every" in functions and "part4/tasks/families.py:Classification.evaluate" in functions
     assert not any(".SpanExtraction." in f or "reproduction/" in f for f in functions)
     assert len(seen) <= 15 and sum(len(names) for names in seen.values()) <= 150, sorted(functions)
+
+
+@pytest.mark.slow
+def test_finetune_bench_times_every_way_in_fp32_and_bf16_side_by_side(tiny_bert_dir, tmp_path, capsys):
+    glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)
+    finetune_speed.main(["--model", tiny_bert_dir, "--data-dir", glue, "--steps", "3", "--batch-size", "8",
+                         "--device", "cpu", "--dtype", "bf16", "--no-trainer"])
+    out = capsys.readouterr().out.splitlines()
+    assert "fp32 and bf16 autocast" in out[0] and "native bf16: " in out[0]
+    rates = {}
+    for way in ("padded", "padding-free"):
+        for dtype in ("fp32", "bf16"):
+            line = next(x for x in out if x.strip().startswith(f"{way}, {dtype}:"))
+            rates[way, dtype], steps, *_ = way_figures(line)
+            assert steps == 3
+    ratios = next(x for x in out if x.startswith("bf16 vs fp32, each way: "))
+    for way in ("padded", "padding-free"):       # each ratio is the one its two lines give (to the 3 decimals printed)
+        said = float(ratios.split(f"{way} ", 1)[1].split("x")[0])
+        assert said == pytest.approx(rates[way, "bf16"] / rates[way, "fp32"], rel=0.02, abs=0.02)
+    assert sum(x.startswith("padding-free vs padded, ") for x in out) == 2
+
+
+@pytest.mark.slow
+def test_the_profile_of_a_bf16_step_draws_15_bit_masks_and_of_an_fp32_step_the_padded_runs(tiny_bert_dir, tmp_path,
+                                                                                             capsys):
+    import step_profile
+    glue = write_sst2(str(tmp_path / "glue"), n_train=200, n_dev=10)
+    ops = {}
+    for dtype in ("fp32", "bf16"):
+        step_profile.main(["--model", tiny_bert_dir, "--data-dir", glue, "--steps", "2", "--warm-steps", "1",
+                           "--batch-size", "8", "--device", "cpu", "--top", "200", "--dtype", dtype])
+        out = capsys.readouterr().out.splitlines()
+        assert ("bf16 autocast" if dtype == "bf16" else "; fp32;") in out[0]
+        ops[dtype] = {x.split()[0]: int(x.split(" ms x")[1]) for x in out[2].split(": ", 1)[1].split("; ")}
+    # fp32: every mask drawn by bernoulli_, at the padded shape (the embeddings', each layer's two hidden ones and its
+    # attention's, the classifier's on C); bf16: all of the encoder's by keep_mask (random_), the classifier's its own
+    assert "aten::random_" not in ops["fp32"] and ops["fp32"]["aten::bernoulli_"] == 1 + 3 * 2 + 1
+    assert ops["bf16"]["aten::random_"] == ops["fp32"]["aten::bernoulli_"] - 1 and ops["bf16"]["aten::bernoulli_"] == 1

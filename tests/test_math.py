@@ -326,6 +326,7 @@ def test_tau_is_read_from_a_file_the_squad_script_wrote(tiny_qa_dir, tmp_path):
     assert source.startswith("from bert_part4_squad.py, chosen on all ") and tau == committed["v2_dev"]["best"]["tau"]
 
 
+@pytest.mark.slow
 def test_every_section_with_a_model_runs_in_bf16_when_asked(tiny_sst2_dir, tiny_qa_dir, tmp_path):
     """--dtype bf16 reaches each section that runs a model (its numbers move by bf16's rounding, no further), and the
     results record it; the toys are the same numbers."""

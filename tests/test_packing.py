@@ -191,6 +191,7 @@ def tiny_bert_layer_attention(dropout):
     return BertModel(tiny_config(100, attention_probs_dropout_prob=dropout)).encoder.layer[0].attention.self.train()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, labels", FAMILIES)
 def test_a_bf16_padding_free_step_is_as_near_fp32_as_the_padded_bf16_step(kind, labels):
     """bf16 rounding only: the padding-free bf16 step (hidden states kept in bf16) is as far from the fp32 step, in

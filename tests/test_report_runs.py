@@ -522,6 +522,7 @@ def test_a_model_of_fewer_layers_under_the_articles_name_is_another_model_on_the
                 article.NUMBERS[r["key"]].model]
 
 
+@pytest.mark.slow
 def test_a_run_in_bf16_is_judged_as_any_and_says_its_precision(tiny_bert_dir, tiny_qa_dir, tmp_path, monkeypatch):
     """The heads and the SQuAD script run with --dtype bf16 record it; each of their rows that needs a model says it
     was computed in bf16, and a row of the same script in fp32 says nothing of its precision."""
