@@ -8,11 +8,11 @@
     python bert_part4_finetune.py mrpc --model DIR --data-dir ../shared/data/glue_data   # offline
     python bert_part4_finetune.py glue            # every GLUE task, the best lr on dev, beside Table 1
 
-One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the
-learning rate rising linearly over the first 10% of steps then falling linearly to zero (the article's
-lambda; Google's run_classifier.py decays from step 0 instead, so its rate is 0.9 of the peak when warmup
-ends), gradient clipping at 1.0, dropout 0.1 (the model's config), one fixed seed, batches padded to their own
-longest input; each training step computed padding-free by default (--padding-free: its --help says what it is,
+One recipe for every task: AdamW with weight decay 0.01 (none on biases and LayerNorm weights), the learning rate
+rising linearly over the first 10% of steps then falling linearly to zero (the article's lambda; Google's
+optimization.py, which run_classifier.py calls, decays from step 0 instead, so its rate is 0.9 of the peak when warmup
+ends), gradient clipping at 1.0 (optimization.py's), dropout 0.1 (the model's config), one fixed seed, batches padded
+to their own longest input; each training step computed padding-free by default (--padding-free: its --help says what it is,
 part4/run/packing.py how). The settings are the recipe's (part4/paper/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size, epochs and learning rate default to the paper's for each task, GLUE's learning rate to
@@ -38,10 +38,10 @@ from transformers import AutoConfig
 
 from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
 from part4.paper.recipe import grid_settings
+from part4.run.command import Command
 from part4.run.packing import dropout_masks, make_padding_free
-from part4.run.plan import Command
 from part4.run.run_files import Job
-from part4.run.training_run import TrainingRun
+from part4.run.training_run import TrainingRun, wrapped
 
 # --- AdamW, no decay on biases and LayerNorm, warmup then linear decay (paper A.2, A.3) ---
 
@@ -65,52 +65,67 @@ def warmup_then_linear_decay(s, warm, steps):
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
 def new_model(family, model, init, head):
-    """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names, and how
-    its output layer came (part4/models/loading.py Head; None with --init random): the pre-trained weights with a new
-    output layer (the paper; head "checkpoint": the checkpoint's own, kept; one that cannot be kept was refused when
-    the task was planned, before any work: part4/run/plan.py read_data), or with --init random the same architecture
-    with every weight random (what pre-training buys, measured)."""
+    """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
+    pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept; one that
+    cannot be kept was refused when the task was planned, before any work: part4/run/command.py read_data, which
+    keeps how it comes, TaskData.head), or with --init random the same architecture with every weight random (what
+    pre-training buys, measured)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
         config = load_pretrained(AutoConfig, model, **family.model_kwargs)
-        return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names), None
-    model, head = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
-    return task_labels(model, family.label_names), head
+        return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names)
+    model, _ = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
+    return task_labels(model, family.label_names)
 
 
-def fine_tune(job, plan):
+def fine_tune(run, task):
     """One run of the paper's recipe, the article's lines in its order: the pre-trained weights with a new output layer
     (or with --init random every weight random), AdamW without decay on biases and LayerNorm, warmup then linear decay,
-    the loop over the batches of every epoch, each step clipped. What the paper does not say (the log, this process's
-    share of a batch, the dev scores, checkpoints) is the run's (part4/run/training_run.py). Returns the run's results (None on
-    the processes other than the first of those that share it)."""
-    settings, device, family = plan.config.settings, plan.where.device, plan.family
-    run = TrainingRun(job, plan)                                     # its log, its checkpoint, its recorded settings
-    seed_everything(job.seed)
+    the loop over the batches of every epoch, each step clipped. run: its settings, all of them (part4/run/run_files.py
+    RunSettings); task: the task's data, read once, and its head family (part4/run/command.py TaskData). What the paper
+    does not say (the log, resuming, the cost, this process's share of a batch, the dev scores, checkpoints, the
+    results) is the training run's (part4/run/training_run.py), each step of it a call here. Returns the run's results
+    (None on the processes other than the first of those that share it)."""
+    family, train = task.family, task.train["input_ids"]
+    seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
-    model, head = new_model(family, settings.model, settings.init, settings.head)    # head: a new layer, or kept
-    model = model.to(device)
-    if settings.padding_free:                                        # real tokens only (--padding-free); its dropout
-        model = make_padding_free(model, dropout_masks(device, plan.where.dtype))   # masks as the device and dtype ask
+    model = new_model(family, run.model, run.init, run.head)    # a new output layer, or the checkpoint's (--head)
+    model = model.to(run.device)
+    if run.padding_free:                                    # real tokens only (--padding-free), the dropout masks
+        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # drawn as the device and dtype ask
     model.train()
-    train = plan.data.train["input_ids"]
-    opt = torch.optim.AdamW(decay_groups(model, settings.weight_decay), lr=job.lr,  # no decay on biases and LayerNorm
-                            fused=run.fused_adamw)                          # the fused kernel, where torch has one
-    steps = job.epochs * math.ceil(len(train) / job.batch_size)     # the article's 3 * math.ceil(len(train) / 32)
-    warm = int(settings.warmup * steps)                             # warmup, then linear decay
+    # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
+    opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
+    steps = run.epochs * math.ceil(len(train) / run.batch_size)   # 3 epochs, batch 32: 3 * math.ceil(len(train) / 32)
+    warm = int(run.warmup * steps)                                # 10% warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    net = run.start(model, head, opt, sched, steps=steps, warm=warm)   # from its checkpoint if any; DDP under torchrun
-    with run.stoppable():                                           # Ctrl-C or SIGTERM: a checkpoint, then a clean stop
-        for epoch, batch, weight in run.batches():                  # the article's batches(train): every weight trained
-            with autocast(device, plan.where.dtype):                # weight: 1 alone, this process's share under torchrun
-                loss = family.loss(net, batch) * weight             # model(input_ids=ids, ..., labels=y).loss; SQuAD: S, E
+    training = TrainingRun(run, task, model, sched, steps=steps, warm=warm)   # its log, checkpoint, curve; AdamW
+    #                                                                           is the schedule's (sched.optimizer)
+    if not training.resumed():              # from its checkpoint, where one was saved: its log lines said again
+        training.say_preamble()             # the derived quantities first: the data, device, steps, warmup, ...
+        training.score_before()             # the untrained head's dev score (the article's "before" line)
+        training.say_cost()                 # what the run will cost here, said before it is paid
+    net = wrapped(model, run.processes, run.device, run.cudnn_attention)   # itself alone; under torchrun DDP's
+    with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
+        for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
+            with autocast(run.device, run.dtype):
+                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E); share: 1 alone, under torchrun this
+                # process's rows of the batch x the processes / the batch's rows (DDP averages the processes' gradients)
+                loss = family.loss(net, batch) * share
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)
             opt.step()
             sched.step()
             opt.zero_grad()
-            run.after_step(epoch, loss.detach())                    # dev scores every few steps, checkpoints
-    return run.final_results()                                      # the FINAL line, the results written
+            training.step_done(loss.detach())              # its loss kept for the next evaluation's mean
+            if training.step % training.eval_every == 0 or training.step == steps:   # at the run's cadence and at
+                training.score_dev(epoch)      # its end (the article's 31 evaluations on SST-2): dev scores, train loss
+            stop, save = training.stop_or_save()           # a signal on any process; the checkpoint's clock
+            if save:
+                training.save_checkpoint(stop)
+            if stop:
+                training.stop()                            # one line: how to resume
+    return training.final_results()                        # the FINAL line, the results written
 
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
@@ -138,7 +153,7 @@ def main(argv=None):
             if k in plan.done_before:           # a grid's, restarts' or glue's run whose result exists: skipped
                 results[k] = plan.skip(k)       # its earlier results, its line said in its turn
             else:
-                results[k] = fine_tune(plan.jobs[k], plan)
+                results[k] = fine_tune(plan.runs[k], plan.data)     # its settings, the task's data read once
         command.collect(plan, results)          # the task's row of the GLUE table, or its grid or restarts summed up
     return command.finish()
 

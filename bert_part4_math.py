@@ -118,7 +118,7 @@ def glue_toy(log):
 # --- 1b. The same arithmetic on a real fine-tuned SST-2 classifier ---
 
 @torch.no_grad()
-def glue_real(model, tok, name, device, dtype, log, fresh):
+def glue_real(model, tok, name, device, log, fresh):
     log.say(f"\n== 1b. GLUE head, real: {name}   (article: {SST2})")
     if fresh:
         log.say("  (this model has no trained classifier: W and b are new and random, so its logits mean nothing "
@@ -126,12 +126,11 @@ def glue_real(model, tok, name, device, dtype, log, fresh):
     out = []
     for (text, gold), art in zip(SST2_SENTENCES, ARTICLE["sst2"]):
         enc = tok(text, return_tensors="pt").to(device)
-        with autocast(device, dtype):                             # fp32, or bf16 with --dtype bf16
-            library = model(**enc).logits[0]
-            C = model.bert(**enc).pooler_output[0]                # the pooled [CLS] vector, (H,)
-            W, b = model.classifier.weight, model.classifier.bias   # (K, H), (K,)
-            CW = C @ W.T                                          # C W^T
-            logits = CW + b
+        library = model(**enc).logits[0]
+        C = model.bert(**enc).pooler_output[0]                    # the pooled [CLS] vector, (H,)
+        W, b = model.classifier.weight, model.classifier.bias   # (K, H), (K,)
+        CW = C @ W.T                                              # C W^T
+        logits = CW + b
         P = torch.softmax(logits.float(), -1)
         loss = -torch.log(P[gold]).item()                         # -log P(gold)
         log.say(f'"{text}"  gold label {gold}')
@@ -208,12 +207,11 @@ def segment_positions(enc):
 
 
 @torch.no_grad()
-def attention_flow(model, tok, name, device, dtype, log):
+def attention_flow(model, tok, name, device, log):
     enc = tok(FLOW_QUESTION, FLOW_PASSAGE, return_tensors="pt")
     q, p, special = segment_positions(enc)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
-    with autocast(device, dtype):
-        att = [a[0].float() for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
+    att = [a[0].float() for a in model(**enc.to(device), output_attentions=True).attentions]   # per layer (heads, T, T)
     layers = flow_shares(att, q, p, special)
     log.say(f"\n== 2. packed pair in {name}   (article: {SQUAD_V1}, {ARCHITECTURE['layers']} layers)")
     log.say(f"tokens: {tokens}")
@@ -233,14 +231,13 @@ def attention_flow(model, tok, name, device, dtype, log):
 
 
 @torch.no_grad()
-def flow_over_dev(model, tok, examples, device, dtype, log, source):
+def flow_over_dev(model, tok, examples, device, log, source):
     """The same shares over many questions: mean and std per layer."""
     per_question = []
     for ex in tqdm(examples, desc="attention flow", file=sys.stderr):
         enc = tok(ex["question"].lstrip(), ex["context"], return_tensors="pt", truncation="only_second",
                   max_length=MAX_LEN)
-        with autocast(device, dtype):
-            att = [a[0].float() for a in model(**enc.to(device), output_attentions=True).attentions]
+        att = [a[0].float() for a in model(**enc.to(device), output_attentions=True).attentions]
         per_question.append(flow_shares(att, *segment_positions(enc)))
     log.say(f"the same shares over the first {len(examples)} questions of {source} (mean +- std over questions):")
     rows = []
@@ -293,11 +290,11 @@ def gold_tokens(offsets, passage, text, answer):
     return inside[0], inside[-1]
 
 
-def span_real(model, tok, name, device, dtype, log):
+def span_real(model, tok, name, device, log):
     log.say(f"\n== 3b. span scoring on the abstract, {name}   (article: {SQUAD_V1})")
     out = []
     for n, ((question, gold), art) in enumerate(zip(GOLD_SPANS, ARTICLE["span_real"])):
-        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch(dtype=dtype))
+        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         passage = d["passage"].tolist()
         gs, ge = gold_tokens(d["offsets"], passage, PASSAGE, gold)
         positions = [t for t, on in enumerate(passage) if on]
@@ -347,7 +344,7 @@ def chosen_tau(tau, results_dir, squad2_model):
     return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
 
 
-def null_scores(model, tok, name, *, device, dtype, chosen, log):
+def null_scores(model, tok, name, *, device, chosen, log):
     """s_null against the best span at tau = 0 and at the chosen tau; chosen: (tau, where it comes from), as
     chosen_tau gives them."""
     tau, source = chosen
@@ -355,7 +352,7 @@ def null_scores(model, tok, name, *, device, dtype, chosen, log):
                + beside_article(NULL_TAU_LABEL))
     out = []
     for question, art in zip(NULL_QUESTIONS, ARTICLE["null"]):
-        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch(dtype=dtype))
+        d = squad_spans.demo_one(model, tok, question, PASSAGE, device=device, search=squad_spans.SpanSearch())
         (sc, ec), s_null = d["s_null_parts"], d["s_null"]        # s_null = S.C + E.C
         text, i, j, s_hat = d["spans"][0]                         # s_hat = S.T_i + E.T_j
         log.say(f"Q: {question}")
@@ -490,13 +487,13 @@ class Models:
     chosen: tuple
 
 
-def prepared_models(models, flow, *, device, dtype, tau, results_dir, log):
+def prepared_models(models, flow, *, where, tau, results_dir, log):
     """Every model and input read before any section runs, the flow's data first; a refused one stops its own sections
     only, said here. models: {flag: name} of --sst2-model, --squad-model, --squad2-model, each loaded on its folder's
     own weights and head (the v1.1 model's attention eager: section 2 reads its probabilities); flow: (questions,
-    data file) of the attention flow over a dev file; device, dtype: as asked (--device, --dtype); tau: --tau (None:
+    data file) of the attention flow over a dev file; where: (--device, --dtype) as asked; tau: --tau (None:
     chosen_tau looks in results_dir)."""
-    (flow_questions, flow_data), device = flow, pick_device(device)
+    (flow_questions, flow_data), device = flow, pick_device(where[0])
     flow_problem = flow_questions and file_problem(flow_data, "--flow-data", "rajpurkar/squad")
     folders, problems = section_inputs.read_models(models, NEEDS_BERT, {"--flow-data": flow_problem} if flow_problem else {})
     seed_everything(0)
@@ -512,7 +509,7 @@ def prepared_models(models, flow, *, device, dtype, tau, results_dir, log):
              "--squad-model": qa, "--squad2-model": qa}
     for line in section_inputs.first_lines(folders, loaded, heads, sections=SECTION_INPUTS, not_run=not_run):
         log.say(line)
-    dtype = autocast_dtype(device, dtype)
+    dtype = autocast_dtype(device, where[1])
     if precision_note(device, dtype):
         log.say(precision_note(device, dtype))
     return Models(device=device, dtype=dtype, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
@@ -525,30 +522,34 @@ def main(argv=None):
     log = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
     name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
-    m = prepared_models(models, (args.flow_questions, args.flow_data), device=args.device, dtype=args.dtype, tau=args.tau,
+    m = prepared_models(models, (args.flow_questions, args.flow_data), where=(args.device, args.dtype), tau=args.tau,
                         results_dir=args.results_dir, log=log) if args.only == "all" else None
     runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
     payload = {"glue_toy": glue_toy(log)}
     payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}, "dtype": args.dtype} if m else {}
+    # each section that runs a model runs it under autocast (--dtype; fp32 by default); the toys never do
     if runs["glue_real"]:
         sst2, head = m.loaded["--sst2-model"]
-        payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
-                                         device=m.device, dtype=m.dtype, log=log, fresh=not head.kept)
+        with autocast(m.device, m.dtype):
+            payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
+                                             device=m.device, log=log, fresh=not head.kept)
         payload["new_weights"] = new_weights(sst2, log)
     if runs["attention"]:
         qa, tok = m.loaded["--squad-model"]
-        payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, dtype=m.dtype, log=log)
-        if m.flow_examples:
-            payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, dtype=m.dtype, log=log,
-                                                        source=portable(m.flow_data) or "rajpurkar/squad (validation)")
+        with autocast(m.device, m.dtype):
+            payload["attention"] = attention_flow(qa, tok, name["--squad-model"], device=m.device, log=log)
+            if m.flow_examples:
+                payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, log=log,
+                                                            source=portable(m.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(log)
     if runs["span_real"]:
         qa, tok = m.loaded["--squad-model"]
-        payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, dtype=m.dtype, log=log)
+        with autocast(m.device, m.dtype):
+            payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, log=log)
     if runs["null"]:
         qa2, tok2 = m.loaded["--squad2-model"]
-        payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, dtype=m.dtype, chosen=m.chosen,
-                                      log=log)
+        with autocast(m.device, m.dtype):
+            payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, log=log)
     payload["f1_examples"] = f1_examples(log)
     payload["swag_toy"] = swag_toy(log)
     payload["tables"] = table_arithmetic(log)

@@ -59,10 +59,76 @@ def traced(script, argv):
     return seen
 
 
+LAYOUT = ("paper", "command_line", "output", "models", "data", "tasks", "run", "reproduction")   # docs/layout.md's order
+
+
+def place(path):
+    """A file's place in docs/layout.md's order: its folder's (1 to 8), a script at the root above them all (9)."""
+    parts = path.split(os.sep)
+    return LAYOUT.index(parts[1]) + 1 if parts[0] == "part4" and parts[1] in LAYOUT else len(LAYOUT) + 1
+
+
+def followed(script, argv, entry="fine_tune"):
+    """{parameter of `entry`: the functions it, or one of its parts, is passed on to, as file:name}, each once, in the
+    order a reader following it first meets them while `entry` runs (a loop's steps repeat no stop): a call counts
+    when one of its arguments is the parameter itself or one of the parameter's attributes that is an object of its
+    own (not a number, a string or None: those are shared by value), or one of its attributes in turn."""
+    import torch
+    stops, watched = collections.defaultdict(list), {}
+
+    def parts(obj, depth=2):
+        """obj's attributes that are objects of their own, and theirs (depth: how many attributes deep)."""
+        attrs = vars(obj) if hasattr(obj, "__dict__") and not isinstance(obj, torch.nn.Module) else {}
+        if hasattr(obj, "__dataclass_fields__") or hasattr(obj, "_fields"):
+            attrs = {name: getattr(obj, name) for name in getattr(obj, "__dataclass_fields__", None) or obj._fields}
+        found = [v for v in attrs.values() if not isinstance(v, (int, float, str, bool, type(None), tuple))]
+        return found + [p for v in found for p in parts(v, depth - 1)] if depth > 1 else found
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event != "call" or not code.co_flags & inspect.CO_OPTIMIZED or code.co_name in SKIPPED:
+            return
+        if code.co_name == entry and not watched:
+            for name in code.co_varnames[:code.co_argcount]:
+                obj = frame.f_locals[name]
+                watched[name] = [obj, *parts(obj)]
+            return
+        path = os.path.relpath(code.co_filename, ROOT)
+        if not watched or path.startswith(".."):
+            return
+        args = [frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]]
+        for name, objs in watched.items():
+            stop = f"{path}:{code.co_qualname}"
+            if stop not in stops[name] and any(a is o for a in args for o in objs):
+                stops[name].append(stop)             # each function once, where the trail first meets it
+
+    sys.argv = [script, *argv]
+    sys.setprofile(profile)
+    try:
+        runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+    finally:
+        sys.setprofile(None)
+    return stops
+
+
+def follow_counts(calls):
+    """(stops, files, returns up the layout's order, times run/ entered) of one parameter's calls."""
+    files = [c.split(":")[0] for c in calls]
+    up = sum(place(b) > place(a) for a, b in zip(files, files[1:]))
+    entered = sum(b.startswith("part4/run/") and not a.startswith("part4/run/") for a, b in zip(files, files[1:]))
+    return len(calls), len(set(files)), up, entered
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--script", default="bert_part4_finetune.py", help="the script to trace (default: the fine-tune)")
     parser.add_argument("--quiet", action="store_true", help="only the totals, not each file's count")
+    parser.add_argument("--follow", action="store_true",
+                        help="follow fine_tune's parameters instead: each one's calls that pass it (or its parts) on, "
+                             "their files, how often the trail returns up docs/layout.md's order and enters run/")
     parser.add_argument("argv", nargs="*", help="the script's own arguments (default: the MRPC run above)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
@@ -70,6 +136,14 @@ def main():
         argv = args.argv or ["mrpc", "2e-5", "--model", tiny_bert(os.path.join(tmp, "tiny")), "--data-dir",
                              os.path.join(DATA, "glue_data"), "--max-train-examples", "32", "--max-dev-examples", "32",
                              "--device", "cpu", "--results-dir", os.path.join(tmp, "results")]
+        if args.follow:
+            for name, calls in followed(args.script, argv).items():
+                stops, files, up, entered = follow_counts(calls)
+                print(f"fine_tune's {name}: {stops} stops in {files} files; {up} returns up the layout's order; run/ "
+                      f"entered {entered} times", file=sys.__stdout__)
+                if not args.quiet:
+                    print("    " + " -> ".join(c.split(":")[0].replace("part4/", "") for c in calls), file=sys.__stdout__)
+            return
         seen = traced(args.script, argv)
     functions = sum(len(names) for names in seen.values())
     print(f"{args.script} {' '.join(args.argv) or 'mrpc 2e-5 (tiny BERT, 32 + 32 examples, CPU)'}: "

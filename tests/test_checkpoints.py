@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import sys
-import types
 
 import pytest
 import torch
@@ -116,7 +115,7 @@ def fails_in_one_line(main, argv, capsys, out):
 def test_the_model_is_the_checkpoints_own_architecture_and_weights(checkpoints, model_type):
     folder = checkpoints[model_type][0]
     family = families.FAMILIES["sst2"]("sst2", 128)
-    model, _ = ft.new_model(family, folder, "pretrained", "new")
+    model = ft.new_model(family, folder, "pretrained", "new")
     assert model.config.model_type == model_type and type(model).__name__.endswith("ForSequenceClassification")
     saved = load_file(os.path.join(folder, "model.safetensors"))
     ours = model.base_model.state_dict()
@@ -395,10 +394,16 @@ def test_the_packed_forward_takes_only_the_inputs_it_computes(monkeypatch):
     """A training batch with its attention mask takes the packed forward when every other input is return_dict=True
     or empty; any input with a value that the packing does not compute takes the padded one."""
     monkeypatch.setattr(packing, "packed_bert", lambda *args, **kwargs: "packed")
-    ids, training = torch.ones(2, 3, dtype=torch.long), types.SimpleNamespace(training=True)
+    ids = torch.ones(2, 3, dtype=torch.long)
+
+    class Training:                                     # a BertModel in training, whose own forward is the padded one
+        training = True
+
+        def forward(self, *args, **kwargs):
+            return "padded"
 
     def forward(**inputs):
-        return packing.packed_or_padded(training, lambda *args, **kwargs: "padded", ids, ids, **inputs)
+        return packing.packed_or_padded(Training(), packing.MASKS_PADDED, ids, ids, **inputs)
     assert forward(return_dict=True, output_attentions=False, use_cache=None, position_ids=None) == "packed"
     for extra in ({"output_attentions": True}, {"output_hidden_states": True}, {"head_mask": torch.ones(2)},
                   {"encoder_hidden_states": torch.ones(1)}, {"return_dict": False}):
@@ -644,8 +649,7 @@ def test_a_bf16_checkpoint_trains_in_fp32_as_its_fp32_twin(tiny_bert_dir, tmp_pa
     assert {k: recorded[k] for k in ("weight_files", "saved_in", "loaded_in", "head")} == {
         "weight_files": ["model.safetensors"], "saved_in": "bf16", "loaded_in": "fp32", "head": "new"}
     assert got["bf16"][0]["settings"]["dtype"] == "fp32"
-    model, head = ft.new_model(families.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
-    assert head is None                                                 # no head to keep or to draw
+    model = ft.new_model(families.FAMILIES["sst2"]("sst2", 128), bf16, "random", "new")   # --init random: fp32 too
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 

@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+import torch
 from conftest import ROOT
 from test_finetune import write_sst2
 
@@ -20,8 +22,18 @@ from part4.command_line.fine_tune_settings import Settings, computation_on
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
-from part4.run import glue_row, plan, run_files
+from part4.run import command, run_files, summaries
 from part4.tasks import families
+
+CPU = torch.device("cpu")
+
+
+def recorded_settings(config, family, job, dtype=None, train_rows=10):
+    """What a run of this job records (part4/run/run_files.py RunSettings.recorded), made as the command makes it
+    (Command.run_settings) on the CPU, alone, on a task of train_rows rows."""
+    where = SimpleNamespace(device=CPU, dtype=dtype, processes=ALONE)
+    data = SimpleNamespace(family=family, train={"input_ids": [[0]] * train_rows}, padding_free_problem=None)
+    return command.Command.run_settings(where, config, job, data, ALONE).recorded
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"
                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
@@ -120,8 +132,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
                                        "--group-by-length", "on"])
     assert settings.grid == "glue" and settings.seeds == 2 and settings.many and settings.reuse
     assert (settings.batch_size, settings.epochs, settings.warmup) == (recipe.GLUE_BATCH_SIZE, recipe.GLUE_EPOCHS, 0.2)
-    mnli, _, _ = plan.task_inputs(settings, "mnli", ("mnli",))
-    rte, _, sources = plan.task_inputs(settings, "rte", ("mnli",))
+    mnli, _, _ = command.task_inputs(settings, "mnli", ("mnli",))
+    rte, _, sources = command.task_inputs(settings, "rte", ("mnli",))
     assert mnli.settings is settings and rte.settings is settings
     assert [job.dev_evaluations for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.dev_evaluations for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
@@ -137,7 +149,7 @@ def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
     a3 = recipe.grid_settings("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
     settings = fine_tune_settings.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
-    jobs = ft.planned_runs(plan.task_inputs(settings, "rte")[0])
+    jobs = ft.planned_runs(command.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
@@ -198,10 +210,10 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     fp32, is still the same settings (reused, never refused as other settings)."""
     import torch
     settings = fine_tune_settings.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
-    config, family, _ = plan.task_inputs(settings, "rte")
+    config, family, _ = command.task_inputs(settings, "rte")
     job = ft.planned_runs(config)[0]
-    ours = run_files.run_settings(config, job, family, 10, None, ALONE)
-    assert ours["dtype"] == "fp32" and run_files.run_settings(config, job, family, 10, torch.bfloat16, ALONE)["dtype"] == "bf16"
+    ours = recorded_settings(config, family, job, dtype=None, train_rows=10)
+    assert ours["dtype"] == "fp32" and recorded_settings(config, family, job, dtype=torch.bfloat16)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({"settings": {**ours, "dtype": "None"}, "final": {}}))
     assert run_files.existing_result(str(path), ours) is not None
@@ -212,14 +224,14 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
 
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
-    from part4.run import glue_row
+    from part4.run import summaries
     settings = fine_tune_settings.parse(["glue", "--tasks", "rte", "--model", "model-a", "--results-dir", str(tmp_path)])
-    recorded = glue_row.table_settings(settings)
+    recorded = summaries.table_settings(settings)
     assert recorded["model"] == "model-a" and recorded["data_dir"] is None and recorded["group_by_length"] == "auto"
     other = {"settings": {"tasks": ["rte"], **recorded, "model": "model-b"}}
-    (tmp_path / f"{glue_row.table_name(settings)}.json").write_text(json.dumps(other))
+    (tmp_path / f"{summaries.table_name(settings)}.json").write_text(json.dumps(other))
     with pytest.raises(Fatal, match="a table of other settings .*model 'model-b' -> 'model-a'"):
-        glue_row.table_started(settings, ["rte"], {}, ALONE)
+        summaries.table_started(settings, ["rte"], {}, ALONE)
 
 
 # --- A setting declared once: parsed, checked, recorded and in --help from its one declaration ---
@@ -245,11 +257,11 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     with pytest.raises(Fatal, match=r"^--dummy-share 1.5: must be in \[0, 1\)$"):
         fine_tune_settings.parse(["rte", "--dummy-share", "1.5"])
     assert run_files.recorded_command(given)["config"]["dummy_share"] == 0.5
-    assert glue_row.table_settings(fine_tune_settings.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
+    assert summaries.table_settings(fine_tune_settings.parse(["glue", "--dummy-share", "0.5"]))["dummy_share"] == 0.5
     ours = {}
     for name, settings in (("given", given), ("default", default)):
-        config, family, _ = plan.task_inputs(settings, "rte")
-        ours[name] = run_files.run_settings(config, ft.planned_runs(config)[0], family, 10, None, ALONE)
+        config, family, _ = command.task_inputs(settings, "rte")
+        ours[name] = recorded_settings(config, family, ft.planned_runs(config)[0], dtype=None, train_rows=10)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
@@ -273,10 +285,10 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
     for argv, count in ((["squad"], 3), (["squad_v2"], 2), (["swag", "--epochs", "4"], 4), (["sst2"], 30),
                         (["squad", "--evals", "7"], 7)):
         settings = fine_tune_settings.parse(argv)
-        config, family, _ = plan.task_inputs(settings, settings.task)
+        config, family, _ = command.task_inputs(settings, settings.task)
         job = ft.planned_runs(config)[0]
         assert job.dev_evaluations == count and type(job.dev_evaluations) is int
-        recorded = run_files.run_settings(config, job, family, 10, None, ALONE)
+        recorded = recorded_settings(config, family, job, dtype=None, train_rows=10)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
     data = write_sst2(str(tmp_path / "d"), n_train=16, n_dev=8)
     assert ft.main(["sst2", "1e-3", "--model", tiny_bert_dir, "--data-dir", data, "--batch-size", "8", "--epochs", "1",
@@ -304,10 +316,10 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
         saved = json.load(f)
     settings = fine_tune_settings.parse(saved["run"]["argv"][1:])
     once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
-    config, family, _ = plan.task_inputs(settings, saved["task"], once)
+    config, family, _ = command.task_inputs(settings, saved["task"], once)
     job = next(j for j in ft.planned_runs(config) if run_files.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
-    ours = run_files.run_settings(config, job, family, saved["settings"]["train_rows"], None, ALONE)
+    ours = recorded_settings(config, family, job, dtype=None, train_rows=saved["settings"]["train_rows"])
     assert run_files.existing_result(path, ours) is not None
     run_files.check_not_replaced(path, ours, "holds a result of other settings")
     assert run_files.job_of(saved) == job
@@ -318,6 +330,6 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
     monkeypatch.chdir(ROOT)
     with open(path) as f:
         saved = json.load(f)
-    ours = {"tasks": saved["settings"]["tasks"], **glue_row.table_settings(fine_tune_settings.parse(saved["run"]["argv"][1:]))}
-    assert glue_row.saved_table_settings(saved) == ours
-    run_files.check_not_replaced(path, ours, "a table of other settings", recorded=glue_row.saved_table_settings)
+    ours = {"tasks": saved["settings"]["tasks"], **summaries.table_settings(fine_tune_settings.parse(saved["run"]["argv"][1:]))}
+    assert summaries.saved_table_settings(saved) == ours
+    run_files.check_not_replaced(path, ours, "a table of other settings", held=summaries.saved_table_settings)

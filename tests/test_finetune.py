@@ -231,13 +231,13 @@ def test_bad_inputs_are_one_line_errors(tiny_bert_dir, glue_dir, tmp_path, capsy
 
 
 def test_a_nan_loss_stops_with_the_step_and_writes_nothing(tiny_bert_dir, glue_dir, tmp_path, monkeypatch, capsys):
-    real = TrainingRun.after_step
+    real = TrainingRun.step_done
     calls = []
 
-    def nan_from_step_2(run, epoch, loss):
+    def nan_from_step_2(training, loss):
         calls.append(1)
-        return real(run, epoch, loss * float("nan") if len(calls) >= 2 else loss)
-    monkeypatch.setattr(TrainingRun, "after_step", nan_from_step_2)   # evaluations come every 3 steps
+        return real(training, loss * float("nan") if len(calls) >= 2 else loss)
+    monkeypatch.setattr(TrainingRun, "step_done", nan_from_step_2)   # evaluations come every 3 steps
     argv = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue_dir, "--results-dir", str(tmp_path), "--device", "cpu",
             "--max-train-examples", "160", "--evals", "5"]
     assert run_cli(ft.main, argv) == 1
@@ -248,7 +248,7 @@ def test_a_nan_loss_stops_with_the_step_and_writes_nothing(tiny_bert_dir, glue_d
 def test_ctrl_c_leaves_no_finished_looking_result(tiny_bert_dir, glue_dir, tmp_path, monkeypatch, capsys):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(TrainingRun, "after_step", interrupt)
+    monkeypatch.setattr(TrainingRun, "step_done", interrupt)
     argv = ["sst2", "--model", tiny_bert_dir, "--data-dir", glue_dir, "--results-dir", str(tmp_path), "--device", "cpu"]
     assert run_cli(ft.main, argv) == 130
     assert "interrupted" in capsys.readouterr().err

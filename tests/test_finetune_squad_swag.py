@@ -19,7 +19,7 @@ from part4.command_line.declarations import Fatal
 from part4.data import readers
 from part4.data.batches import collate, epoch_batches
 from part4.models.loading import run_cli
-from part4.run import plan, training_run
+from part4.run import command, training_run
 from part4.tasks import families, squad_metric, squad_spans
 
 # --- training targets: the start and end token of the answer, or [CLS] ---
@@ -267,7 +267,7 @@ def test_squad_defaults_are_the_papers():
     assert fine_tune_settings.parse(["squad"]).max_len == 384 and fine_tune_settings.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = fine_tune_settings.parse([task])
-        assert [job.dev_evaluations for job in ft.planned_runs(plan.task_inputs(settings, task)[0])] == [evals]
+        assert [job.dev_evaluations for job in ft.planned_runs(command.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---
@@ -401,11 +401,11 @@ def test_hub_routes_ask_for_the_papers_datasets(monkeypatch):
                      "ending2": "sang.", "ending3": "painted.", "label": 0}]
         return [{"id": "a", "question": "Q?", "context": "ctx x", "answers": {"text": ["x"], "answer_start": [4]}}]
     monkeypatch.setattr(readers, "load_hub_dataset", fake_hub)
-    train, devs = readers.read_swag(plan.task_inputs(fine_tune_settings.parse(["swag"]), "swag")[2])
+    train, devs = readers.read_swag(command.task_inputs(fine_tune_settings.parse(["swag"]), "swag")[2])
     assert train == [("She opened the fridge", ["and took milk.", "and flew.", "and sang.", "and painted."], 0)]
     assert asked == [("allenai/swag", "regular", "train"), ("allenai/swag", "regular", "validation")]
     asked.clear()
-    train, devs = readers.read_squad_task(plan.task_inputs(fine_tune_settings.parse(["squad_v2"]), "squad_v2")[2])
+    train, devs = readers.read_squad_task(command.task_inputs(fine_tune_settings.parse(["squad_v2"]), "squad_v2")[2])
     assert asked == [("rajpurkar/squad_v2", None, "train"), ("rajpurkar/squad_v2", None, "validation")]
     assert train[0]["starts"] == [4] and squad_spans.answer_chars(train[0]) == (4, 5)
 

@@ -1,4 +1,4 @@
-"""The GLUE row in one command (bert_part4_finetune.py glue, part4/run/glue_row.py): the choice of learning rate, the
+"""The GLUE row in one command (bert_part4_finetune.py glue, part4/run/summaries.py): the choice of learning rate, the
 table and its average, the test-server files, random-weight runs, and the faults a new user met (each test here
 failed on the code before this command existed)."""
 
@@ -22,7 +22,7 @@ from part4.data import readers
 from part4.models.loading import run_cli
 from part4.output.results_files import Log, fmt
 from part4.paper import article, recipe
-from part4.run import glue_row, plan, run_files, training_run
+from part4.run import command, summaries, training_run
 from part4.run.run_files import Job
 from part4.tasks import families, metrics
 
@@ -87,7 +87,7 @@ def glue_data(tmp_path_factory):
 
 def config_for(argv):
     settings = fine_tune_settings.parse(argv)
-    return plan.task_inputs(settings, settings.tasks[0])[0]
+    return command.task_inputs(settings, settings.tasks[0])[0]
 
 
 def glue_cmd(model, data, out, extra=()):
@@ -114,7 +114,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     config = config_for(["cola", "--results-dir", str(tmp_path)])
     dev = {5e-5: [(0.80, 0.00), (0.80, 0.00)], 3e-5: [(0.70, 0.30), (0.72, 0.20)], 2e-5: [(0.60, 0.40), (0.60, 0.00)]}
     results = [fake_run(lr, s, {"dev": {"accuracy": a, "mcc": m}}) for lr, runs in dev.items() for s, (a, m) in enumerate(runs)]
-    chosen = glue_row.choose(results, family, config)
+    chosen = summaries.choose(results, family, config)
     assert chosen["lr"] == 3e-5 and chosen["metric"] == "mcc"
     assert chosen["dev"] == pytest.approx([25.0])                         # the mean over the seeds, in percent
     assert chosen["submitted"]["seed"] == 0                               # the better seed's test predictions
@@ -122,7 +122,7 @@ def test_selection_picks_the_best_mean_in_the_tasks_own_metric(tmp_path):
     stsb = families.FAMILIES["stsb"]("stsb", 128)
     results = [fake_run(lr, 0, {"dev": {"pearson": p, "spearman": s}}, "stsb") for lr, p, s in
                ((5e-5, 0.9, 0.5), (2e-5, 0.8, 0.7))]
-    assert glue_row.choose(results, stsb, config)["lr"] == 2e-5
+    assert summaries.choose(results, stsb, config)["lr"] == 2e-5
 
 
 def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
@@ -132,9 +132,9 @@ def test_a_tie_broken_by_the_grids_order_is_said(tmp_path):
     table = types.SimpleNamespace(grid="glue", seeds=None)
     for mcc, tie in (((0.3, 0.3, 0.1), True), ((0.2, 0.3, 0.3), True), ((0.3, 0.2, 0.1), False)):
         results = [fake_run(lr, 0, {"dev": {"accuracy": 0.5, "mcc": m}}) for lr, m in zip((5e-5, 4e-5, 3e-5), mcc)]
-        row = glue_row.choose(results, family, config)
+        row = summaries.choose(results, family, config)
         assert row["lr"] == (5e-5, 4e-5, 3e-5)[mcc.index(max(mcc))] and row["tie"] is tie
-        _, (_, _, cells) = glue_row.every_setting({"cola": row}, table)
+        _, (_, _, cells) = summaries.every_setting({"cola": row}, table)
         note = [c for c in cells if "tie" in c]
         expected = f"{recipe.lr_tag(row['lr'])} {100 * max(mcc):.2f}* (tie: the first of the grid)"
         assert note == ([expected] if tie else [])
@@ -167,7 +167,7 @@ def test_the_grid_is_ranked_by_table_1s_metric(tmp_path):
                    for lr, f in zip((5e-5, 3e-5), finals)]
         report = Log("x", str(tmp_path), quiet=True)
         config = SimpleNamespace(task=task, settings=SimpleNamespace(grid="glue", seeds=None))
-        ranked = run_files.grid_table(config, family, results, report)["runs"]
+        ranked = summaries.grid_table(config, family, results, report)["runs"]
         assert ranked[0]["lr"] == (5e-5, 3e-5)[best], task
         assert f"sorted by dev {family.selection_name}" in report.lines[0]
 
@@ -200,12 +200,12 @@ def test_one_score_format_for_every_log_and_table():
 
 def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
-    assert round(glue_row.average(list(glue_row.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
-    assert "wnli" not in glue_row.paper_columns() and len(glue_row.paper_columns()) == 9
+    assert round(summaries.average(list(summaries.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
+    assert "wnli" not in summaries.paper_columns() and len(summaries.paper_columns()) == 9
     rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in readers.TASKS}
     rows["wnli"] = {"dev": [0.0]}
-    cols = glue_row.columns(rows)
-    assert "wnli" not in cols and glue_row.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
+    cols = summaries.columns(rows)
+    assert "wnli" not in cols and summaries.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
 
 
 # --- the command end to end: every task, the table, the server's files ---
@@ -261,7 +261,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
     (folder / "runs" / "part4_rte_x" / "RTE.tsv").write_text(text)
     rows = {"rte": {"submitted": {"name": "part4_rte_x", "test_predictions": ["part4_rte_x/RTE.tsv"]}}}
     report = Log("x", str(tmp_path), quiet=True)
-    out = glue_row.write_submission(str(folder), rows, report)
+    out = summaries.write_submission(str(folder), rows, report)
     assert out["files"]["RTE.tsv"]["rows"] == 2 and len(out["missing"]) == 10
     with zipfile.ZipFile(folder / "submission.zip") as z:
         assert z.namelist() == ["RTE.tsv"] and z.read("RTE.tsv").decode() == text
@@ -271,7 +271,7 @@ def test_the_servers_zip_is_whole_or_left_as_it_was(tmp_path, monkeypatch):
         raise OSError("disk full")
     monkeypatch.setattr(zipfile.ZipFile, "write", broken)
     with pytest.raises(Fatal, match=r"submission.zip: not written \(disk full\); nothing half-written is left$"):
-        glue_row.write_submission(str(folder), rows, report)
+        summaries.write_submission(str(folder), rows, report)
     assert sorted(os.listdir(folder)) == ["RTE.tsv", "runs", "submission.zip"]
     assert (folder / "submission.zip").read_bytes() == before
 
@@ -344,9 +344,8 @@ def test_the_grid_is_the_default_and_done_runs_are_not_run_again(tiny_bert_dir, 
 
 def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_dir, glue_data, tmp_path):
     family = families.FAMILIES["rte"]("rte", 128)
-    pre, head = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
-    rnd, none = ft.new_model(family, tiny_bert_dir, "random", "new")
-    assert not head.kept and none is None                     # a new layer; --init random has no head to keep
+    pre = ft.new_model(family, tiny_bert_dir, "pretrained", "new")
+    rnd = ft.new_model(family, tiny_bert_dir, "random", "new")
     saved = BertForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
     for name, p in saved.bert.named_parameters():
         assert p.equal(dict(pre.bert.named_parameters())[name]), name
@@ -357,7 +356,7 @@ def test_random_init_runs_the_same_architecture_from_random_weights(tiny_bert_di
                    str(tmp_path), "--device", "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "2", "--init", "random"]
     assert ft.main(random_argv) == 0                                        # other evaluations: still shown beside
     r = json.loads((tmp_path / "part4_rte_lr1e-3_bs8_ep1_random-init.json").read_text())
-    assert r["settings"]["init"] == "random"
+    assert r["settings"]["init"] == "random" and r["weights"] is None          # no weights loaded, no head to keep
     assert "random weights (--init random)" in (tmp_path / "part4_rte_lr1e-3_bs8_ep1_random-init.log").read_text()
     assert ft.main(glue_argv) == 0                                          # the pre-trained table shows it beside
     row = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())["tasks"]["rte"]
@@ -480,7 +479,7 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
 def test_the_shared_glue_folder_runs_six_tasks():
     """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
     data = os.path.join(SHARED_DATA, "glue_data")
-    absent = {t: glue_row.missing_data(t, data) for t in readers.TASKS}
+    absent = {t: summaries.missing_data(t, data) for t in readers.TASKS}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 

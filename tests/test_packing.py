@@ -4,6 +4,7 @@ import copy
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -349,8 +350,10 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     opt.step()
     sched.step()
     opt.zero_grad()
-    kept = loss.detach() / ALONE.world                                 # TrainingRun.after_step keeps it so
-    assert training_run.stop_or_save(False, False, ALONE, META) == (False, False) and kept.device == META
+    kept = loss.detach() / ALONE.world                                 # TrainingRun.step_done keeps it so
+    alone = SimpleNamespace(run=SimpleNamespace(processes=ALONE, device=META), received=None, step=1, eval_every=1,
+                            steps=10, saved_at=0.0, checkpoint_every=float("inf"))
+    assert training_run.TrainingRun.stop_or_save(alone) == (False, False) and kept.device == META
     with pytest.raises(NotImplementedError, match="nonzero"):
         loss_fn(model, to_device(batch, META))
 

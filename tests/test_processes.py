@@ -267,18 +267,18 @@ def clocked(monkeypatch, kill_at=None):
     which a checkpoint was saved, as they come."""
     now, saved = [0.0], []
     monkeypatch.setattr(training_run, "monotonic", lambda: now[0])
-    real_step, real_save = TrainingRun.after_step, run_files.Checkpoint.write_checkpoint
+    real_step, real_save = TrainingRun.step_done, run_files.Checkpoint.write_checkpoint
 
-    def after_step(run, epoch, loss):
+    def step_done(training, loss):
         now[0] += 1.0
-        if run.step + 1 == kill_at:
+        if training.step + 1 == kill_at:
             raise Killed
-        return real_step(run, epoch, loss)
+        return real_step(training, loss)
 
     def save(checkpoint, model, opt, sched, state, *, losses):
         saved.append(state["step"])
         return real_save(checkpoint, model, opt, sched, state, losses=losses)
-    monkeypatch.setattr(TrainingRun, "after_step", after_step)
+    monkeypatch.setattr(TrainingRun, "step_done", step_done)
     monkeypatch.setattr(run_files.Checkpoint, "write_checkpoint", save)
     return saved
 
@@ -368,10 +368,10 @@ def test_a_checkpoint_of_other_settings_is_refused(tiny_bert_dir, big_glue, tmp_
     out = tmp_path / "r"
     ft_steps = []                                   # another process's signal at step 30: stop, and save
 
-    def stop_or_save(stop, due, processes, device):
+    def stop_or_save(training):
         ft_steps.append(1)
         return (len(ft_steps) >= 30,) * 2
-    monkeypatch.setattr(training_run, "stop_or_save", stop_or_save)
+    monkeypatch.setattr(TrainingRun, "stop_or_save", stop_or_save)
     assert run_cli(ft.main, long_run(tiny_bert_dir, big_glue, out)) == 143
     assert "stopped by a signal to another process at step 30/" in capsys.readouterr().err
     monkeypatch.undo()

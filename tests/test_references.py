@@ -234,7 +234,7 @@ def test_every_reference_of_the_docstrings_comments_and_docs_is_true(tree):
 
 def test_a_made_up_reference_fails_and_a_true_one_passes(tree):
     made_up = ("Padded as training batches are (runs.collate); see part4/tasks/spans.py, part4.tasks.windows,\n"
-               "part4/\n    stand_in.py, bert_part4_squad.py's `read_glue`, command_line.parsers, plan.prepare_all,\n"
+               "part4/\n    stand_in.py, bert_part4_squad.py's `read_glue`, command_line.parsers, command.prepare_all,\n"
                "docs/nothing.md, missing_script.py and bert_part4_squad.predict.")
     beside = ["reference_logs/part4_math_stdout.txt: in ../shared/article/reference_logs, not in the checkout",
               "INPUTS.md: in ../shared/article/INPUTS.md, not in the checkout"] if BESIDE_THE_ARTICLE else []
@@ -246,7 +246,7 @@ def test_a_made_up_reference_fails_and_a_true_one_passes(tree):
         "part4/stand_in.py: no such path",
         "bert_part4_squad.py's read_glue: not in bert_part4_squad.py",
         "command_line.parsers: part4/command_line/ has no module parsers",
-        "plan.prepare_all: prepare_all is not defined in part4/run/plan.py",
+        "command.prepare_all: prepare_all is not defined in part4/run/command.py",
         "docs/nothing.md: no such path",
         "missing_script.py: no such file in the tree",
         "bert_part4_squad.predict: predict is not defined in bert_part4_squad.py"])

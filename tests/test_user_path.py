@@ -19,7 +19,7 @@ import bert_part4_finetune as ft
 from part4.data import readers
 from part4.models.loading import ALONE, run_cli
 from part4.output.results_files import Log
-from part4.run import run_files, training_run
+from part4.run import run_files, summaries, training_run
 from part4.run.run_files import Job
 from part4.tasks import families
 
@@ -183,10 +183,10 @@ def test_resumed_losses_are_on_the_runs_device(tiny_bert_dir, tmp_path):
                 losses=[torch.tensor(0.5), torch.tensor(0.25)])
     meta = torch.device("meta")
     checkpoint = run_files.Checkpoint(path, {"task": "t"}, ALONE, meta)
-    report = Log("x", str(tmp_path), quiet=True)
-    state, losses = checkpoint.resumed(model, opt, sched, report=report, steps=10)
+    log = Log("x", str(tmp_path), quiet=True)
+    state, losses = checkpoint.load_into(model, opt, sched, log=log, steps=10)
     assert state["step"] == 2 and [x.device for x in losses] == [meta, meta]
-    assert report.lines[0] == "a line" and report.lines[1].startswith("(resumed from ")
+    assert log.lines[0] == "a line" and log.lines[1].startswith("(resumed from ")
     assert torch.load(path, weights_only=True)["processes"][0]["losses"] == [0.5, 0.25]   # this process's, unsummed
     losses.append(torch.tensor(0.125, device=meta))
     assert torch.stack(losses).shape == (3,)                        # raised before: cpu beside meta
@@ -198,10 +198,10 @@ def test_the_articles_numbers_only_beside_the_articles_setting():
     result = {"name": "n", "lr": 2e-5, "batch_size": 32, "epochs": 3, "seed": 0, "seconds": 1.0, "process": 0,
               "final": {"dev": {"accuracy": 0.5, "f1": 0.5, "n": 2, "correct": 1}}, "settings": {"dev_evaluations": 30}}
     for init, shown in (("pretrained", True), ("random", False)):
-        report = Log("x", "unused", quiet=True)
+        log = Log("x", "unused", quiet=True)
         config = SimpleNamespace(task="sst2", settings=SimpleNamespace(grid="glue", seeds=None))
-        run_files.grid_table(config, family, [result], report, labels=run_files.article_numbers("sst2", [result], init))
-        assert ("[article (bert-base-uncased" in report.lines[-1]) == shown
+        summaries.grid_table(config, family, [result], log, labels=summaries.article_numbers("sst2", [result], init))
+        assert ("[article (bert-base-uncased" in log.lines[-1]) == shown
         job = Job(lr=2e-5, batch_size=32, epochs=3, seed=0, dev_evaluations=30)
         final = training_run.final_line("sst2", family, job, result["final"], 60.0, init)
         assert ("[article (bert-base-uncased" in final) == shown
@@ -220,7 +220,7 @@ def test_the_best_seen_during_training_is_in_table_1s_metric():
     assert training_run.best_seen(stsb, families.FAMILIES["stsb"]("stsb", 128))["step"] == 2
 
 
-@pytest.mark.parametrize("module", ["run.glue_row", "run.plan", "run.run_files", "models.loading",
+@pytest.mark.parametrize("module", ["run.summaries", "run.command", "run.run_files", "models.loading",
                                     "command_line.fine_tune_settings", "paper.recipe", "output.results_files",
                                     "command_line.declarations"])
 @pytest.mark.slow

@@ -297,7 +297,7 @@ def given_or_default(given, settings_class, recipe):
     return values
 
 
-def recorded(settings, place, path=None):
+def recorded_in(settings, place, path=None):
     """{name: value} of the settings declared as recorded in place (RUN or TABLE), each under its field's name, a word
     for the value it stands for (group_by_length "auto"), a path as path() writes it; one recorded there unless
     default is left out at its default."""
@@ -320,7 +320,7 @@ def recorded_defaults(settings_class, place):
     command given no flag, as recorded. A setting recorded there only when it is not its default is left out: absent
     is how its default is written."""
     recipe = {f.name for f in fields(settings_class) if f.metadata.get("recipe")}
-    return {name: value for name, value in recorded(settings_class(), place).items() if name not in recipe}
+    return {name: value for name, value in recorded_in(settings_class(), place).items() if name not in recipe}
 
 
 # --- The settings several scripts take, each declared once here and taken by every script that takes it (shared) ---

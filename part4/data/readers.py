@@ -16,7 +16,8 @@ from part4.paper.article import HF_DEV_NUMBERS, PAPER_DEV_NUMBERS, TABLE1_BASE
 
 @dataclass(frozen=True)
 class Sources:
-    """Where a task's data comes from: local files or folders, else the Hub (read whole: part4/run/plan.py read_data cuts it)."""
+    """Where a task's data comes from: local files or folders, else the Hub (read whole: part4/run/command.py read_data
+    cuts it)."""
     task: str
     data_dir: str = None               # GLUE's or SWAG's folder
     train_data: str = None             # SQuAD's training JSON

@@ -159,20 +159,20 @@ def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=Non
     return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
 
 
-def packed_or_padded(bert, padded_forward, masks, input_ids=None, attention_mask=None, token_type_ids=None,
-                     real_tokens=None, **kwargs):
+def packed_or_padded(bert, masks, input_ids=None, attention_mask=None, token_type_ids=None, real_tokens=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask (and where
-    its real tokens lie, when the batch brings it: with_real_tokens); padded otherwise (evaluation, or any input the
-    packing does not compute). The packed forward computes what the other inputs (kwargs) ask for only where that is
-    return_dict=True, which it returns: any other input with a value (position_ids, inputs_embeds, output_attentions,
-    output_hidden_states, head_mask, encoder states, a cache, ...) takes the padded forward."""
+    its real tokens lie, when the batch brings it: with_real_tokens), its dropout masks drawn as masks says; padded
+    otherwise (evaluation, or any input the packing does not compute): its class's own forward. The packed forward
+    computes what the other inputs (kwargs) ask for only where that is return_dict=True, which it returns: any other
+    input with a value (position_ids, inputs_embeds, output_attentions, output_hidden_states, head_mask, encoder
+    states, a cache, ...) takes the padded forward."""
     mask_2d = attention_mask is not None and attention_mask.dim() == 2          # (B, M): 1 at each real token
     packs = all(v is True if k == "return_dict" else v is None or v is False for k, v in kwargs.items())
     if bert.training and packs and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
                            real_tokens=real_tokens, masks=masks)
-    return padded_forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
+    return type(bert).forward(bert, input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
 
 
 LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.self.dropout",
@@ -211,5 +211,5 @@ def make_padding_free(model, masks=MASKS_PADDED):
     (padding_free_problem says why) is returned as it is, with padded steps. Returns model."""
     if padding_free_problem(model) is None:
         bert = model.base_model
-        bert.forward = partial(packed_or_padded, bert, bert.forward, masks)
+        bert.forward = partial(packed_or_padded, bert, masks)
     return model

@@ -1,29 +1,27 @@
 """One fine-tuning run's settings and files: what a run is (Job: what a grid or restarts vary; Config: what a task's
-runs share, made from the command's Settings; Where: the device and processes), the name its files share and the
-settings they record, its results reused for the same settings and never replaced by other ones, its checkpoint
-written and read back to resume bitwise (refused when of other settings; the step the run reached kept beside it),
-and the summaries of restarts and grids written beside the runs'. The run itself, its results saved, is
-part4/run/training_run.py's; the paper's settings and grids are in part4/paper/recipe.py. A checkpoint holds tensors
-and plain values only: it loads with weights_only."""
+runs share, made from the command's Settings; RunSettings: everything one run reads, in the recipe's words, made once
+by the plan, and the settings its files record, derived from it), the name its files share, its results reused for the
+same settings and never replaced by other ones, and its checkpoint written and read back to resume bitwise (refused
+when of other settings; the step the run reached kept beside it). The run itself, its results saved, is
+part4/run/training_run.py's; the summaries of restarts and grids part4/run/summaries.py's; the paper's settings and
+grids are in part4/paper/recipe.py. A checkpoint holds tensors and plain values only: it loads with weights_only."""
 
 import json
 import os
 import random
-import statistics
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
-from part4.command_line.declarations import RUN, Fatal, recorded
+from part4.command_line.declarations import RUN, Fatal, recorded_in
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import DTYPE_NAMES, gather
 from part4.output.results_files import command_line, portable, read_results, write_atomic
-from part4.paper.article import ARTICLE_RUN, article_final
+from part4.paper.article import ARTICLE_RUN
 from part4.paper.recipe import lr_tag
-from part4.tasks.metrics import METRIC_NAMES
 
-# --- one fine-tuning run's settings: what a grid varies (Job), what a task's runs share (Config), where they run ---
+# --- a run's settings: what a grid varies (Job), what a task's runs share (Config), all one run reads (RunSettings) ---
 
 @dataclass(frozen=True)
 class Job:
@@ -46,7 +44,7 @@ def job_of(result):
 class Config:
     """What every run of one task shares: the command's Settings (declared in part4/command_line/fine_tune_settings.py,
     made once by part4/command_line/fine_tune_settings.py; each value there, once) and what is the task's own, made for
-    the task (part4/run/plan.py task_inputs)."""
+    the task (part4/run/command.py task_inputs)."""
     task: str
     settings: object                   # the Settings of the command line
     recipe: object                     # the task's Recipe (part4/paper/recipe.py) as this command runs it: the paper's batch
@@ -61,11 +59,60 @@ def runs_folder(submission):
 
 
 @dataclass(frozen=True)
-class Where:
-    """Where a command runs: its device, the autocast dtype there (None: fp32), and the processes torchrun started."""
+class RunSettings:
+    """Everything one fine-tune reads, in the recipe's words: bert_part4_finetune.py's fine_tune and its run
+    (part4/run/training_run.py) take their settings from here alone. Made once by the plan (part4/run/command.py
+    Plan.runs) from the command's Settings, the task's recipe and family, a Job and where the command runs; what its
+    results and checkpoint record is derived from it (recorded)."""
+    task: str
+    model: str                         # the pre-trained weights: a Hub id or a local folder (--model)
+    init: str                          # "pretrained" (the paper) or "random" (--init random: every weight random)
+    head: str                          # "new" (the paper: a new output layer) or "checkpoint" (--head: the checkpoint's)
+    lr: float                          # the peak learning rate
+    batch_size: int
+    epochs: int
+    warmup: float                      # the share of the steps with a rising learning rate
+    weight_decay: float                # AdamW's, none on biases and LayerNorm
+    clip: float                        # the gradients' global norm, at most
+    dev_evaluations: int               # dev evaluations during the run
+    seed: int
     device: torch.device
-    dtype: object
-    processes: object
+    dtype: object                      # the autocast dtype (None: fp32)
+    padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
+    #                                    allows it: part4/run/packing.py padding_free_problem)
+    fused_adamw: bool                  # AdamW's fused kernel (--fused-adamw, where torch has one)
+    pad_to_multiple_of: int            # each batch's width rounded up to a multiple of it (1: its own longest row)
+    cudnn_attention: bool              # the training steps' attention may run on cuDNN's kernels (CUDA)
+    processes: object                  # those that train the run together (part4/models/loading.py Processes): all of
+    #                                    them when every batch is split, this one alone when whole runs are shared
+    quiet: bool                        # its lines not printed (a process other than the first)
+    grouped: bool                      # training batches grouped by length
+    max_len: int                       # the longest input, in tokens (SQuAD: the window)
+    stride: int                        # SQuAD: the tokens two windows share (None elsewhere)
+    train_rows: int                    # the rows of its training set, encoded (SQuAD: windows)
+    name: str                          # its files' name: results/<name>.log, .json, .checkpoint
+    settings: object                   # the command's Settings (as Config.settings): its folders, cuts, checkpoint
+    #                                    clock, command line
+    test_dir: str = None               # --glue-submission: where it writes its test-set predictions
+
+    @property
+    def recorded(self):
+        """Everything that decides the run's numbers, as its results and checkpoint record it (a checkpoint or a result
+        of other settings is never reused): the command's settings recorded with a run
+        (part4/command_line/fine_tune_settings.py), each as this run resolved it (the autocast dtype as "fp32" or
+        "bf16"), its batches grouped or not, its count of dev evaluations, its training rows and processes. How it is
+        computed (padding-free steps, the fused AdamW) changes its numbers by float rounding only: its results record
+        that apart (computation), so that results of either way stay valid."""
+        ran = {"task": self.task, "lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs, "seed": self.seed,
+               "max_len": self.max_len, "stride": self.stride, "dtype": DTYPE_NAMES.get(self.dtype, str(self.dtype))}
+        return {**recorded_in(self.settings, RUN, portable), **ran, "grouped": self.grouped,
+                "dev_evaluations": self.dev_evaluations, "train_rows": self.train_rows, "processes": self.processes.world}
+
+    @property
+    def job(self):
+        """What a grid or restarts vary, as this run has it."""
+        return Job(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, seed=self.seed,
+                   dev_evaluations=self.dev_evaluations)
 
 
 # --- a run's name, files and recorded settings ---
@@ -105,18 +152,6 @@ def run_name(config, job):
                                             init=c.init, tag=c.run_tag), paper=(config.recipe.batch_size, config.recipe.epochs))
 
 
-def run_settings(config, job, family, train_rows, dtype, processes):
-    """Everything that decides a run's numbers (a checkpoint or a result of other settings is never reused): the
-    command's settings recorded with a run (part4/command_line/fine_tune_settings.py), each as this run resolved it
-    (the autocast dtype as "fp32" or "bf16"), its batches grouped or not, its count of dev evaluations, its training
-    rows and processes. How it is computed (padding-free steps, the fused AdamW) changes its numbers by float rounding
-    only: that is recorded with the results (computation), so results of either way stay valid."""
-    ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
-           "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
-    return {**recorded(config.settings, RUN, portable), **ran, "grouped": config.grouped,
-            "dev_evaluations": job.dev_evaluations, "train_rows": train_rows, "processes": processes.world}
-
-
 def summary_name(config, job):
     """part4_<task>_grid_<grid>[_seeds<N>]... or part4_<task>_lr<lr>[_bs<b>][_ep<e>]_seeds<N>..., with the init and
     the tag: a grid's summary of other batch sizes or epochs is told apart by its runs (summarised_runs)."""
@@ -132,16 +167,13 @@ def summarised_runs(saved):
     return {"runs": sorted(r["name"] if isinstance(r, dict) else r for r in saved.get("runs", []))}
 
 
-def results_path(config, job):
-    return os.path.join(config.settings.results_dir, run_name(config, job) + ".json")
-
-
-def saved_model_folders(config, jobs):
-    """Where --save-model puts each run's model: the folder itself for one run, a subfolder per run for several."""
-    folder = config.settings.save_model
+def saved_model_folders(settings, names):
+    """Where --save-model puts the models of the runs of these names: the folder itself for one run, a subfolder per
+    run for several (settings: the command's)."""
+    folder = settings.save_model
     if not folder:
         return []
-    return [os.path.join(folder, run_name(config, job)) for job in jobs] if config.settings.reuse else [folder]
+    return [os.path.join(folder, name) for name in names] if settings.reuse else [folder]
 
 
 def recorded_command(settings, **ran):
@@ -166,17 +198,17 @@ def existing_result(path, settings, ignore=("processes",)):
     return done if same(as_recorded_now(done.get("settings") or {})) == same(as_recorded_now(settings)) else None
 
 
-def check_not_replaced(path, ours, what, recorded=None, ignore=("processes",)):
+def check_not_replaced(path, ours, what, held=None, ignore=("processes",)):
     """The one guard of every results file (a run's, a summary's, a table's): it is never replaced by one of other
     settings (a quick check with --max-train-examples must not overwrite hours of a full run). Stops before any
-    training, naming what differs. recorded(saved): the settings a saved file holds (default: its "settings")."""
+    training, naming what differs. held(saved): the settings a saved file holds (default: its "settings")."""
     saved = read_results(path)
     if saved is None:
         return
-    if recorded is None:                        # a run's settings, each side as this version records them
+    if held is None:                            # a run's settings, each side as this version records them
         theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours)
     else:
-        theirs = recorded(saved)
+        theirs = held(saved)
     if theirs is None:
         raise Fatal(f"{portable(path)}: a result written by an older version of this script (it records no "
                     f"settings); refusing to overwrite it: move it away, or pass --run-tag or --results-dir")
@@ -268,7 +300,7 @@ class Checkpoint:
                 f"the checkpoint at step {self.step_kept} is kept")
         return f"; {kept}; to resume once there is room: {self.again or 'run the same command again'}"
 
-    def resumed(self, model, opt, sched, *, report, steps):
+    def load_into(self, model, opt, sched, *, log, steps):
         """None when there is no checkpoint; else (its state, this process's unsummed losses on the run's device), after
         loading the model, optimiser, schedule and this process's RNG states, its log lines said again and a line saying
         so, with the steps it repeats where the interrupted run went past it. A checkpoint of other settings is
@@ -293,11 +325,11 @@ class Checkpoint:
         set_rng_states(mine["rng"])
         state = ckpt["state"]
         self.step_kept = state["step"]
-        report.say_again(state["lines"])
+        log.say_again(state["lines"])
         reached = self.reached_before
         repeated = (f"; it had reached step {reached}: {reached - state['step']} steps repeated"
                     if reached is not None and reached > state["step"] else "")
-        report.say(f"(resumed from {path} at step {state['step']}/{steps}: the lines above come from the interrupted "
+        log.say(f"(resumed from {path} at step {state['step']}/{steps}: the lines above come from the interrupted "
                    f"run{repeated})")
         return state, [torch.tensor(x, device=self.device) for x in mine["losses"]]   # beside the losses to come
 
@@ -315,78 +347,6 @@ class Checkpoint:
         for path in (self.path, self.progress):
             if os.path.exists(path):
                 os.remove(path)
-
-
-# --- The summaries of restarts and grids ---
-
-def by_setting(results, score):
-    """{(batch_size, lr, epochs): [score(r) of each of its runs]}, in the order the settings first come."""
-    out = {}
-    for r in results:
-        out.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(score(r))
-    return out
-
-
-def mean_and_std(values):
-    """The mean and the sample standard deviation of values over seeds (0 for a single value)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def save_summary(report, config, payload, device):
-    """The summary of --seeds or --grid, as its own results file beside the runs'."""
-    c = config.settings
-    report.save({"task": config.task, "model": portable(c.model), **payload},
-                cli=recorded_command(c, task=config.task), device=device)
-
-
-def restarts(task, lr, seeds, family, results, report):
-    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
-    summary = {}
-    for dev in results[0]["final"]:
-        for m in family.metrics:
-            values = [r["final"][dev][m] for r in results]
-            mean, std = mean_and_std(values)
-            summary[f"{dev}.{m}"] = {"values": values, "mean": mean, "std": std}
-            report.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} {mean:.4f} +- {std:.4f}  "
-                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
-    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
-            "summary": summary}
-
-
-def grid_table(config, family, results, report, labels=None):
-    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
-    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
-    {run name: the article's number for its setting} where there is one."""
-    name, task, seeds = config.settings.grid, config.task, config.settings.seeds
-    if seeds:
-        report.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
-                   f"(paper, BERT-large: the best of several restarts on dev):")
-        points = {key: mean_and_std(v) for key, v in by_setting(results, lambda r: family.selection(r["final"])).items()}
-        for (b, lr, e), (mean, std) in sorted(points.items(), key=lambda kv: -kv[1][0]):
-            report.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {mean:.4f} +- {std:.4f}")
-    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
-    report.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
-    for r in ranked:
-        report.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
-                   f"{family.format(r['final'], final=True)}  ({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
-    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
-                                   for r in ranked]}
-
-
-def article_numbers(task, results, init):
-    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
-    return {r["name"]: article_final(task, r["lr"]) for r in results
-            if article_setting(job_of(r), init)}
-
-
-def summarise(config, family, results, *, report, device):
-    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
-    the article's number beside a run in its setting."""
-    c = config.settings
-    labels = article_numbers(config.task, results, c.init)
-    payload = (grid_table(config, family, results, report, labels=labels) if c.grid
-               else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, report=report))
-    save_summary(report, config, payload, device)
 
 
 def article_setting(job, init):

@@ -93,9 +93,9 @@ class Family(Protocol):
     def format(self, scores, final=False):
         """The dev scores as an evaluation line prints them (final: as the FINAL line and the grid's table do)."""
 
-    def extra_outputs(self, run, test_dir):
-        """What a run's results record beyond its scores, as results entries (GLUE: its test predictions, with test_dir;
-        SQuAD: the questions its windows leave uncovered)."""
+    def extra_outputs(self, training, test_dir):
+        """What a run's results record beyond its scores, as results entries (training: the run, part4/run/training_run.py
+        TrainingRun; GLUE: its test predictions, with test_dir; SQuAD: the questions its windows leave uncovered)."""
 
 
 # --- GLUE's published numbers, printed beside ours ---
@@ -237,9 +237,9 @@ class Classification:
                 parts.append(f"dev {METRIC_NAMES[m]}{tag} {s[m]:.4f}{count}")
         return (", " if final else "  ").join(parts)
 
-    def extra_outputs(self, run, test_dir):
+    def extra_outputs(self, training, test_dir):
         """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
-        return {"test_predictions": predict_tests(run, test_dir)} if test_dir else {}
+        return {"test_predictions": predict_tests(training, test_dir)} if test_dir else {}
 
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
@@ -387,9 +387,9 @@ class SpanExtraction:
                     f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
         return f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
 
-    def extra_outputs(self, run, test_dir):
+    def extra_outputs(self, training, test_dir):
         """The questions whose answer no window covers, in the training set and each dev set (none go to a server)."""
-        train = run.data.train
+        train = training.task.train
         return {"uncovered_questions": {"train": train["uncovered"],
                                         **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
 
@@ -414,21 +414,21 @@ FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, 
 MAJORITY_CLASS = ("wnli",)           # the paper's WNLI submission: always the majority class
 
 
-def predict_tests(run, test_dir):
-    """The run's predictions on its task's test sets, written as the GLUE server takes them into
-    test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the training set's majority class,
-    as the paper's submission. Returns the files, relative to test_dir."""
-    task, family = TASKS[run.family.name], run.family
-    majority = run.data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
+def predict_tests(training, test_dir):
+    """A training run's predictions (part4/run/training_run.py TrainingRun) on its task's test sets, written as the
+    GLUE server takes them into test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the
+    training set's majority class, as the paper's submission. Returns the files, relative to test_dir."""
+    task, family, run, data = TASKS[training.family.name], training.family, training.run, training.task
+    majority = data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
-    for server_file, enc in run.data.tests.items():
-        out = predict_logits(run.model, enc, run.device, dtype=run.dtype, batch_size=family.eval_batch_size)
+    for server_file, enc in data.tests.items():
+        out = predict_logits(training.model, enc, run.device, dtype=run.dtype, batch_size=family.eval_batch_size)
         labels = prediction_strings(out, task, majority)
-        path = os.path.join(test_dir, run.report.name, server_file)
+        path = os.path.join(test_dir, run.name, server_file)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, submission_text(enc["index"], labels))
         files.append(os.path.relpath(path, test_dir))
-        run.report.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
+        training.log.say(f"test predictions: {server_file}, {len(labels)} rows -> {path}"
                        + (f" (the majority class {label_name(family.name, majority)} of the whole training set, as the "
                           f"paper's WNLI submission; not the model)" if majority is not None else ""))
     return files

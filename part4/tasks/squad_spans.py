@@ -6,6 +6,7 @@ and the dev set scored with the official metric (part4/tasks/squad_metric.py) ov
 import math
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,12 +181,13 @@ def null_score(start, end):
 @torch.inference_mode()
 def demo_one(model, tok, question, text, *, device, search):
     """Everything the article prints for one question on one passage (text: the article's, the BERT abstract), from
-    one forward pass: the 3 best spans (search: its n_best and max_answer), the 3 likeliest starts, S.T_i by hand
-    against the model's start logit, the bias's effect on the softmax, s_null."""
+    one forward pass (in search.dtype where the search sets one, else under the caller's autocast: fp32 outside any):
+    the 3 best spans (search: its n_best and max_answer), the 3 likeliest starts, S.T_i by hand against the model's
+    start logit, the bias's effect on the softmax, s_null."""
     enc = tok(question, text, return_tensors="pt", return_offsets_mapping=True)
     offsets = enc.pop("offset_mapping")[0].tolist()
     passage = torch.tensor([s == 1 for s in enc.sequence_ids(0)], device=device)
-    with autocast(device, search.dtype):                         # fp32, or the dtype the search is run in
+    with autocast(device, search.dtype) if search.dtype else nullcontext():   # the search's dtype, else the caller's
         out = model(**enc.to(device), output_hidden_states=True)
         T = out.hidden_states[-1][0]                              # T_i for every token, (tokens, H)
         W, b = model.qa_outputs.weight, model.qa_outputs.bias    # (2, H): row 0 = S, row 1 = E

@@ -1,4 +1,5 @@
-"""BERT, explained - Part 4: the paper's GLUE row in one command (§4.1, Table 1, B.1).
+"""What a command's runs add up to, beside the runs' own results: the restarts of --seeds (each metric's mean and
+std), a grid ranked by each task's own metric (--grid), and the paper's GLUE row in one command (§4.1, Table 1, B.1).
 
     python bert_part4_finetune.py glue                          # every task; the best of lr 5e-5..2e-5 on dev
     python bert_part4_finetune.py glue 2e-5 --tasks cola,mrpc   # one learning rate, two tasks, no selection
@@ -21,29 +22,104 @@ BERT-base is 440 MB; the paper's grid is 36 runs); the cost is one forward pass 
 
 import dataclasses
 import os
+import statistics
 import zipfile
 
 import numpy as np
 
-from part4.command_line.declarations import TABLE, Fatal, preflight, recorded
+from part4.command_line.declarations import TABLE, Fatal, preflight, recorded_in
 from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.data.readers import TASKS, Sources, label_name, test_problems
 from part4.output.results_files import Log, check_writable_dir, fmt, portable, write_atomic
-from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST
+from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST, article_final
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, GLUE_GRID_LRS, lr_tag
 from part4.run.run_files import (
     NameParts,
-    by_setting,
+    article_setting,
     check_not_replaced,
     existing_result,
     file_name,
     job_of,
-    mean_and_std,
-    results_path,
+    recorded_command,
+    run_name,
     runs_folder,
 )
 from part4.tasks.families import MAJORITY_CLASS, QNLI_VERSION, paper_test_text
 from part4.tasks.metrics import METRIC_NAMES
+
+# --- The summaries of restarts (--seeds) and grids (--grid) ---
+
+def by_setting(results, score):
+    """{(batch_size, lr, epochs): [score(r) of each of its runs]}, in the order the settings first come."""
+    out = {}
+    for r in results:
+        out.setdefault((r["batch_size"], r["lr"], r["epochs"]), []).append(score(r))
+    return out
+
+
+def mean_and_std(values):
+    """The mean and the sample standard deviation of values over seeds (0 for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def save_summary(log, config, payload, device):
+    """The summary of --seeds or --grid, as its own results file beside the runs'."""
+    c = config.settings
+    log.save({"task": config.task, "model": portable(c.model), **payload},
+                cli=recorded_command(c, task=config.task), device=device)
+
+
+def restarts(task, lr, seeds, family, results, log):
+    """--seeds N: N runs with seeds 0..N-1, then the mean and std of every metric."""
+    summary = {}
+    for dev in results[0]["final"]:
+        for m in family.metrics:
+            values = [r["final"][dev][m] for r in results]
+            mean, std = mean_and_std(values)
+            summary[f"{dev}.{m}"] = {"values": values, "mean": mean, "std": std}
+            log.say(f"{task} lr {lr} over {len(values)} seeds: {dev} {METRIC_NAMES[m]} {mean:.4f} +- {std:.4f}  "
+                       f"(values {', '.join(f'{v:.4f}' for v in values)})")
+    return {"seeds": seeds, "runs": [r["name"] for r in results], "processes": [r["process"] for r in results],
+            "summary": summary}
+
+
+def grid_table(config, family, results, log, labels=None):
+    """--grid: every (batch, lr, epochs) of the grid, in a table sorted by the task's own metric (Table 1's: MCC for
+    CoLA, F1 for MRPC and QQP, Spearman for STS-B); with --seeds, each setting's mean over the seeds first. labels:
+    {run name: the article's number for its setting} where there is one."""
+    name, task, seeds = config.settings.grid, config.task, config.settings.seeds
+    if seeds:
+        log.say(f"grid {name} on {task}, mean +- std over {seeds} seeds, sorted by dev {family.selection_name} "
+                   f"(paper, BERT-large: the best of several restarts on dev):")
+        points = {key: mean_and_std(v) for key, v in by_setting(results, lambda r: family.selection(r["final"])).items()}
+        for (b, lr, e), (mean, std) in sorted(points.items(), key=lambda kv: -kv[1][0]):
+            log.say(f"  batch {b:>2}  lr {lr:<6g}  epochs {e}  {mean:.4f} +- {std:.4f}")
+    ranked = sorted(results, key=lambda r: -family.selection(r["final"]))
+    log.say(f"grid {name} on {task}, sorted by dev {family.selection_name} (model at the end of training):")
+    for r in ranked:
+        log.say(f"  batch {r['batch_size']:>2}  lr {r['lr']:<6g}  epochs {r['epochs']}  "
+                   f"{family.format(r['final'], final=True)}  ({r['seconds']:.0f} s)" + (labels or {}).get(r["name"], ""))
+    return {"grid": name, "runs": [{k: r[k] for k in ("name", "lr", "batch_size", "epochs", "final", "process")}
+                                   for r in ranked]}
+
+
+def article_numbers(task, results, init):
+    """{run name: the article's number} for the runs in the article's setting that it printed a number for."""
+    return {r["name"]: article_final(task, r["lr"]) for r in results
+            if article_setting(job_of(r), init)}
+
+
+def summarise(config, family, results, *, log, device):
+    """--seeds: the mean and std of every metric over the restarts; --grid: every setting, ranked by Table 1's metric,
+    the article's number beside a run in its setting."""
+    c = config.settings
+    labels = article_numbers(config.task, results, c.init)
+    payload = (grid_table(config, family, results, log, labels=labels) if c.grid
+               else restarts(config.task, results[0]["lr"], c.seeds, family, results=results, log=log))
+    save_summary(log, config, payload, device)
+
+
+# --- The GLUE row: every task, each with its learning rate chosen on dev ---
 
 AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
 
@@ -66,7 +142,7 @@ def table_settings(settings):
     """What a table's numbers depend on beyond its name: the command's settings declared as recorded with a table
     (part4/command_line/fine_tune_settings.py), its model and data folder among them; under a grid no single learning
     rate was given: each task's is chosen from the grid. A table of other settings is not replaced."""
-    recorded_settings = recorded(settings, TABLE, portable)
+    recorded_settings = recorded_in(settings, TABLE, portable)
     if settings.grid:
         recorded_settings["lr"] = f"chosen per task on dev from grid {settings.grid}"
     return recorded_settings
@@ -106,27 +182,27 @@ def runnable(settings):
 def table_started(settings, run, absent, processes):
     """The table started, before any training: the submission folder and every test file in --data-dir (each problem
     in one message), a table of other settings in the way; then the table's first lines. Each task's own inputs (its
-    data, results of other settings) are checked before its first run. Returns the table's report."""
+    data, results of other settings) are checked before its first run. Returns the table's log."""
     if settings.glue_submission:
         check_writable_dir(settings.glue_submission, "--glue-submission")
         preflight([p for t in run for p in test_problems(Sources(task=t, data_dir=settings.data_dir))])
-    report = Log(table_name(settings), settings.results_dir, quiet=not processes.is_main)
-    check_not_replaced(os.path.join(settings.results_dir, report.name + ".json"), {"tasks": run, **table_settings(settings)},
-                       "a table of other settings", recorded=saved_table_settings)
-    report.say(f"GLUE (paper §4.1): {len(run)} of {len(settings.tasks)} tasks run ({', '.join(run)})"
+    log = Log(table_name(settings), settings.results_dir, quiet=not processes.is_main)
+    check_not_replaced(os.path.join(settings.results_dir, log.name + ".json"), {"tasks": run, **table_settings(settings)},
+                       "a table of other settings", held=saved_table_settings)
+    log.say(f"GLUE (paper §4.1): {len(run)} of {len(settings.tasks)} tasks run ({', '.join(run)})"
                + (f"; not run: {'; '.join(f'{t} ({why})' for t, why in absent.items())}" if absent else ""))
-    report.say(selection_line(settings))
-    return report
+    log.say(selection_line(settings))
+    return log
 
 
-def table_written(settings, rows, absent, report, cli, device):
+def table_written(settings, rows, absent, log, cli, device):
     """The table beside Table 1, the server's files with --glue-submission, and the table's files, each named."""
-    payload = {**table_payload(rows, absent, settings, report), "settings": {"tasks": list(rows), **table_settings(settings)}}
+    payload = {**table_payload(rows, absent, settings, log), "settings": {"tasks": list(rows), **table_settings(settings)}}
     if settings.glue_submission:
-        payload["glue_submission"] = write_submission(settings.glue_submission, rows, report)
+        payload["glue_submission"] = write_submission(settings.glue_submission, rows, log)
     text = markdown(payload, settings)
-    report.save(payload, cli=cli, device=device, also=", .md" + written_besides(settings, rows, payload.get("glue_submission")))
-    write_atomic(os.path.join(settings.results_dir, report.name + ".md"), text)
+    log.save(payload, cli=cli, device=device, also=", .md" + written_besides(settings, rows, payload.get("glue_submission")))
+    write_atomic(os.path.join(settings.results_dir, log.name + ".md"), text)
 
 
 def written_besides(settings, rows, submission):
@@ -214,7 +290,8 @@ def other_init(config, family, runs):
     found = []
     for r in runs:
         settings = {**as_recorded_now(r["settings"]), "init": init}
-        done = existing_result(results_path(other, job_of(r)), settings,
+        path = os.path.join(other.settings.results_dir, run_name(other, job_of(r)) + ".json")
+        done = existing_result(path, settings,
                                ignore=("processes", "dev_evaluations"))      # evaluations change no final number
         if done is None:
             return None
@@ -254,24 +331,24 @@ def labels(init):
     return ("random init", "pre-trained") if init == "random" else ("ours", "random init")
 
 
-def table_payload(rows, absent, settings, report):
+def table_payload(rows, absent, settings, log):
     """The table in the log, and its numbers for the JSON."""
     ours_label, other_label = labels(settings.init)
-    report.say("")
+    log.say("")
     if (cut := cut_line(rows, settings)) is not None:
-        report.say(cut)
-    report.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
+        log.say(cut)
+    log.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
                f"{'majority class (dev)':<20} {'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
     out = {}
     for t, task in TASKS.items():
         row = rows.get(t)
         if t in absent or row is None:
             why = absent.get(t, "not in --tasks")
-            report.say(f"{task.folder:<6} not run: {why}")
+            log.say(f"{task.folder:<6} not run: {why}")
             out[t] = {"run": False, "why": why}
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        report.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {chosen_setting(row, settings.grid):<6} "
+        log.say(f"{task.folder:<6} {METRIC_NAMES[row['metric']]:<9} {chosen_setting(row, settings.grid):<6} "
                    f"{fmt(row['dev'], '-'):<17} {fmt(other, '-'):<17} {fmt(majority_dev(row), '-'):<20} "
                    f"{'/'.join(f'{v:.1f}' for v in task.paper_test) or '-':<21} "
                    f"{task.paper_dev or '-':<13} {task.hf_dev}")
@@ -279,11 +356,11 @@ def table_payload(rows, absent, settings, report):
                   "submitted_run": row["submitted"]["name"], "paper_test": paper_test_text(t),
                   "paper_dev": task.paper_dev, "hf_dev": task.hf_dev}
     below = below_majority(rows)
-    result = average_row(rows, ours_label, report)
+    result = average_row(rows, ours_label, log)
     heading, *grid = every_setting(rows, settings) or [None]
     for line in ([below_line(below)] if below else []) + ([heading] if heading else []) + [
             f"  {task:<6} {metric:<9} " + "   ".join(cells) for task, metric, cells in grid] + notes(settings):
-        report.say(line)
+        log.say(line)
     return {"tasks": out, "not_run": absent, "average": result, "below_majority": below,
             "selection": selection_line(settings), "cut": cut,
             "model": portable(settings.model), "init": settings.init, "references": {"paper_test": PAPER_TEST,
@@ -322,7 +399,7 @@ def every_setting(rows, settings):
         for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
 
 
-def average_row(rows, ours_label, report):
+def average_row(rows, ours_label, log):
     """Our average of Table 1's nine columns beside the paper's 79.6; where a task was not run, not computed, but the
     average over the columns run beside Table 1's over the same columns (and its 79.6 over all nine)."""
     ours, paper = columns(rows), paper_columns()
@@ -331,13 +408,13 @@ def average_row(rows, ours_label, report):
     result = {"ours": average(list(ours.values())) if not missing else None, "paper": PAPER_AVERAGE,
               "paper_from_its_columns": average(list(paper.values())), "missing": missing}
     if not missing:
-        report.say(f"average of Table 1's nine columns (WNLI left out, MNLI matched and mismatched apart): "
+        log.say(f"average of Table 1's nine columns (WNLI left out, MNLI matched and mismatched apart): "
                    f"{ours_label} {result['ours']:.2f} (dev)   [paper Table 1, BERT-base: {PAPER_AVERAGE} (test)]")
         return result
     same = {c: paper[c] for c in ours}
     result |= {"ours_on_columns_run": average(list(ours.values())) if ours else None, "columns_run": list(ours),
                "paper_on_columns_run": average(list(same.values())) if same else None}
-    report.say(f"average of Table 1's columns (WNLI left out): not computed, {', '.join(missing)} not run"
+    log.say(f"average of Table 1's columns (WNLI left out): not computed, {', '.join(missing)} not run"
                + (f"; over the {len(ours)} column{plural(len(ours))} run ({', '.join(ours)}): {ours_label} "
                   f"{result['ours_on_columns_run']:.2f} (dev)   [paper Table 1 on the same columns: "
                   f"{result['paper_on_columns_run']:.2f} (test); over all nine: {PAPER_AVERAGE}]" if ours else ""))
@@ -388,7 +465,7 @@ def markdown(payload, settings):
 
 # --- The chosen run of every task: its files copied together and zipped (the glue command's end) ---
 
-def write_submission(folder, rows, report):
+def write_submission(folder, rows, log):
     """The submitted run's files of every task copied into folder, their rows checked against the full test sets,
     and folder/submission.zip holding them, ready to upload."""
     runs_dir, written = runs_folder(folder), {}
@@ -401,7 +478,7 @@ def write_submission(folder, rows, report):
             write_atomic(os.path.join(folder, name), text)
             n = text.count("\n") - 1
             written[name] = {"rows": n, "run": row["submitted"]["name"], "full_test_set": n == expected[name]}
-            report.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
+            log.say(f"submission {name}: {n} rows from {row['submitted']['name']}"
                        + (" (the training set's majority class, not the model: the paper's WNLI submission)"
                           if t in MAJORITY_CLASS else "")
                        + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
@@ -410,7 +487,7 @@ def write_submission(folder, rows, report):
     missing = [f for f in every if f not in written]
     zip_path = os.path.join(folder, "submission.zip")
     write_atomic(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))
-    report.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
+    log.say(f"submission.zip: {len(written)} of {len(every)} files -> {zip_path}"
                + (f"; missing {', '.join(missing)} (the server needs all {len(every)})" if missing else ", ready to upload"))
     return {"files": written, "missing": missing, "zip": portable(zip_path)}
 

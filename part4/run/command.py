@@ -1,7 +1,8 @@
-"""One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the report
+"""One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the log
 each task's runs go to, their results collected and summed up, the GLUE table at the end), and the plan of one task's
-runs: which runs, how the processes share them (every batch split, or whole runs each), every input checked and the
-data read and tokenised once for all of them (`read_data`), the runs done before for the same settings found (and
+runs (`Plan`): which runs, how the processes share them (every batch split, or whole runs each), every input checked
+and the data read and tokenised once for all of them (`read_data`), each run's settings made once (part4/run/run_files.py
+RunSettings: all that bert_part4_finetune.py's fine_tune reads), the runs done before for the same settings found (and
 skipped), and every run's results collected from the processes. It answers the recipe's questions and never calls it:
 bert_part4_finetune.py loads each run's model and trains it itself. The processes torchrun starts are joined, and an
 error every process stops on raised, by part4/models/loading.py's `start_processes` and `all_agree`."""
@@ -10,7 +11,10 @@ import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+import torch
+
 from part4.command_line.declarations import Fatal, preflight
+from part4.command_line.fine_tune_settings import computation_on
 from part4.data.readers import Sources
 from part4.models.folders import read_model_folder
 from part4.models.loading import (
@@ -19,31 +23,30 @@ from part4.models.loading import (
     autocast_dtype,
     check_positions,
     gather,
+    has_fused_adamw,
     load_model,
     model_problem,
     start_processes,
 )
 from part4.output.results_files import Log, check_model_target, check_writable_dir
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
-from part4.run import glue_row
+from part4.run import summaries
+from part4.run.packing import padding_free_problem
 from part4.run.run_files import (
     Config,
-    Where,
+    RunSettings,
     check_not_replaced,
     existing_result,
     recorded_command,
-    results_path,
     run_name,
-    run_settings,
     runs_folder,
     saved_model_folders,
-    summarise,
     summarised_runs,
     summary_name,
 )
 from part4.tasks.families import FAMILIES, Family, SpanExtraction
 
-# --- One fine-tuning command across its tasks: where it runs, each task's share, the report its runs go to ---
+# --- One fine-tuning command across its tasks: where it runs, each task's share, the log its runs go to ---
 
 class Command:
     """What bert_part4_finetune.py's main steps through:
@@ -51,56 +54,77 @@ class Command:
         command = Command(settings)
         for task in command.tasks:
             plan = command.plan_task(task, jobs)          # every input checked, the data read once, the runs done before
-            ...                                      # each run of this process's share, unless in plan.done_before
-            command.collect(plan, results)
+            ...                                      # each run of this process's share (plan.runs[k], its settings),
+            command.collect(plan, results)           # unless in plan.done_before
         return command.finish()
     """
 
     def __init__(self, settings):
         self.settings, self.rows = settings, {}
-        device, self.processes = start_processes(settings.device, settings.backend)
-        self.where = Where(device=device, dtype=autocast_dtype(device, settings.dtype), processes=self.processes)
+        self.device, self.processes = start_processes(settings.device, settings.backend)
+        self.dtype = autocast_dtype(self.device, settings.dtype)       # None: fp32
         self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
         if self.in_table:
-            to_run, self.absent = glue_row.runnable(settings)
-            self.glue_log = glue_row.table_started(settings, to_run, self.absent, self.processes)
+            to_run, self.absent = summaries.runnable(settings)
+            self.table_log = summaries.table_started(settings, to_run, self.absent, self.processes)
         else:
-            to_run, self.absent, self.glue_log = settings.tasks, {}, None
+            to_run, self.absent, self.table_log = settings.tasks, {}, None
         once_per_epoch = ONCE_PER_EPOCH if self.in_table else ()
         self.tasks = [task_inputs(settings, name, once_per_epoch) for name in to_run]    # in the command's order
 
     def plan_task(self, task, jobs):
         """One task's runs planned (task: its TaskInputs; jobs: its runs): how the processes share them; every input
         checked and the data read and tokenised once (a bad input on any process stops every one, with its one line);
-        the runs done before for the same settings found (plan.done_before: not trained again); the header lines said
-        (the grid, the work split). Those lines, the skipped runs' (Plan.skip) and the summary go to the GLUE table or
-        to the task's own summary of its grid or restarts, which is never one of other runs."""
+        each run's settings made (plan.runs); the runs done before for the same settings found (plan.done_before: not
+        trained again); the header lines said (the grid, the work split). Those lines, the skipped runs' (Plan.skip)
+        and the summary go to the GLUE table or to the task's own summary of its grid or restarts, which is never one
+        of other runs."""
         config, family, c, processes = task.config, task.family, self.settings, self.processes
         if self.in_table:
-            report = self.glue_log
+            log = self.table_log
         else:
-            report = Log(summary_name(config, jobs[0]), c.results_dir, quiet=not processes.is_main)
+            log = Log(summary_name(config, jobs[0]), c.results_dir, quiet=not processes.is_main)
         mode = work_split(c.parallel, c.many, processes, [job.batch_size for job in jobs])
         with all_agree(processes):                  # a bad input on any process: every one stops, with its one line
             check_writable_dir(c.results_dir, "--results-dir")
-            for folder in saved_model_folders(config, jobs):
+            for folder in saved_model_folders(c, [run_name(config, job) for job in jobs]):
                 check_model_target(folder, "--save-model")
             data = read_data(config, family, task.sources)
-            rows = len(data.train["input_ids"])
-            earlier = runs_done_before(config, family, jobs, train_rows=rows, dtype=self.where.dtype)
+            # the processes that train each run together: all of them in data mode, each process alone in runs mode
+            runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
+            earlier = runs_done_before(config, runs)
         if c.many and not self.in_table:            # the summary of --grid or --seeds: never one of other runs
-            check_not_replaced(os.path.join(c.results_dir, report.name + ".json"),
-                               {"runs": sorted(run_name(config, job) for job in jobs)}, "summarises other runs",
-                               recorded=summarised_runs)
+            check_not_replaced(os.path.join(c.results_dir, log.name + ".json"),
+                               {"runs": sorted(run.name for run in runs)}, "summarises other runs",
+                               held=summarised_runs)
         if c.grid:          # 'rte: grid glue (paper §4.1): lr {5e-5, 4e-5, 3e-5, 2e-5} = 4 runs, x 2 seeds = 8 runs'
-            report.say((f"{config.task}: " if self.in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
-                       + (f", x {c.seeds} seeds = {len(jobs)} runs" if c.seeds else ""))
+            log.say((f"{config.task}: " if self.in_table else "") + grid_description(c.grid, c.batch_size, c.epochs)
+                    + (f", x {c.seeds} seeds = {len(jobs)} runs" if c.seeds else ""))
         if processes.launched:
-            report.say(split_line(mode, processes, len(jobs)))
+            log.say(split_line(mode, processes, len(jobs)))
         # the runs this process takes part in: every one in data mode, run k by process k % N in runs mode
         mine = [k for k in range(len(jobs)) if mode == "data" or k % processes.world == processes.rank]
-        return Plan(config=config, family=family, jobs=jobs, data=data, mode=mode, where=self.where, report=report,
-                    mine=mine, done_before=earlier)
+        return Plan(config=config, family=family, runs=runs, data=data, mode=mode, log=log, mine=mine,
+                    done_before=earlier, processes=processes)
+
+    def run_settings(self, config, job, data, processes):
+        """One run's settings (part4/run/run_files.py RunSettings), all of them: the command's (config.settings), the
+        task's recipe, the job's, the task's data (data: TaskData, its head family and training rows), where the
+        command runs (its device, the autocast dtype there; processes: those that train the run together; its lines
+        printed on the first process only), and how its steps are computed there: padding-free where --padding-free
+        asks and the model allows it, AdamW fused where torch has a kernel, the batches' widths and attention's kernels
+        as the device calls for (part4/command_line/fine_tune_settings.py computation_on)."""
+        c, device, family = config.settings, self.device, data.family
+        how = computation_on(c, device.type)
+        return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
+                           batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
+                           clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device, dtype=self.dtype,
+                           padding_free=c.padding_free and data.padding_free_problem is None,
+                           fused_adamw=c.fused_adamw and has_fused_adamw(device),
+                           pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
+                           processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,
+                           max_len=family.max_len, stride=family.stride, train_rows=len(data.train["input_ids"]),
+                           name=run_name(config, job), settings=c, test_dir=config.test_dir)
 
     def collect(self, plan, results):
         """Every run's results gathered (results: {k: results} of the runs this process took part in, plan.mine, None
@@ -114,20 +138,20 @@ class Command:
             if processes.is_main:
                 for k in sorted(found):
                     if found[k].get("skipped") and found[k]["process"] != processes.rank:
-                        plan.report.say(skipped_line(found[k]))
+                        plan.log.say(skipped_line(found[k]))
         if not processes.is_main:
             return
-        results = [found[k] for k in range(len(plan.jobs))]          # in the order of plan.jobs
+        results = [found[k] for k in range(len(plan.runs))]          # in the order of plan.runs
         if self.in_table:
-            self.rows[plan.config.task] = glue_row.choose(results, plan.family, plan.config, plan.data)
+            self.rows[plan.config.task] = summaries.choose(results, plan.family, plan.config, plan.data)
         elif self.settings.many:
-            summarise(plan.config, plan.family, results, report=plan.report, device=self.where.device)
+            summaries.summarise(plan.config, plan.family, results, log=plan.log, device=self.device)
 
     def finish(self):
         """The GLUE table beside Table 1 (and the server's files), when the command is glue. Returns the exit code."""
         if self.processes.is_main and self.in_table:
-            glue_row.table_written(self.settings, self.rows, absent=self.absent, report=self.glue_log,
-                                   cli=recorded_command(self.settings), device=self.where.device)
+            summaries.table_written(self.settings, self.rows, absent=self.absent, log=self.table_log,
+                                    cli=recorded_command(self.settings), device=self.device)
         return 0
 
 
@@ -158,7 +182,9 @@ def task_inputs(settings, task, once_per_epoch=()):
 
 @dataclass(frozen=True)
 class TaskData:
-    """A task's data, read, cut and tokenised once for every run of the command (read_data)."""
+    """A task's data, read, cut and tokenised once for every run of the command (read_data), with its head family
+    (how it encodes, computes its loss and scores) and what the model folder allows its steps (padding-free or not)."""
+    family: object                     # the task's head family (part4/tasks/families.py)
     train: dict                        # the training set encoded: {"input_ids": [...], ...} (its family's encode)
     devs: dict                         # {dev set name: its encoded examples}
     tok: object                        # the model folder's tokenizer
@@ -169,42 +195,49 @@ class TaskData:
     n_dev_all: dict                    # {dev set name: examples in the data}
     majority: object                   # the majority class of the whole training set
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
+    padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
+    head: object                       # how each run's output layer comes (part4/models/loading.py Head: a new layer,
+    #                                    or the checkpoint's kept; found when its weights were checked); None: --init random
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The runs of one task, as planned: its Config and family, the jobs, the data read and tokenised once for all of
-    them, how the processes share the work ("data": every run by all of them, each taking part of every batch; "runs":
-    run k by process k % N alone), and the report their skipped lines go to."""
+    """The runs of one task, as planned: its Config and family, each run's settings, the data read and tokenised once
+    for all of them, how the processes share the work ("data": every run by all of them, each taking part of every
+    batch; "runs": run k by process k % N alone), and the log their skipped lines go to."""
     config: Config
     family: object
-    jobs: list
+    runs: list                         # each run's RunSettings, in the order of the jobs planned
     data: TaskData
     mode: str
-    where: Where
-    report: Log
-    mine: list                         # the runs this process takes part in, by their place in jobs
+    log: Log
+    mine: list                         # the runs this process takes part in, by their place in runs
     done_before: dict                  # {k: the earlier results of run k}: runs not trained again
+    processes: object                  # every process torchrun started (ALONE alone)
 
     def skip(self, k):
         """Run k's earlier results, marked skipped, its line said in its turn (on the first process; another
         process's are said in collect)."""
-        if self.where.processes.is_main:
-            self.report.say(skipped_line(self.done_before[k]))
+        if self.processes.is_main:
+            self.log.say(skipped_line(self.done_before[k]))
         return {**self.done_before[k], "skipped": True}
 
 
 def read_data(config, family, sources):
     """The model folder and the data checked (every problem in one line), the model folder read for what it holds (its
-    config, files and tokenizer) and its weights loaded once to check them, then the task's data read, cut
-    (--max-train-examples, --max-dev-examples) and tokenised once, for every run of the command. What a cut run leaves
-    out is kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+    config, files and tokenizer) and its weights loaded once to check them, whether padding-free steps can compute its
+    architecture, then the task's data read, cut (--max-train-examples, --max-dev-examples) and tokenised once, for
+    every run of the command. What a cut run leaves out is kept as counts (n_train_all, n_dev_all), and the majority
+    class is the whole training set's."""
     c = config.settings
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")
     check_positions(family.max_len, model_folder.config)
-    if c.init == "pretrained":      # a loading report or a task head (--head) that cannot be: refused before any work,
-        load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)  # then let go (each run loads its own)
+    head = None                     # a loading report or a task head (--head) that cannot be: refused before any work,
+    if c.init == "pretrained":      # then let go (each run loads its own, with the same head)
+        _, head = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)
+    with torch.device("meta"):      # the architecture alone, no weights: can padding-free steps compute it?
+        padding_free = padding_free_problem(family.model_class.from_config(model_folder.config))
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
@@ -215,23 +248,25 @@ def read_data(config, family, sources):
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
         raise Fatal(f"no usable training examples for {config.task}")
-    return TaskData(train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder,
+    return TaskData(family=family, train=enc_train, devs=enc_devs, tok=tok, model_folder=model_folder,
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
-                    majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {})
+                    majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {},
+                    padding_free_problem=padding_free, head=head)
 
 
-def runs_done_before(config, family, jobs, *, train_rows, dtype):
+def runs_done_before(config, runs):
     """{k: the earlier results of run k} where runs are reused (grids, seeds, glue) and its results exist for the same
     settings (with --glue-submission, its test-set predictions too: missing, it is run again). The count of dev
     evaluations is left out: it draws the learning curve and changes no final number (evaluation uses no random
-    numbers), so a single run with the article's 30 serves the glue command's once per epoch. Every other run's
-    results file, where one exists, is of the same settings: no run replaces a result of other settings (a quick check
-    with --max-train-examples must not overwrite hours of a full run), stopped before any training."""
+    numbers), so a single run with the article's 30 serves the glue command's once per epoch; so are the processes.
+    Every other run's results file, where one exists, is of the same settings: no run replaces a result of other
+    settings (a quick check with --max-train-examples must not overwrite hours of a full run), stopped before any
+    training."""
     earlier = {}
-    for k, job in enumerate(jobs):
-        path = results_path(config, job)
-        ours = run_settings(config, job, family=family, train_rows=train_rows, dtype=dtype, processes=ALONE)
+    for k, run in enumerate(runs):
+        path = os.path.join(config.settings.results_dir, run.name + ".json")
+        ours = run.recorded
         done = existing_result(path, ours, ignore=("processes", "dev_evaluations")) if config.settings.reuse else None
         if done is None:
             check_not_replaced(path, ours, "holds a result of other settings")
