@@ -343,11 +343,13 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
     "device": dict(default="auto", choices=DEVICES, help="auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)"),
     "results_dir": dict(default="results", help="the results folder: where each script writes its logs, JSON and plots, "
                                                 "and the report reads them and writes REPRODUCTION.md (default: results/)"),
-    "dtype": dict(default="auto", choices=DTYPES,      # resolved on the device: part4/models/loading.py's autocast_dtype
+    "dtype": dict(default="auto", choices=DTYPES, means="the autocast of a fine-tune's or a dev set's forward passes",
+                  # resolved on the device: part4/models/loading.py's autocast_dtype
                   help="autocast: auto (the default: bf16 on CUDA, fp16 on MPS for evaluation only, fp32 elsewhere), "
                        "fp32, bf16, or fp16 for evaluation only (training in fp16 needs loss scaling, which this suite "
                        "does not do)"),
-    "dtype_fp32": dict(default="fp32", choices=("fp32", "bf16"),   # the heads' and math's: their checks are fp32's
+    "dtype_fp32": dict(default="fp32", choices=("fp32", "bf16"), means="the autocast of the hand checks' forward passes",
+                       # the heads' and math's: their checks are fp32's
                        help="fp32 (the default, on every device: the article's printed digits, and the hand-vs-library "
                             "checks at fp32's tolerance) or bf16 autocast (faster where the device computes bf16 "
                             "natively: a GPU from Ampere on, a CPU with AMX or AVX-512-BF16; every number then bf16's, "
