@@ -4,5 +4,6 @@
                       which task is in which (FAMILIES); GLUE's published numbers and each run's test-set predictions
     metrics           GLUE's metrics (accuracy, F1, MCC, Pearson, Spearman); a model's outputs on a GLUE or SWAG dev or
                       test set (scored in families)
-    squad_spans       SQuAD's windows, span targets, the batched span search, the dev set scored over tau
+    squad_spans       SQuAD's windows, span targets, the batched span search, the dev set scored over tau; SQuAD's head
+                      family (SpanExtraction), imported for a SQuAD task only
     squad_metric      SQuAD's official metric alone (the standard library only), runnable as the official scripts"""
