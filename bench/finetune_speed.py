@@ -170,7 +170,7 @@ def training_data(args, tok):
     if args.task == "squad":
         examples = readers.read_squad_json(args.squad_data, "1.1", "--squad-data")
         enc = squad_spans.encode_squad(tok, examples, args.max_len or 384, 128)
-        return enc, families.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
+        return enc, squad_spans.SpanExtraction.loss, enc["full_lengths"], BertForQuestionAnswering, {}
     train = readers.read_split(args.data_dir, args.task, "train")[:args.batch_size * (args.steps + 2)]
     return (families.encode_glue(tok, train, args.max_len or 128), families.Classification.loss, None,
             BertForSequenceClassification, {"num_labels": 2})

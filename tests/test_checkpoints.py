@@ -52,7 +52,7 @@ from part4.models import folders, loading
 from part4.models.loading import run_cli
 from part4.output.results_files import fingerprint, weight_files
 from part4.run import packing
-from part4.tasks import families, metrics
+from part4.tasks import families
 
 CPU = torch.device("cpu")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -139,7 +139,7 @@ def test_padded_batches_give_each_inputs_own_logits(checkpoints, model_type):
     assert ("token_type_ids" in enc) == (model_type == "electra")
     with torch.no_grad():
         alone = [model(**tok(text, return_tensors="pt")).logits[0] for (text,), _ in examples]
-    batched = metrics.predict_logits(model, enc, CPU, dtype=None, batch_size=8)
+    batched = families.predict_logits(model, enc, CPU, dtype=None, batch_size=8)
     assert torch.allclose(torch.tensor(batched, dtype=torch.float32), torch.stack(alone), atol=1e-5)
 
 

@@ -17,7 +17,7 @@ from part4.data import readers
 from part4.models.loading import run_cli
 from part4.paper import recipe
 from part4.run.training_run import TrainingRun
-from part4.tasks import metrics
+from part4.tasks import families
 
 # --- the schedule and the optimiser ---
 
@@ -51,22 +51,22 @@ def test_no_decay_group_is_exactly_the_biases_and_layernorm_weights(tiny_bert_di
 # --- GLUE's metrics against hand values ---
 
 def test_metrics_against_hand_computed_values():
-    assert metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
+    assert families.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
     # TP 2, TN 1, FP 1, FN 1: F1 = 2*2 / (3 + 3); MCC = (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
     pred, gold = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
-    assert metrics.f1_positive(pred, gold) == pytest.approx(4 / 6)
-    assert metrics.matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
-    assert metrics.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0          # one class predicted: 0, not NaN
-    assert metrics.f1_positive([0, 0], [1, 0]) == 0.0
+    assert families.f1_positive(pred, gold) == pytest.approx(4 / 6)
+    assert families.matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
+    assert families.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0          # one class predicted: 0, not NaN
+    assert families.f1_positive([0, 0], [1, 0]) == 0.0
     # Pearson of (1, 2, 3) and (1, 2, 4): 3 / sqrt(2 * 42/9)
-    assert metrics.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
+    assert families.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
     # Spearman with ties: ranks (1, 2.5, 2.5, 4) and (1, 3, 2, 4) -> 4.5 / sqrt(4.5 * 5)
-    assert metrics.average_ranks([1, 2, 2, 3]).tolist() == [1, 2.5, 2.5, 4]
-    assert metrics.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / math.sqrt(22.5))
+    assert families.average_ranks([1, 2, 2, 3]).tolist() == [1, 2.5, 2.5, 4]
+    assert families.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / math.sqrt(22.5))
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=50), rng.normal(size=50)
-    assert metrics.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
-    assert metrics.spearman(x, y) == pytest.approx(np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1])
+    assert families.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert families.spearman(x, y) == pytest.approx(np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1])
 
 
 # --- a synthetic GLUE folder the tests write ---

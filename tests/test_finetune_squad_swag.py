@@ -126,7 +126,7 @@ def test_span_loss_is_the_formula_and_ignores_padding(tiny_qa_dir, tok):
     dynamic = collate(enc, idx, torch.device("cpu"))
     padded = collate(enc, idx, torch.device("cpu"), pad_to=96)
     with torch.no_grad():
-        a, b = families.SpanExtraction.loss(model, dynamic), families.SpanExtraction.loss(model, padded)
+        a, b = squad_spans.SpanExtraction.loss(model, dynamic), squad_spans.SpanExtraction.loss(model, padded)
         out = model(input_ids=dynamic["input_ids"], token_type_ids=dynamic["token_type_ids"],
                     attention_mask=dynamic["attention_mask"])
     assert a.item() == pytest.approx(b.item(), abs=1e-5)

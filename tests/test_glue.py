@@ -5,6 +5,8 @@ failed on the code before this command existed)."""
 import json
 import os
 import random
+import subprocess
+import sys
 import types
 import zipfile
 from dataclasses import replace
@@ -12,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, needs_shared_data
+from conftest import ROOT, SHARED_DATA, needs_shared_data
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 import bert_part4_finetune as ft
@@ -24,7 +26,7 @@ from part4.output.results_files import Log, fmt
 from part4.paper import article, recipe
 from part4.run import command, summaries, training_run
 from part4.run.run_files import Job
-from part4.tasks import families, metrics
+from part4.tasks import families
 
 WORDS = ["good", "great", "witty", "bad", "dull", "worse", "the", "movie", "film", "plot", "is", "a"]
 
@@ -83,6 +85,32 @@ def write_glue(folder, n_train=24, n_dev=12, n_test=10, seed=0, skip=()):
 @pytest.fixture(scope="module")
 def glue_data(tmp_path_factory):
     return write_glue(str(tmp_path_factory.mktemp("glue_all")))
+
+
+# An MRPC run of the script, as a user runs it; then, in the same process, SQuAD's family made as FAMILIES makes it.
+MRPC_THEN_SQUAD = ("import runpy, sys\n"
+                   "sys.argv = ['bert_part4_finetune.py'] + sys.argv[1:]\n"
+                   "try:\n"
+                   "    runpy.run_path('bert_part4_finetune.py', run_name='__main__')\n"
+                   "except SystemExit as e:\n"
+                   "    print('exit', e.code, sorted(m for m in sys.modules if 'squad' in m))\n"
+                   "from part4.tasks import families\n"
+                   "family = families.FAMILIES['squad']('squad', 64, 32)\n"
+                   "print(type(family).__module__, sorted(m for m in sys.modules if 'squad' in m))\n")
+
+
+@pytest.mark.slow
+def test_an_mrpc_run_imports_nothing_of_squad(tiny_bert_dir, glue_data, tmp_path):
+    """SQuAD's family lives with SQuAD (part4/tasks/squad_spans.py) and FAMILIES makes it for a SQuAD task only: an
+    MRPC run ends with no module of SQuAD's imported (its windows, span search and official metric), and the same
+    process, asked for SQuAD's family, then imports them."""
+    out = subprocess.run([sys.executable, "-c", MRPC_THEN_SQUAD, "mrpc", "2e-5", "--model", tiny_bert_dir, "--data-dir",
+                          glue_data, "--max-train-examples", "8", "--max-dev-examples", "8", "--device", "cpu",
+                          "--results-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    ran, made = out.stdout.strip().splitlines()[-2:]
+    assert ran == "exit 0 []", out.stdout[-2000:] + out.stderr[-2000:]
+    assert (tmp_path / "part4_mrpc_lr2e-5.json").is_file()
+    assert made == "part4.tasks.squad_spans ['part4.tasks.squad_metric', 'part4.tasks.squad_spans']"
 
 
 def config_for(argv):
@@ -186,7 +214,7 @@ def test_every_family_ranks_runs_by_one_metric_under_one_name():
         family = families.FAMILIES[task](task, 128, **({"stride": 64} if task.startswith("squad") else {}))
         assert family.selection_metric == metric, task
         assert family.selection(scores) == scores["dev_matched"][metric], task
-        assert family.selection_name == metrics.METRIC_NAMES[metric], task
+        assert family.selection_name == families.METRIC_NAMES[metric], task
         assert not hasattr(family, "headline"), task                   # no second name for it
 
 

@@ -18,7 +18,7 @@ from part4.data import readers
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.models.loading import ALONE, has_fused_adamw
 from part4.run import packing, training_run
-from part4.tasks import families
+from part4.tasks import families, squad_spans
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
@@ -49,7 +49,7 @@ def family_batch(kind, labels=2, multiple=1):
     if kind == "span":
         enc = encoded(LENGTHS, 0, ("start_positions", "end_positions"))
         return (collate(enc, range(len(LENGTHS)), CPU, multiple=multiple), BertForQuestionAnswering, {},
-                families.SpanExtraction.loss)
+                squad_spans.SpanExtraction.loss)
     enc = encoded(LENGTHS, 0, ("labels",))
     enc["labels"] = [y % 2 for y in enc["labels"]] if labels > 1 else [y * 1.25 for y in enc["labels"]]   # STS-B: 1
     return (collate(enc, range(len(LENGTHS)), CPU, multiple=multiple), BertForSequenceClassification,

@@ -17,7 +17,7 @@ from part4.command_line import script_settings
 from part4.data import readers
 from part4.models.loading import run_cli
 from part4.paper import recipe
-from part4.tasks import families, squad_metric, squad_spans
+from part4.tasks import squad_metric, squad_spans
 
 # --- span search ---
 
@@ -412,7 +412,7 @@ def test_the_span_search_settings_have_one_home():
     args = script_settings.parse_squad([])
     assert (args.max_len, args.stride, args.n_best, args.max_answer, args.batch_size) == (384, 128, 20, 30, 64)
     assert squad_spans.SpanSearch() == squad_spans.SpanSearch(max_len=384, stride=128, batch_size=64, n_best=20, max_answer=30)
-    assert families.SpanExtraction.eval_batch_size == 64
+    assert squad_spans.SpanExtraction.eval_batch_size == 64
     values = ("384", "128", "64", "20", "30")
     assert number_literals(os.path.join(ROOT, "part4", "tasks", "squad_spans.py"), values) == []
     # the windows' 384 once; 128 is also GLUE's and SWAG's input length and their evaluation batch, 30 also the

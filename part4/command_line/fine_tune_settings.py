@@ -235,8 +235,8 @@ def refuse_flags(a, task):
     takes = DATA_FLAGS.get(task, ("data_dir",))
     for name in ("data_dir", "train_data", "dev_data", "stride"):
         if getattr(a, name) is not None and name not in takes:
-            raise Fatal(f"--{name.replace('_', '-')}: {task} does not take it "
-                        f"({', '.join('--' + t.replace('_', '-') for t in takes)} {'does' if len(takes) == 1 else 'do'})")
+            raise Fatal(f"{flag_name(name)}: {task} does not take it "
+                        f"({', '.join(flag_name(t) for t in takes)} {'does' if len(takes) == 1 else 'do'})")
     if a.grid and a.lr is not None:
         raise Fatal(f"--grid {a.grid} tries its own learning rates: drop the learning rate "
                     f"{lr_tag(a.lr) if isinstance(a.lr, float) else a.lr}, or drop --grid")

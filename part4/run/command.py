@@ -44,7 +44,7 @@ from part4.run.run_files import (
     summarised_runs,
     summary_name,
 )
-from part4.tasks.families import FAMILIES, Family, SpanExtraction
+from part4.tasks.families import FAMILIES, Family, span_extraction
 
 # --- One fine-tuning command across its tasks: where it runs, each task's share, the log its runs go to ---
 
@@ -168,7 +168,7 @@ def task_inputs(settings, task, once_per_epoch=()):
     """One task's share of the command: its Config (the task's recipe, evaluated once per epoch for the tasks in
     once_per_epoch: the glue command's MNLI and QQP; --group-by-length, else the family's), its head family and where
     its data comes from."""
-    windows = {"stride": settings.stride} if FAMILIES[task] is SpanExtraction else {}     # SQuAD's alone
+    windows = {"stride": settings.stride} if FAMILIES[task] is span_extraction else {}     # SQuAD's alone
     family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
     recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
     config = Config(task=task, settings=settings, recipe=recipe,

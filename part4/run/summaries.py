@@ -44,8 +44,7 @@ from part4.run.run_files import (
     run_name,
     runs_folder,
 )
-from part4.tasks.families import MAJORITY_CLASS, QNLI_VERSION, paper_test_text
-from part4.tasks.metrics import METRIC_NAMES
+from part4.tasks.families import MAJORITY_CLASS, METRIC_NAMES, QNLI_VERSION, paper_test_text
 
 # --- The summaries of restarts (--seeds) and grids (--grid) ---
 

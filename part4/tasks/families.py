@@ -1,38 +1,30 @@
-"""The paper's three head families (§4.1-4.4), one class per output layer (FAMILIES, at the end of the three, says
+"""The paper's three head families (§4.1-4.4), one class per output layer (FAMILIES, at the end of the classes, says
 which task is in which):
 
   Classification   GLUE: logits = C W^T + b over K labels (1 for STS-B), C the pooled [CLS] vector
   MultipleChoice   SWAG: a score C_k . w for each of the four (context, ending) pairs, softmax across them
-  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of overlapping windows
+  SpanExtraction   SQuAD v1.1 and v2.0: start and end vectors S, E over the tokens of overlapping windows (it lives with
+                   SQuAD's windows and span search, part4/tasks/squad_spans.py, imported for a SQuAD task only)
 
 A family brings everything that differs between tasks (Family lists it): how its data is read and encoded, its
-loss, its evaluation and the metric runs are chosen by, its lines; the training loop branches on no task.
+loss, its evaluation and the metric runs are chosen by, its lines; the training loop branches on no task. GLUE's
+metrics (accuracy, F1, MCC, Pearson, Spearman), the classification family's scoring, are here too.
 """
 
+import math
 import os
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
-from transformers import AutoModelForMultipleChoice, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
+from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
-from part4.data.readers import (
-    HUB_DATASETS,
-    HUB_LABELS,
-    SQUAD_VERSION,
-    TASKS,
-    file_problem,
-    label_name,
-    read_glue,
-    read_glue_tests,
-    read_squad_task,
-    read_swag,
-)
-from part4.output.results_files import fmt, write_atomic
-from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_SQUAD, PAPER_TEST
-from part4.paper.recipe import EVAL_BATCH_SIZE, MAX_ANSWER, N_BEST, SPAN_BATCH_SIZE, TAU_SWEEP
-from part4.tasks import squad_spans
-from part4.tasks.metrics import METRIC_NAMES, METRICS, accuracy, predict_logits
+from part4.data.batches import batches_by_length, collate
+from part4.data.readers import HUB_LABELS, TASKS, file_problem, label_name, read_glue, read_glue_tests, read_swag
+from part4.models.loading import autocast
+from part4.output.results_files import write_atomic
+from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_TEST
+from part4.paper.recipe import EVAL_BATCH_SIZE
 
 
 @runtime_checkable
@@ -96,6 +88,79 @@ class Family(Protocol):
     def extra_outputs(self, training, test_dir):
         """What a run's results record beyond its scores, as results entries (training: the run, part4/run/training_run.py
         TrainingRun; GLUE: its test predictions, with test_dir; SQuAD: the questions its windows leave uncovered)."""
+
+
+# --- GLUE's metrics, the classification family's scoring, and the names the lines print them by ---
+
+def accuracy(pred, gold):
+    return float(np.mean(np.asarray(pred) == np.asarray(gold)))
+
+
+def f1_positive(pred, gold):
+    """F1 of label 1 (paraphrase, duplicate, positive)."""
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    tp = int(((pred == 1) & (gold == 1)).sum())
+    return 0.0 if tp == 0 else 2 * tp / (int((pred == 1).sum()) + int((gold == 1).sum()))
+
+
+def matthews_corrcoef(pred, gold):
+    """(TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)); 0 when a factor is 0."""
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    tp, tn = float(((pred == 1) & (gold == 1)).sum()), float(((pred == 0) & (gold == 0)).sum())
+    fp, fn = float(((pred == 1) & (gold == 0)).sum()), float(((pred == 0) & (gold == 1)).sum())
+    den = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return 0.0 if den == 0 else (tp * tn - fp * fn) / den
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    x, y = x - x.mean(), y - y.mean()
+    den = math.sqrt(float((x * x).sum() * (y * y).sum()))
+    return 0.0 if den == 0 else float((x * y).sum() / den)
+
+
+def average_ranks(x):
+    """Ranks 1..n, tied values sharing the mean of their ranks."""
+    x = np.asarray(x, float)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x, y):
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+METRICS = {"accuracy": accuracy, "f1": f1_positive, "mcc": matthews_corrcoef, "pearson": pearson, "spearman": spearman}
+
+
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman",
+                "em": "EM"}
+
+
+# --- The model's outputs on every row of a GLUE or SWAG dev or test set (scored by Classification.evaluate) ---
+
+@torch.inference_mode()
+def predict_logits(model, enc, device, dtype, batch_size):
+    """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
+    model.eval()
+    out = None
+    for idx in batches_by_length(enc["input_ids"], batch_size):
+        batch = collate(enc, idx, device)
+        batch.pop("labels")
+        with autocast(device, dtype):
+            logits = model(**batch).logits.float().cpu().numpy()
+        out = np.zeros((len(enc["labels"]), logits.shape[1])) if out is None else out
+        out[idx] = logits
+    model.train()
+    return out
 
 
 # --- GLUE's published numbers, printed beside ours ---
@@ -282,132 +347,19 @@ class MultipleChoice(Classification):
                 f"{self.max_len}: {cut}"]
 
 
-class SpanExtraction:
-    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of overlapping windows."""
-    model_class = AutoModelForQuestionAnswering
-    model_kwargs = {}
-    fresh = "random start and end vectors S, E"
-    new_head, kept_head = "new start and end vectors S, E", "the checkpoint's start and end vectors S, E, kept"
-    label_names = None
-    eval_batch_size = SPAN_BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
-    grouped = True                     # windows run from a short passage's to the full window length
-    metrics = ("em", "f1")
-    selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
-    selection_name = METRIC_NAMES["f1"]
+def span_extraction(name, max_len, stride, eval_batch_size=None):
+    """SQuAD's family made for a run: SpanExtraction, which lives with SQuAD's windows and span search
+    (part4/tasks/squad_spans.py) and is imported here, for a SQuAD task only: a GLUE or SWAG run imports nothing of
+    SQuAD."""
+    from part4.tasks.squad_spans import SpanExtraction
 
-    def __init__(self, name, max_len, stride, eval_batch_size=None):
-        self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
-        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
-        self.hub = HUB_DATASETS[self.version]
-        self.references = [PAPER_SQUAD[self.version]]
-
-    def data_problems(self, sources):
-        return [file_problem(sources.train_data, "--train-data", self.hub),
-                file_problem(sources.dev_data, "--dev-data", self.hub)]
-
-    read = staticmethod(read_squad_task)
-
-    def encode(self, tok, train, devs):
-        """The training windows with their targets; the dev questions stay questions (squad_spans.predict windows them
-        when they are evaluated), checked here once for windows that stop short of their passage: (uncovered,
-        questions) of each dev set, kept with the training windows as dev_uncovered."""
-        dev_uncovered = {name: (len(squad_spans.uncovered_questions(tok, d, squad_spans.make_windows(tok, d, self.max_len,
-                                                                                          self.stride))), len(d))
-                         for name, d in devs.items()}
-        return {**squad_spans.encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
-
-    def describe(self, train):
-        lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
-                 f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
-                 f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
-                 f"questions skipped because answer_start does not match the context: {train['skipped']}",
-                 "steps are counted in windows, every window once an epoch (paper's run_squad.py: "
-                 "int(questions / batch x epochs) steps, fewer than its windows need)"]
-        if train["uncovered"]:
-            lines += [f"training set: {squad_spans.coverage_line(train['uncovered'], train['questions'])}"]
-        lines += [f"{name} set: {squad_spans.coverage_line(n, size)}"
-                  for name, (n, size) in train["dev_uncovered"].items() if n]
-        return lines
-
-    @staticmethod
-    def loss(model, batch):
-        """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
-
-        The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
-        of the softmax, so a window's loss does not depend on how far its batch is padded."""
-        targets = {k: batch[k] for k in ("start_positions", "end_positions")}
-        out = model(**{k: v for k, v in batch.items() if k not in targets})
-        mask = batch["attention_mask"].bool()
-        start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
-        end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
-        return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
-                + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
-
-    def evaluate(self, model, devs, tok, device, dtype):
-        """Every dev question answered by the span search bert_part4_squad.py uses too (squad_spans.predict) and scored
-        with the official metric."""
-        model.eval()
-        search = squad_spans.SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size,
-                                  n_best=N_BEST, max_answer=MAX_ANSWER, dtype=dtype)
-        out = {name: self.score(*squad_spans.predict(model, tok, examples, search, device=device), examples)
-               for name, examples in devs.items()}
-        model.train()
-        return out
-
-    def score(self, answers, timing, examples):
-        """v1.1: EM and F1; v2.0: EM and F1 at tau = 0, and the whole sweep of bert_part4_squad.py."""
-        if self.version == "1.1":
-            em, f1, _ = squad_spans.score_v1(examples, answers)
-            return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
-                    "uncovered": timing["uncovered"]}
-        r, _, _ = squad_spans.score_v2(examples, answers, squad_spans.tau_grid(*TAU_SWEEP))
-        return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
-
-    def selection(self, scores):
-        """The dev score runs are ranked and selected by, on the first dev set."""
-        return next(iter(scores.values()))[self.selection_metric]
-
-    def majority(self, train):
-        return None
-
-    def baseline(self, majority, devs):
-        return ""
-
-    def format(self, scores, final=False):
-        s, v2 = next(iter(scores.values())), self.version == "2.0"
-        if not final and v2:
-            return (f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: "
-                    f"F1 {s['best']['f1']:.2f}")
-        if not final:
-            return f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
-        if v2:
-            return (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
-                    f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
-                    f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
-                    f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
-        return f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
-
-    def extra_outputs(self, training, test_dir):
-        """The questions whose answer no window covers, in the training set and each dev set (none go to a server)."""
-        train = training.task.train
-        return {"uncovered_questions": {"train": train["uncovered"],
-                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
-
-    def read_tests(self, sources):
-        return {}                      # SQuAD's test sets go to no server
-
-    def encode_tests(self, tok, tests):
-        return {}
-
-    def majority_scores(self, majority, devs):
-        return None
+    return SpanExtraction(name, max_len, stride, eval_batch_size)
 
 
-
-# Which family each task is in: every GLUE task a classifier, SWAG multiple choice, SQuAD v1.1 and v2.0 span extraction
-FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": SpanExtraction,
-            "squad_v2": SpanExtraction}
-
+# Which family each task is in, each made by FAMILIES[task](task, max_len, ...): every GLUE task a classifier, SWAG
+# multiple choice, SQuAD v1.1 and v2.0 span extraction (their windows' stride too)
+FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": span_extraction,
+            "squad_v2": span_extraction}
 
 # --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---
 

@@ -1,7 +1,9 @@
 """SQuAD's shared machinery, used by bert_part4_squad.py and by the fine-tuning of SQuAD (the official JSON is read in
 part4/data/readers.py): the windows, the span targets, the span head by hand (`span_logits`), the batched span
 search, one question on the article's passage (`demo_one`, which bert_part4_squad.py and bert_part4_math.py print),
-and the dev set scored with the official metric (part4/tasks/squad_metric.py) over the tau sweep."""
+and the dev set scored with the official metric (part4/tasks/squad_metric.py) over the tau sweep; and SQuAD's head
+family as the fine-tuning runs it (`SpanExtraction`, one of part4/tasks/families.py's three, made there for a SQuAD
+task only: a GLUE or SWAG run imports nothing of SQuAD)."""
 
 import math
 import sys
@@ -14,10 +16,14 @@ import tokenizers
 import torch
 import transformers
 from tqdm import tqdm
+from transformers import AutoModelForQuestionAnswering
 
 from part4.data.batches import batches_by_length, collate
+from part4.data.readers import HUB_DATASETS, SQUAD_VERSION, file_problem, read_squad_task
 from part4.models.loading import ALONE, autocast, gather
-from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE  # run_squad.py's, the recipe's
+from part4.output.results_files import fmt
+from part4.paper.article import PAPER_SQUAD
+from part4.paper.recipe import MAX_ANSWER, MAX_LEN, N_BEST, SPAN_BATCH_SIZE, STRIDE, TAU_SWEEP  # run_squad.py's, the recipe's
 from part4.tasks.squad_metric import best_threshold, question_scores
 
 
@@ -356,3 +362,125 @@ def score_v2(examples, answers, taus):
              for name, mask in (("has_ans", has), ("no_ans", ~has))}
     return {"n": len(examples), "n_noans": int((~has).sum()), "at0": at0, "best": best, "sweep": sweep,
             "exact_best": exact, "has_ans": split["has_ans"], "no_ans": split["no_ans"]}, diff, chosen
+
+
+# --- The span extraction family: SQuAD as the fine-tuning runs it (part4/tasks/families.py's Family) ---
+
+class SpanExtraction:
+    """SQuAD (paper §4.2, §4.3): start and end vectors S and E over the tokens of overlapping windows."""
+    model_class = AutoModelForQuestionAnswering
+    model_kwargs = {}
+    fresh = "random start and end vectors S, E"
+    new_head, kept_head = "new start and end vectors S, E", "the checkpoint's start and end vectors S, E, kept"
+    label_names = None
+    eval_batch_size = SPAN_BATCH_SIZE  # windows per forward pass, as bert_part4_squad.py
+    grouped = True                     # windows run from a short passage's to the full window length
+    metrics = ("em", "f1")
+    selection_metric = "f1"            # runs are ranked and selected by F1 (at tau = 0 for v2.0)
+    selection_name = "F1"              # as its lines name it (part4/tasks/families.py's METRIC_NAMES["f1"])
+
+    def __init__(self, name, max_len, stride, eval_batch_size=None):
+        self.name, self.version, self.max_len, self.stride = name, SQUAD_VERSION[name], max_len, stride
+        self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
+        self.hub = HUB_DATASETS[self.version]
+        self.references = [PAPER_SQUAD[self.version]]
+
+    def data_problems(self, sources):
+        return [file_problem(sources.train_data, "--train-data", self.hub),
+                file_problem(sources.dev_data, "--dev-data", self.hub)]
+
+    read = staticmethod(read_squad_task)
+
+    def encode(self, tok, train, devs):
+        """The training windows with their targets; the dev questions stay questions (predict windows them when
+        they are evaluated), checked here once for windows that stop short of their passage: (uncovered,
+        questions) of each dev set, kept with the training windows as dev_uncovered."""
+        dev_uncovered = {name: (len(uncovered_questions(tok, d, make_windows(tok, d, self.max_len, self.stride))), len(d))
+                         for name, d in devs.items()}
+        return {**encode_squad(tok, train, self.max_len, self.stride), "dev_uncovered": dev_uncovered}, devs
+
+    def describe(self, train):
+        lines = [f"{len(train['input_ids'])} windows of at most {self.max_len} tokens (stride {self.stride}) from "
+                 f"{train['questions']} questions; {train['multi_window']} questions need more than one window",
+                 f"windows pointing at [CLS] (no answer, or not the whole answer, in the window): {train['to_cls']}",
+                 f"questions skipped because answer_start does not match the context: {train['skipped']}",
+                 "steps are counted in windows, every window once an epoch (paper's run_squad.py: "
+                 "int(questions / batch x epochs) steps, fewer than its windows need)"]
+        if train["uncovered"]:
+            lines += [f"training set: {coverage_line(train['uncovered'], train['questions'])}"]
+        lines += [f"{name} set: {coverage_line(n, size)}"
+                  for name, (n, size) in train["dev_uncovered"].items() if n]
+        return lines
+
+    @staticmethod
+    def loss(model, batch):
+        """SQuAD: -(log P_start(s) + log P_end(e)) / 2, each softmax over the window's own tokens.
+
+        The paper sums the two log-likelihoods; run_squad.py averages them, as here. Padding is left out
+        of the softmax, so a window's loss does not depend on how far its batch is padded."""
+        targets = {k: batch[k] for k in ("start_positions", "end_positions")}
+        out = model(**{k: v for k, v in batch.items() if k not in targets})
+        mask = batch["attention_mask"].bool()
+        start = out.start_logits.float().masked_fill(~mask, float("-inf"))    # S.T_i
+        end = out.end_logits.float().masked_fill(~mask, float("-inf"))        # E.T_j
+        return (torch.nn.functional.cross_entropy(start, targets["start_positions"])
+                + torch.nn.functional.cross_entropy(end, targets["end_positions"])) / 2
+
+    def evaluate(self, model, devs, tok, device, dtype):
+        """Every dev question answered by the span search bert_part4_squad.py uses too (predict) and scored
+        with the official metric."""
+        model.eval()
+        search = SpanSearch(max_len=self.max_len, stride=self.stride, batch_size=self.eval_batch_size, n_best=N_BEST,
+                            max_answer=MAX_ANSWER, dtype=dtype)
+        out = {name: self.score(*predict(model, tok, examples, search, device=device), examples)
+               for name, examples in devs.items()}
+        model.train()
+        return out
+
+    def score(self, answers, timing, examples):
+        """v1.1: EM and F1; v2.0: EM and F1 at tau = 0, and the whole sweep of bert_part4_squad.py."""
+        if self.version == "1.1":
+            em, f1, _ = score_v1(examples, answers)
+            return {"em": float(em), "f1": float(f1), "n": len(examples), "windows": timing["windows"],
+                    "uncovered": timing["uncovered"]}
+        r, _, _ = score_v2(examples, answers, tau_grid(*TAU_SWEEP))
+        return {"em": r["at0"]["em"], "f1": r["at0"]["f1"], **r, "windows": timing["windows"], "uncovered": timing["uncovered"]}
+
+    def selection(self, scores):
+        """The dev score runs are ranked and selected by, on the first dev set."""
+        return next(iter(scores.values()))[self.selection_metric]
+
+    def majority(self, train):
+        return None
+
+    def baseline(self, majority, devs):
+        return ""
+
+    def format(self, scores, final=False):
+        s, v2 = next(iter(scores.values())), self.version == "2.0"
+        if not final and v2:
+            return (f"dev (tau = 0) EM {s['em']:.2f}  F1 {s['f1']:.2f}  best tau {s['best']['tau']:+.2f}: "
+                    f"F1 {s['best']['f1']:.2f}")
+        if not final:
+            return f"dev EM {s['em']:.2f}  dev F1 {s['f1']:.2f}"
+        if v2:
+            return (f"dev at tau = 0: EM {s['em']:.2f}, F1 {s['f1']:.2f}; at the best tau {s['best']['tau']:+.2f}: "
+                    f"EM {s['best']['em']:.2f}, F1 {s['best']['f1']:.2f}; HasAns ({s['has_ans']['n']}) EM "
+                    f"{fmt(s['has_ans']['em'])} F1 {fmt(s['has_ans']['f1'])}, NoAns ({s['no_ans']['n']}) "
+                    f"EM {fmt(s['no_ans']['em'])} F1 {fmt(s['no_ans']['f1'])}")
+        return f"dev EM {s['em']:.2f}, F1 {s['f1']:.2f} ({s['n']} questions, {s['windows']} windows)"
+
+    def extra_outputs(self, training, test_dir):
+        """The questions whose answer no window covers, in the training set and each dev set (none go to a server)."""
+        train = training.task.train
+        return {"uncovered_questions": {"train": train["uncovered"],
+                                        **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
+
+    def read_tests(self, sources):
+        return {}                      # SQuAD's test sets go to no server
+
+    def encode_tests(self, tok, tests):
+        return {}
+
+    def majority_scores(self, majority, devs):
+        return None
