@@ -3,10 +3,11 @@
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SHARED_DATA, needs_shared_data
+from conftest import ROOT, needs_shared_data
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import finetune_speed  # noqa: E402
@@ -152,21 +153,28 @@ def test_side_by_side_bench_times_the_mrpc_grid_both_ways(tiny_bert_dir, capsys,
 
 @needs_shared_data
 @pytest.mark.slow
-def test_one_mrpc_run_walks_a_handful_of_rooms(tmp_path, monkeypatch):
-    """bench/trace_run.py: `bert_part4_finetune.py mrpc 2e-5` on a tiny BERT calls into at most 15 files and 150
-    distinct functions of part4/ (the package's reading budget for one run); what it counts is what ran: the recipe's
-    cadence and the GLUE family's evaluation, never the span family's or the stand-in's."""
-    import trace_run
-    monkeypatch.setattr(sys, "argv", list(sys.argv))                  # the traced command sets its own
-    argv = ["mrpc", "2e-5", "--model", trace_run.tiny_bert(str(tmp_path / "tiny")), "--data-dir",
-            os.path.join(SHARED_DATA, "glue_data"), "--max-train-examples", "32", "--max-dev-examples", "32",
-            "--device", "cpu", "--results-dir", str(tmp_path / "results")]
-    seen = trace_run.traced("bert_part4_finetune.py", argv)
-    assert (tmp_path / "results" / "part4_mrpc_lr2e-5.json").is_file()
-    functions = {f"{path}:{name.split(':')[0]}" for path, names in seen.items() for name in names}
-    assert "part4/paper/recipe.py:eval_every" in functions and "part4/tasks/families.py:Classification.evaluate" in functions
-    assert not any(".SpanExtraction." in f or "reproduction/" in f for f in functions)
-    assert len(seen) <= 15 and sum(len(names) for names in seen.values()) <= 150, sorted(functions)
+def test_one_mrpc_run_walks_a_handful_of_rooms():
+    """bench/trace_run.py, in a process of its own (so that what the imports run counts too): `bert_part4_finetune.py
+    mrpc 2e-5` on a tiny BERT calls into at most 14 files and 148 distinct functions of part4/ (the package's reading
+    budget for one run); what it counts is what ran: the recipe's cadence and the GLUE family's evaluation, never
+    SQuAD's rooms or the stand-in's. Following fine_tune's parameters (--follow), the trail returns up the layout's
+    order at most 10 times and enters run/ at most 8 times each."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "trace_run.py")], capture_output=True,
+                         text=True, timeout=600).stdout.splitlines()
+    total = next(line for line in out if " files of part4/, " in line)
+    files, functions = int(total.split(": ")[1].split()[0]), int(total.split(", ")[-1].split()[0])
+    counted = {line.split()[1]: int(line.split()[0]) for line in out if line.startswith("  ") and "part4/" in line}
+    assert len(counted) == files and sum(counted.values()) == functions          # the total is its files' counts
+    assert counted["part4/paper/recipe.py"] >= 2 and counted["part4/tasks/families.py"] >= 10    # eval_every, evaluate
+    assert not any("squad" in path or "reproduction/" in path for path in counted)
+    assert files <= 14 and functions <= 148, total
+    follow = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "trace_run.py"), "--follow", "--quiet"],
+                            capture_output=True, text=True, timeout=600).stdout.splitlines()
+    trails = [line for line in follow if line.startswith("fine_tune's ")]
+    assert [line.split(":")[0] for line in trails] == ["fine_tune's run", "fine_tune's task"]
+    for line in trails:
+        up, entered = int(line.split("; ")[1].split()[0]), int(line.split("run/ entered ")[1].split()[0])
+        assert up <= 10 and entered <= 8, line
 
 
 @pytest.mark.slow

@@ -180,21 +180,12 @@ class Settings:
                                  "runs = whole runs of --grid/--seeds spread over them (default for those)")
     backend: str = setting("auto", help="under torchrun: auto (nccl on CUDA, gloo on CPU; the default), nccl, gloo")
     argv: tuple = setting((), flag=None, help="the command line as given (recorded with the results)")
-
-    @property
-    def many(self):
-        """--seeds or --grid: a summary, and whole runs spread over processes."""
-        return bool(self.seeds or self.grid)
-
-    @property
-    def reuse(self):
-        """Several runs (grids, seeds, glue): those done are skipped, each keeps a model folder of its own."""
-        return self.many or self.task == "glue"
-
-    @property
-    def cuts(self):
-        """The flags that cut the runs ({"--max-train-examples": 200, ...}, None where not given)."""
-        return {flag_name(f.name): getattr(self, f.name) for f in fields(self) if f.metadata["cuts"]}
+    # resolved from the flags once, in parse (not flags themselves, nor recorded: they follow from what is)
+    many: bool = setting(False, flag=None, help="--seeds or --grid: a summary, and whole runs spread over processes")
+    reuse: bool = setting(False, flag=None, help="several runs (grids, seeds, glue): those done are skipped, each keeps "
+                                                "a model folder of its own")
+    cuts: dict = setting(None, flag=None, help='the flags that cut the runs ({"--max-train-examples": 200, ...}, None '
+                                               'where not given)')
 
 
 # --- The command line: the parser and --help, the checks, the Settings made once ---
@@ -269,10 +260,12 @@ def parse(argv):
     values = given_or_default(vars(a), Settings, RECIPES.get(task, GLUE_RECIPE))   # the glue command: GLUE's recipe
     if task in DATA_FLAGS:
         check_windows(values["max_len"], values["stride"])
-    resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,),
-                "grid": a.grid or ("glue" if task == "glue" and a.lr is None else None),  # glue: the paper's choice
+    grid = a.grid or ("glue" if task == "glue" and a.lr is None else None)   # glue: the paper's choice
+    many = bool(values["seeds"] or grid)
+    resolved = {"task": task, "tasks": task_list(a.tasks) if task == "glue" else (task,), "grid": grid,
                 "stride": values["stride"] if task in DATA_FLAGS else None,
-                "argv": tuple(sys.argv[1:] if argv is None else argv)}
+                "argv": tuple(sys.argv[1:] if argv is None else argv), "many": many, "reuse": many or task == "glue",
+                "cuts": {flag_name(f.name): values[f.name] for f in fields(Settings) if f.metadata["cuts"]}}
     return Settings(**{**values, **resolved})
 
 

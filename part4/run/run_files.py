@@ -9,7 +9,7 @@ grids are in part4/paper/recipe.py. A checkpoint holds tensors and plain values 
 import json
 import os
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -108,12 +108,6 @@ class RunSettings:
         return {**recorded_in(self.settings, RUN, portable), **ran, "grouped": self.grouped,
                 "dev_evaluations": self.dev_evaluations, "train_rows": self.train_rows, "processes": self.processes.world}
 
-    @property
-    def job(self):
-        """What a grid or restarts vary, as this run has it."""
-        return Job(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, seed=self.seed,
-                   dev_evaluations=self.dev_evaluations)
-
 
 # --- a run's name, files and recorded settings ---
 
@@ -179,7 +173,7 @@ def saved_model_folders(settings, names):
 def recorded_command(settings, **ran):
     """The command line as a results file records it: its argv, and its settings as given, JSON values (ran: a task's
     own, its task). Under a grid no single learning rate was given: lr is null, the grid names them."""
-    flags = {k: v for k, v in asdict(settings).items() if k != "argv"}
+    flags = {f.name: getattr(settings, f.name) for f in fields(settings) if f.metadata.get("flag") is not None}
     return command_line(settings.argv, {**flags, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks),
                                         **ran})
 

@@ -345,7 +345,7 @@ class TrainingRun:
         if not run.processes.is_main:
             return None
         seconds, final = time.time() - self.t0, curve[-1]["dev"]
-        log.say(final_line(run.task, family, run.job, final=final, seconds=seconds, init=run.init))
+        log.say(final_line(run.task, family, run, final=final, seconds=seconds, init=run.init))   # run: its Job's fields
         best = best_seen(curve, family)
         if family.selection(best["dev"]) > family.selection(final):     # said beside the result, never taken for it
             log.say(f"(best dev {family.selection_name} seen during training: {family.selection(best['dev']):.4f} "
@@ -414,7 +414,8 @@ def wrapped(model, processes, device, cudnn_attention=True):
 def final_line(task, family, job, final, seconds, init="pretrained"):
     """FINAL sst2 dev accuracy 0.9255 (807/872), dev F1 0.9279, training time 48.3 minutes, then the article's
     number for its setting only (batch 32, 3 epochs, seed 0, pre-trained; labelled with its model, which may not be
-    ours) and the published ones, labelled."""
+    ours) and the published ones, labelled. job: its learning rate, batch size, epochs and seed (a Job, or the
+    RunSettings that holds them)."""
     line = f"FINAL {task} " + family.format(final, final=True) + f", training time {seconds / 60:.1f} minutes"
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
