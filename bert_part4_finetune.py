@@ -64,34 +64,35 @@ def warmup_then_linear_decay(s, warm, steps):
 
 # --- Our own fine-tune: SST-2 and MRPC on a laptop GPU (the article's lines, in its order; paper §3.2) ---
 
-def new_model(family, model, init, head):
+def new_model(family, name, init, head):
     """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
     pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept; one that
     cannot be kept was refused when the task was planned, before any work: part4/run/command.py read_data, which
-    keeps how it comes, TaskData.head), or with --init random the same architecture with every weight random (what
-    pre-training buys, measured)."""
+    keeps how it comes, TaskData.output_layer), or with --init random the same architecture with every weight random
+    (what pre-training buys, measured). name: a Hub id or a local folder; head: the output layer asked for (--head)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
-        config = load_pretrained(AutoConfig, model, **family.model_kwargs)
+        config = load_pretrained(AutoConfig, name, **family.model_kwargs)
         return task_labels(family.model_class.from_config(config, dtype=torch.float32), family.label_names)
-    model, _ = load_model(family.model_class, model, head=head, **family.model_kwargs)   # its loading report checked
+    model, _ = load_model(family.model_class, name, head=head, **family.model_kwargs)   # its loading report checked
     return task_labels(model, family.label_names)
 
 
-def fine_tune(run, task):
+def fine_tune(run, data):
     """One run of the paper's recipe, the article's lines in its order: the pre-trained weights with a new output layer
     (or with --init random every weight random), AdamW without decay on biases and LayerNorm, warmup then linear decay,
     the loop over the batches of every epoch, each step clipped. run: its settings, all of them (part4/run/run_files.py
-    RunSettings); task: the task's data, read once, and its head family (part4/run/command.py TaskData). What the paper
+    RunSettings); data: the task's data, read once, and its head family (part4/run/command.py TaskData). What the paper
     does not say (the log, resuming, the cost, this process's share of a batch, the dev scores, checkpoints, the
     results) is the training run's (part4/run/training_run.py), each step of it a call here. Returns the run's results
     (None on the processes other than the first of those that share it)."""
-    family, train = task.family, task.train["input_ids"]
+    family, train = data.family, data.train["input_ids"]
     seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, run.model, run.init, run.head)    # a new output layer, or the checkpoint's (--head)
     model = model.to(run.device)
-    if run.padding_free:                                    # real tokens only (--padding-free), the dropout masks
-        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # drawn as the device and dtype ask
+    if run.padding_free:                 # real tokens only (--padding-free): BERT's forward replaced by packed_bert's,
+        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # the dropout masks as the device and
+    #                                                                              dtype ask (part4/run/packing.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
@@ -99,18 +100,20 @@ def fine_tune(run, task):
     warm = int(run.warmup * steps)                                # 10% warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    training = TrainingRun(run, task, model, sched, steps=steps, warm=warm)   # its log, checkpoint, curve; AdamW
+    training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)   # its log, checkpoint, curve; AdamW
     #                                                                           is the schedule's (sched.optimizer)
-    if not training.resumed():              # from its checkpoint, where one was saved: its log lines said again
+    if not training.resume():               # from its checkpoint, where one was saved: the model, AdamW, the schedule
+        #                                     and the RNG as they were, its log lines said again
         training.say_preamble()             # the derived quantities first: the data, device, steps, warmup, ...
         training.score_before()             # the untrained head's dev score (the article's "before" line)
-        training.say_cost()                 # what the run will cost here, said before it is paid
+        training.time_and_say_cost()        # one step timed: what the run will cost here, said before it is paid
     net = wrapped(model, run.processes, run.device, run.cudnn_attention)   # itself alone; under torchrun DDP's
     with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
         for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
             with autocast(run.device, run.dtype):
-                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E); share: 1 alone, under torchrun this
-                # process's rows of the batch x the processes / the batch's rows (DDP averages the processes' gradients)
+                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E; padding-free, the batch's real_tokens reach
+                # packed_bert through the head's **kwargs); share: 1 alone, under torchrun this process's rows of the
+                # batch x the processes / the batch's rows (DDP averages the processes' gradients)
                 loss = family.loss(net, batch) * share
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)
@@ -146,8 +149,8 @@ def planned_runs(config):
 
 def main(argv=None):
     command = Command(fine_tune_settings.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
-    for task in command.tasks:                      # and, with glue, the table beside Table 1 (§4.1)
-        plan = command.plan_task(task, planned_runs(task.config))   # every input checked, the data read and tokenised once
+    for inputs in command.tasks:                    # each task's share, and with glue the table beside Table 1 (§4.1)
+        plan = command.plan_task(inputs, planned_runs(inputs.config))   # every input checked, the data read once
         results = {}
         for k in plan.mine:                     # this process's share of the runs
             if k in plan.done_before:           # a grid's, restarts' or glue's run whose result exists: skipped

@@ -174,6 +174,9 @@ def minutes_or_seconds(seconds):
 
 
 # --- 4. SQuAD v2.0: the no-answer score s_null = S.C + E.C (paper §4.3) ---
+# (The article's rule with real numbers, 's_null = 5.08 + 5.10 = 10.18 ... tau = +4.00: 23.25 > 14.18 ? yes -> answer',
+# and its EM/F1 worked examples are bert_part4_math.py's sections 4 and 5 (null_scores, f1_examples), whose tau is read
+# from the results/part4_squad.json this script writes.)
 
 def demo_v2(model, tok, *, device, search, log):
     """s_null against the best span on the four abstract questions: the log lines and the results."""

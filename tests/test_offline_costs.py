@@ -31,7 +31,7 @@ def test_the_cost_line_comes_before_the_first_step_and_changes_no_number(tiny_be
     """The preamble says the steps and the time here before the first step; the step it times (the first batch's loss
     forward and back, the RNG forked, the gradients cleared) leaves every number of the run as it is without it."""
     assert ft.main(sst2(tiny_bert_dir, tmp_path, tmp_path / "timed")) == 0
-    monkeypatch.setattr(TrainingRun, "say_cost", lambda training: training.log.say("(not timed)"))
+    monkeypatch.setattr(TrainingRun, "time_and_say_cost", lambda training: training.log.say("(not timed)"))
     assert ft.main(sst2(tiny_bert_dir, tmp_path, tmp_path / "untimed")) == 0
     timed, untimed = (json.loads((tmp_path / f / "part4_sst2_lr2e-5.json").read_text()) for f in ("timed", "untimed"))
     for key in ("before", "final", "best_during_training"):

@@ -123,7 +123,8 @@ class Settings:
                         help=f"glue: lr {GLUE_GRID_LRS} (§4.1); a3: batch x lr x epochs (A.3); with --seeds, every "
                              "setting with every seed")
     evals: int = setting(check=POSITIVE,     # --evals as given; each run's count: Job.dev_evaluations
-                         help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article, "
+                         help=f"dev evaluations during training (default: GLUE {GLUE_RECIPE.evals}, as the article: with "
+                              "the one at the last step, its 31 on SST-2; "
                               "once per epoch for MNLI and QQP under glue; SQuAD, SWAG once per epoch; a run cut by "
                               f"--max-train-examples evaluates no more often than every {CUT_EVAL_EVERY} steps: its "
                               "preamble says how often)")

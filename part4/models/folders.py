@@ -52,8 +52,9 @@ class Weights:
 
 def read_model_folder(name, flag="--model", weights=True):
     """A model read for what it holds, before any work and without loading a weight: its config (a key that changes the
-    computation but that the installed transformers no longer reads is refused), its weight files, each read whole
-    (weights=False for --init random, which loads none), and its tokenizer (refused without its files, with ids or
+    computation but that the installed transformers no longer reads is refused), its weight files, each checked whole
+    without its data (a safetensors header against the file's size: read_weight_file; weights=False for --init random,
+    which loads none), and its tokenizer (refused without its files, with ids or
     segment ids the embeddings have no row for, or with most words of a probe sentence [UNK] because it lower-cases
     otherwise than its vocabulary). Every problem at once, in one line naming the model."""
     config = load_pretrained(AutoConfig, name, flag)

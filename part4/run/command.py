@@ -8,17 +8,19 @@ bert_part4_finetune.py loads each run's model and trains it itself. The processe
 error every process stops on raised, by part4/models/loading.py's `start_processes` and `all_agree`."""
 
 import os
+import shlex
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import torch
 
-from part4.command_line.declarations import Fatal, preflight
+from part4.command_line.declarations import RUN, Fatal, preflight, recorded_in
 from part4.command_line.fine_tune_settings import computation_on
 from part4.data.readers import Sources
 from part4.models.folders import read_model_folder
 from part4.models.loading import (
     ALONE,
+    DTYPE_NAMES,
     all_agree,
     autocast_dtype,
     check_positions,
@@ -28,7 +30,8 @@ from part4.models.loading import (
     model_problem,
     start_processes,
 )
-from part4.output.results_files import Log, check_model_target, check_writable_dir
+from part4.output.results_files import Log, check_model_target, check_writable_dir, portable
+from part4.paper.article import FINETUNE
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
 from part4.run import summaries
 from part4.run.packing import padding_free_problem
@@ -108,14 +111,23 @@ class Command:
                     done_before=earlier, processes=processes)
 
     def run_settings(self, config, job, data, processes):
-        """One run's settings (part4/run/run_files.py RunSettings), all of them: the command's (config.settings), the
-        task's recipe, the job's, the task's data (data: TaskData, its head family and training rows), where the
-        command runs (its device, the autocast dtype there; processes: those that train the run together; its lines
-        printed on the first process only), and how its steps are computed there: padding-free where --padding-free
-        asks and the model allows it, AdamW fused where torch has a kernel, the batches' widths and attention's kernels
-        as the device calls for (part4/command_line/fine_tune_settings.py computation_on)."""
-        c, device, family = config.settings, self.device, data.family
+        """One run's settings (part4/run/run_files.py RunSettings), all of them, each as this run resolves it: the
+        command's (config.settings), the task's recipe, the job's, the task's data (data: TaskData, its head family
+        and training rows), where the command runs (its device, the autocast dtype there; processes: those that train
+        the run together; its lines printed on the first process only), how its steps are computed there
+        (padding-free where --padding-free asks and the model allows it, AdamW fused where torch has a kernel, the
+        batches' widths and attention's kernels as the device calls for: part4/command_line/fine_tune_settings.py
+        computation_on), its files. What its results record (recorded) is everything that decides its numbers: a
+        checkpoint or a result of other settings is never reused. How it is computed (padding-free steps, the fused
+        AdamW) changes its numbers by float rounding only: its results record that apart (computation), so that
+        results of either way stay valid."""
+        c, device, family, name = config.settings, self.device, data.family, run_name(config, job)
+        rows = len(data.train["input_ids"])
         how = computation_on(c, device.type)
+        ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
+               "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(self.dtype, str(self.dtype))}
+        recorded = {**recorded_in(c, RUN, portable), **ran, "grouped": config.grouped,
+                    "dev_evaluations": job.dev_evaluations, "train_rows": rows, "processes": processes.world}
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
                            clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device, dtype=self.dtype,
@@ -123,8 +135,13 @@ class Command:
                            fused_adamw=c.fused_adamw and has_fused_adamw(device),
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,
-                           max_len=family.max_len, stride=family.stride, train_rows=len(data.train["input_ids"]),
-                           name=run_name(config, job), settings=c, test_dir=config.test_dir)
+                           max_len=family.max_len, stride=family.stride, train_rows=rows,
+                           cut=c.evals is None and data.n_train < data.n_train_all,
+                           cut_by=tuple(flag for flag, n in c.cuts.items() if n), name=name, results_dir=c.results_dir,
+                           saved_model=next(iter(saved_model_folders(c, [name])), None), checkpoint_every=c.checkpoint_every,
+                           asked={"padding_free": c.padding_free, "cudnn_attention": c.cudnn_attention},
+                           again=shlex.join(["python", FINETUNE, *c.argv]), recorded=recorded,
+                           command_line=recorded_command(c, task=config.task), test_dir=config.test_dir)
 
     def collect(self, plan, results):
         """Every run's results gathered (results: {k: results} of the runs this process took part in, plan.mine, None
@@ -196,7 +213,7 @@ class TaskData:
     majority: object                   # the majority class of the whole training set
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
     padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
-    head: object                       # how each run's output layer comes (part4/models/loading.py Head: a new layer,
+    output_layer: object               # how each run's output layer comes (part4/models/loading.py Head: a new layer,
     #                                    or the checkpoint's kept; found when its weights were checked); None: --init random
 
 
@@ -233,9 +250,9 @@ def read_data(config, family, sources):
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")
     check_positions(family.max_len, model_folder.config)
-    head = None                     # a loading report or a task head (--head) that cannot be: refused before any work,
-    if c.init == "pretrained":      # then let go (each run loads its own, with the same head)
-        _, head = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)
+    output_layer = None             # a loading report or a task head (--head) that cannot be: refused before any work,
+    if c.init == "pretrained":      # then the weights let go (each run loads its own, with the same output layer)
+        _, output_layer = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)
     with torch.device("meta"):      # the architecture alone, no weights: can padding-free steps compute it?
         padding_free = padding_free_problem(family.model_class.from_config(model_folder.config))
     train_all, devs_all = family.read(sources)
@@ -252,7 +269,7 @@ def read_data(config, family, sources):
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {},
-                    padding_free_problem=padding_free, head=head)
+                    padding_free_problem=padding_free, output_layer=output_layer)
 
 
 def runs_done_before(config, runs):

@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from part4.command_line.declarations import RUN, Fatal, recorded_in
+from part4.command_line.declarations import Fatal
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
-from part4.models.loading import DTYPE_NAMES, gather
+from part4.models.loading import gather
 from part4.output.results_files import command_line, portable, read_results, write_atomic
 from part4.paper.article import ARTICLE_RUN
 from part4.paper.recipe import lr_tag
@@ -62,12 +62,13 @@ def runs_folder(submission):
 class RunSettings:
     """Everything one fine-tune reads, in the recipe's words: bert_part4_finetune.py's fine_tune and its run
     (part4/run/training_run.py) take their settings from here alone. Made once by the plan (part4/run/command.py
-    Plan.runs) from the command's Settings, the task's recipe and family, a Job and where the command runs; what its
-    results and checkpoint record is derived from it (recorded)."""
+    Command.run_settings) from the command's Settings, the task's recipe and family, a Job and where the command
+    runs, each value as this run resolved it; what its results and checkpoint record (recorded) and the command line
+    its results keep (command_line) are made there from it and kept beside it."""
     task: str
     model: str                         # the pre-trained weights: a Hub id or a local folder (--model)
     init: str                          # "pretrained" (the paper) or "random" (--init random: every weight random)
-    head: str                          # "new" (the paper: a new output layer) or "checkpoint" (--head: the checkpoint's)
+    head: str                          # the output layer asked for: "new" (the paper) or "checkpoint" (--head)
     lr: float                          # the peak learning rate
     batch_size: int
     epochs: int
@@ -90,23 +91,19 @@ class RunSettings:
     max_len: int                       # the longest input, in tokens (SQuAD: the window)
     stride: int                        # SQuAD: the tokens two windows share (None elsewhere)
     train_rows: int                    # the rows of its training set, encoded (SQuAD: windows)
+    cut: bool                          # its training set cut (--max-train-examples) and --evals not given: it evaluates
+    #                                    as often as a cut run can (part4/paper/recipe.py eval_every)
+    cut_by: tuple                      # the flags that cut its data, as given ('--max-train-examples', ...)
     name: str                          # its files' name: results/<name>.log, .json, .checkpoint
-    settings: object                   # the command's Settings (as Config.settings): its folders, cuts, checkpoint
-    #                                    clock, command line
+    results_dir: str
+    saved_model: str                   # the folder --save-model keeps its model in (None: not kept)
+    checkpoint_every: float            # seconds between its checkpoints, at least (--checkpoint-every)
+    asked: dict                        # the flags that choose how its steps are computed, as given ({"padding_free":
+    #                                    ..., "cudnn_attention": ...}): its preamble says where one could not be followed
+    again: str                         # the command that resumes it: the command line as given
+    recorded: dict                     # everything that decides its numbers, as its results and checkpoint record it
+    command_line: dict                 # the command line as its results record it
     test_dir: str = None               # --glue-submission: where it writes its test-set predictions
-
-    @property
-    def recorded(self):
-        """Everything that decides the run's numbers, as its results and checkpoint record it (a checkpoint or a result
-        of other settings is never reused): the command's settings recorded with a run
-        (part4/command_line/fine_tune_settings.py), each as this run resolved it (the autocast dtype as "fp32" or
-        "bf16"), its batches grouped or not, its count of dev evaluations, its training rows and processes. How it is
-        computed (padding-free steps, the fused AdamW) changes its numbers by float rounding only: its results record
-        that apart (computation), so that results of either way stay valid."""
-        ran = {"task": self.task, "lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs, "seed": self.seed,
-               "max_len": self.max_len, "stride": self.stride, "dtype": DTYPE_NAMES.get(self.dtype, str(self.dtype))}
-        return {**recorded_in(self.settings, RUN, portable), **ran, "grouped": self.grouped,
-                "dev_evaluations": self.dev_evaluations, "train_rows": self.train_rows, "processes": self.processes.world}
 
 
 # --- a run's name, files and recorded settings ---

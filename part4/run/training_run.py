@@ -1,17 +1,16 @@
 """One fine-tuning run around the paper's loop: everything it does that the paper does not say, in one room, each a
 call that bert_part4_finetune.py's fine_tune makes by name, in its order: the run resumed from its checkpoint, or
-begun (the preamble: the derived quantities first; the untrained head's dev score; what the run will cost here, said
-before it is paid); this process's share of each batch (made on the host, then sent to the device); each step's loss
-kept (summed over the processes at each evaluation: a non-finite one stops the run); the dev scores at the run's
-cadence (part4/paper/recipe.py eval_every); a checkpoint on its clock, and on SIGTERM or Ctrl-C a checkpoint and a
-clean stop (the file itself: part4/run/run_files.py Checkpoint); the FINAL line and the results saved (the JSON and log,
-the model kept when asked, the learning curve). Its settings are the run's RunSettings (part4/run/run_files.py), its
-data and head family the plan's TaskData (part4/run/command.py)."""
+begun (the preamble: the derived quantities first; the untrained head's dev score; what the run will cost here, one
+step timed and said before it is paid); this process's share of each batch (made on the host, then sent to the
+device); each step's loss kept (summed over the processes at each evaluation: a non-finite one stops the run); the dev
+scores at the run's cadence (part4/paper/recipe.py eval_every); a checkpoint on its clock, and on SIGTERM or Ctrl-C a
+checkpoint and a clean stop (the file itself: part4/run/run_files.py Checkpoint); the FINAL line and the results saved
+(the JSON and log, the model kept when asked, the learning curve). Its settings are the run's RunSettings
+(part4/run/run_files.py), its data and head family the plan's TaskData (part4/run/command.py)."""
 
 import math
 import os
 import resource
-import shlex
 import signal
 import sys
 import threading
@@ -44,14 +43,13 @@ from part4.paper.article import (
     ARTICLE_BEFORE,
     ARTICLE_FINAL,
     ARTICLE_MODEL,
-    FINETUNE,
     PAPER_OPTIMISER,
     article_final,
     article_runs,
 )
 from part4.paper.recipe import eval_every, evaluations_made
 from part4.run.packing import MASKS_PADDED, dropout_masks, with_real_tokens
-from part4.run.run_files import Checkpoint, article_setting, recorded_command, saved_model_folders
+from part4.run.run_files import Checkpoint, article_setting
 
 HOST = torch.device("cpu")
 LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
@@ -61,11 +59,11 @@ STOP_SIGNALS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)
 class TrainingRun:
     """One run around the loop, as bert_part4_finetune.py's fine_tune calls it:
 
-        training = TrainingRun(run, task, model, sched, steps=steps, warm=warm)
-        if not training.resumed():                   # from its checkpoint, when one was saved
+        training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)
+        if not training.resume():                    # from its checkpoint, when one was saved
             training.say_preamble()
             training.score_before()
-            training.say_cost()
+            training.time_and_say_cost()
         with training.stoppable():                   # Ctrl-C and SIGTERM: a flag, read after the step
             for epoch, batch, share in training.batches():
                 ...                                  # the recipe's step
@@ -80,30 +78,28 @@ class TrainingRun:
         return training.final_results()
 
     What it holds: the run's settings (run: RunSettings), the task's data, head family and how the output layer comes
-    (task: TaskData, its head), the model, the schedule and its optimiser (sched.optimizer: AdamW); its log,
+    (data: TaskData, its output_layer), the model, the schedule and its optimiser (sched.optimizer: AdamW); its log,
     checkpoint, evaluation cadence, step, curve and how its steps are computed (computation)."""
 
-    def __init__(self, run, task, model, sched, *, steps, warm):
+    def __init__(self, run, data, model, sched, *, steps, warm):
         """The run's log and checkpoint, its cadence of dev evaluations, and the room its files need, checked before
         any work."""
-        c, opt = run.settings, sched.optimizer
-        self.run, self.task, self.family, self.head = run, task, task.family, task.head
-        self.model, self.opt, self.sched, self.steps, self.warm = model, opt, sched, steps, warm
-        self.log = Log(run.name, c.results_dir, quiet=run.quiet)
-        self.checkpoint = Checkpoint(os.path.join(c.results_dir, run.name + ".checkpoint"), run.recorded, run.processes,
-                                     run.device, again=shlex.join(["python", FINETUNE, *c.argv]))
-        cut = c.evals is None and task.n_train < task.n_train_all       # a cut run evaluates as often as it can
-        self.eval_every = eval_every(run.dev_evaluations, steps, cut=cut)
-        self.checkpoint_every, self.saved_at = c.checkpoint_every, monotonic()   # the clock starts with the run
+        self.run, self.data, self.family, self.output_layer = run, data, data.family, data.output_layer
+        self.model, self.opt, self.sched, self.steps, self.warm = model, sched.optimizer, sched, steps, warm
+        self.log = Log(run.name, run.results_dir, quiet=run.quiet)
+        self.checkpoint = Checkpoint(os.path.join(run.results_dir, run.name + ".checkpoint"), run.recorded,
+                                     run.processes, run.device, again=run.again)
+        self.eval_every = eval_every(run.dev_evaluations, steps, cut=run.cut)   # a cut run: as often as it can
+        self.checkpoint_every, self.saved_at = run.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
-                    *[(f, weights, "the model saved") for f in saved_model_folders(run.settings, [run.name])]])
+                    *([(run.saved_model, weights, "the model saved")] if run.saved_model else [])])
         # how the run is computed, beside its settings (which decide its numbers): padding-free training steps or padded
         # ones and how their dropout masks are drawn, AdamW's fused kernel or its loop of tensor operations (a resumed
         # run's: its checkpoint's), the multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's
         # attention kernels allowed or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran,
         # beside the flags as given (padding_free_steps ran; the flag --padding-free is the command's padding_free)
-        self.computation = {"padding_free_steps": run.padding_free, "fused_adamw": bool(opt.param_groups[0].get("fused")),
+        self.computation = {"padding_free_steps": run.padding_free, "fused_adamw": bool(self.opt.param_groups[0].get("fused")),
                             "dropout_masks": dropout_masks(run.device, run.dtype) if run.padding_free else MASKS_PADDED,
                             "pad_to_multiple_of": run.pad_to_multiple_of, "cudnn_attention": run.cudnn_attention}
         self.step, self.curve, self.before, self.t0 = 0, [], None, time.time()
@@ -111,7 +107,7 @@ class TrainingRun:
 
     # --- begun, or resumed from its checkpoint ---
 
-    def resumed(self):
+    def resume(self):
         """Resumed from the run's checkpoint, when one was saved (True): the model, optimiser, schedule and this
         process's RNG states as they were, the interrupted run's lines said again, its step, curve, score before
         training and time gone on from there. False when there is none: the run begins at step 0."""
@@ -128,7 +124,7 @@ class TrainingRun:
         """The derived quantities a run prints before it trains, in this order: its data, device, steps and warmup; how
         its steps are computed; what a cut run leaves out; the weights it starts from; and, where an interrupted run of
         these settings had gone further without keeping a checkpoint, the steps it repeats."""
-        run, c, data, family, how = self.run, self.run.settings, self.task, self.family, self.computation
+        run, data, family, how = self.run, self.data, self.family, self.computation
         device, world, steps = run.device, run.processes.world, self.steps
         # the data and device, the encoded training set (its family's describe), the steps and warmup
         lines = [f"task {run.task}: {data.n_train} training examples, "
@@ -141,14 +137,14 @@ class TrainingRun:
         # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not compute trains padded,
         # and a line before it says why; widths rounded and cuDNN's attention where that is not the recipe's plain padded
         # batches (nothing on the CPU by default); a flag that has no effect on this device says so
-        if c.padding_free and not run.padding_free:
+        if run.asked["padding_free"] and not run.padding_free:
             lines.append(f"padded steps, not padding-free: {data.padding_free_problem}")
         kernels = ([f"widths rounded up to multiples of {run.pad_to_multiple_of} tokens"]
                    if run.pad_to_multiple_of > 1 else [])
         if device.type == "cuda":
             kernels.append("attention on cuDNN's kernels where SDPA picks them" if run.cudnn_attention
                            else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
-        elif c.cudnn_attention is not None:
+        elif run.asked["cudnn_attention"] is not None:
             kernels.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
         padding = ("padding-free steps (every layer but attention on the real tokens only"
                    + (f"; dropout masks: {how['dropout_masks']}" if how["dropout_masks"] != MASKS_PADDED else "") + ")"
@@ -168,8 +164,7 @@ class TrainingRun:
         cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
                + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
         if cut:
-            flags = [flag for flag, n in c.cuts.items() if n]
-            lines.append(f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(flags)})")
+            lines.append(f"  (cut, not the paper's: the first {', the first '.join(cut)}; {', '.join(run.cut_by)})")
         if self.eval_every != eval_every(run.dev_evaluations, steps, cut=False):
             lines.append(f"  (a cut run: a dev evaluation every {self.eval_every} steps, "
                          f"{evaluations_made(steps, self.eval_every)} in all, not the recipe's {run.dev_evaluations}, "
@@ -177,7 +172,8 @@ class TrainingRun:
         # the weight files it starts from (and the dtype they were saved in, where it is not the fp32 they are loaded
         # in), its output layer (a new one, the paper's, or the checkpoint's, kept), any warning its folder gave
         if run.init == "pretrained":
-            said = family.kept_head if self.head.kept else family.new_head + (f" ({self.head.note})" if self.head.note else "")
+            layer = self.output_layer
+            said = family.kept_head if layer.kept else family.new_head + (f" ({layer.note})" if layer.note else "")
             lines.append(weights_line(data.model_folder, said))
         reached = self.checkpoint.reached_before
         if reached:
@@ -189,24 +185,24 @@ class TrainingRun:
     def score_before(self):
         """The dev score of the untrained head (on the first process only; timed, for the cost line), the article's
         beside it where it printed one: 'before fine-tuning (random classifier layer): dev accuracy 0.4908'."""
-        run, family, task = self.run, self.family, self.task
+        run, family, data = self.run, self.family, self.data
         start = time.perf_counter()
-        self.before = (family.evaluate(self.model, task.devs, task.tok, device=run.device, dtype=run.dtype)
+        self.before = (family.evaluate(self.model, data.devs, data.tok, device=run.device, dtype=run.dtype)
                        if run.processes.is_main else None)
         self.evaluation_seconds = time.perf_counter() - start
         if run.init == "random":
             fresh = "every weight random, --init random"
-        elif self.head.kept:
+        elif self.output_layer.kept:
             fresh = family.kept_head
         else:
             fresh = family.fresh
         scores = family.format(self.before) if run.processes.is_main else ""
         theirs = ""
-        if run.task in ARTICLE_BEFORE and run.init == "pretrained" and not self.head.kept:
+        if run.task in ARTICLE_BEFORE and run.init == "pretrained" and not self.output_layer.kept:
             theirs = beside_article(ARTICLE_BEFORE[run.task], RANDOM_HEAD)
-        self.log.say(f"before fine-tuning ({fresh}): {scores}" + family.baseline(task.majority, task.devs) + theirs)
+        self.log.say(f"before fine-tuning ({fresh}): {scores}" + family.baseline(data.majority, data.devs) + theirs)
 
-    def say_cost(self):
+    def time_and_say_cost(self):
         """What the run will cost here, said before its first step: its steps times one step timed (the first batch's
         loss forward and back, its update left out; the RNG forked and the gradients cleared after: nothing of the run
         changes), its dev evaluations times the one before training, and its memory at the peak where it is large (this
@@ -262,7 +258,7 @@ class TrainingRun:
         on the host, padded to its longest row (rounded up to a multiple of --pad-to-multiple-of: on CUDA by default),
         with where its real tokens lie for padding-free steps, then sent to the device (part4/data/batches.py
         to_device): no step waits for the device to learn its shape."""
-        run, train = self.run, self.task.train
+        run, train = self.run, self.data.train
         lengths = train["full_lengths"] if run.grouped else None
         epochs = epoch_batches(len(train["input_ids"]), run.batch_size, run.epochs, run.seed, lengths=lengths)
         every_batch = [(epoch, idx) for epoch, in_epoch in enumerate(epochs, start=1) for idx in in_epoch]
@@ -289,7 +285,7 @@ class TrainingRun:
             raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
                         f"(lr {run.lr}): stopped, no results written", code=1)
         self.losses, mean = [], window.mean().item()
-        scores = (self.family.evaluate(self.model, self.task.devs, self.task.tok, device=run.device, dtype=run.dtype)
+        scores = (self.family.evaluate(self.model, self.data.devs, self.data.tok, device=run.device, dtype=run.dtype)
                   if run.processes.is_main else None)
         seconds = time.time() - self.t0
         self.curve.append({"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)})
@@ -355,16 +351,17 @@ class TrainingRun:
                   "batch_size": run.batch_size, "epochs": run.epochs, "steps": self.steps, "warmup_steps": self.warm,
                   "seed": run.seed, "device": str(run.device), "before": self.before, "final": final, "curve": curve,
                   "best_during_training": {"step": best["step"], "dev": best["dev"]}, "seconds": seconds,
-                  "train_examples": self.task.n_train, "train_rows": run.train_rows, "settings": run.recorded,
-                  "weights": loaded_record(self.task.model_folder, self.head) if run.init == "pretrained" else None,
+                  "train_examples": self.data.n_train, "train_rows": run.train_rows, "settings": run.recorded,
+                  "weights": loaded_record(self.data.model_folder, self.output_layer) if run.init == "pretrained" else None,
                   "computation": self.computation}
-        for folder in saved_model_folders(run.settings, [run.name]):
-            result["saved_model"] = portable(save_model_folder(self.model, self.task.tok, folder, self.checkpoint.kept()))
+        if run.saved_model:
+            result["saved_model"] = portable(save_model_folder(self.model, self.data.tok, run.saved_model,
+                                                               self.checkpoint.kept()))
             log.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, run.test_dir)
-        log.save(result, cli=recorded_command(run.settings, task=run.task), device=run.device)
+        log.save(result, cli=run.command_line, device=run.device)
         self.checkpoint.remove()
-        line_plot(os.path.join(run.settings.results_dir, run.name + "_curve.png"), [p["step"] for p in curve],
+        line_plot(os.path.join(run.results_dir, run.name + "_curve.png"), [p["step"] for p in curve],
                   {"train loss": [p["train_loss"] for p in curve]}, "step",
                   right=("dev score", [family.selection(p["dev"]) for p in curve]))
         return result

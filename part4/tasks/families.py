@@ -149,16 +149,17 @@ METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "MCC", "pearson": "Pe
 
 @torch.inference_mode()
 def predict_logits(model, enc, device, dtype, batch_size):
-    """The model's outputs on every row; inputs sorted by length so that each batch carries little padding."""
+    """The model's outputs on every row; inputs sorted by length so that each batch carries little padding. One
+    autocast around every batch: in bf16 each weight is cast once for the whole set, not once a batch."""
     model.eval()
     out = None
-    for idx in batches_by_length(enc["input_ids"], batch_size):
-        batch = collate(enc, idx, device)
-        batch.pop("labels")
-        with autocast(device, dtype):
+    with autocast(device, dtype):
+        for idx in batches_by_length(enc["input_ids"], batch_size):
+            batch = collate(enc, idx, device)
+            batch.pop("labels")
             logits = model(**batch).logits.float().cpu().numpy()
-        out = np.zeros((len(enc["labels"]), logits.shape[1])) if out is None else out
-        out[idx] = logits
+            out = np.zeros((len(enc["labels"]), logits.shape[1])) if out is None else out
+            out[idx] = logits
     model.train()
     return out
 
@@ -370,7 +371,7 @@ def predict_tests(training, test_dir):
     """A training run's predictions (part4/run/training_run.py TrainingRun) on its task's test sets, written as the
     GLUE server takes them into test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the
     training set's majority class, as the paper's submission. Returns the files, relative to test_dir."""
-    task, family, run, data = TASKS[training.family.name], training.family, training.run, training.task
+    task, family, run, data = TASKS[training.family.name], training.family, training.run, training.data
     majority = data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
     for server_file, enc in data.tests.items():

@@ -239,15 +239,16 @@ def score_windows(model, windows, search, device, processes=ALONE):
     columns = {key: [w[key] for w in windows] for key in ("input_ids", "token_type_ids", "passage")
                if windows and key in windows[0]}                             # no token_type_ids: RoBERTa, DistilBERT
     columns |= {"targets": (), "masks": ("passage",)}           # padded as training batches are (part4/data/batches.py)
-    with torch.inference_mode():
+    # one autocast around every batch (the span search does no matmul): in bf16 each weight is cast once for the whole
+    # dev set, not once a batch
+    with torch.inference_mode(), autocast(device, search.dtype):
         bar = tqdm(total=sum(map(len, batches)), desc="windows", unit="window", file=sys.stderr, leave=False,
                    disable=not processes.is_main)
         for idx in batches:
             inputs = collate(columns, idx, device)
             passage = inputs.pop("passage")                     # (B, L): the passage's tokens
             t0 = time.perf_counter()
-            with autocast(device, search.dtype):
-                out = model(**inputs)
+            out = model(**inputs)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             model_seconds += time.perf_counter() - t0
@@ -472,7 +473,7 @@ class SpanExtraction:
 
     def extra_outputs(self, training, test_dir):
         """The questions whose answer no window covers, in the training set and each dev set (none go to a server)."""
-        train = training.task.train
+        train = training.data.train
         return {"uncovered_questions": {"train": train["uncovered"],
                                         **{name: n for name, (n, _) in train["dev_uncovered"].items()}}}
 
