@@ -99,7 +99,7 @@ def stand_in_mirror(given, inputs):
     name, source = stand_in.base_name(given, base)
     mirror = stand_in.Mirror(base=base, name=name, source=source, models=inputs.models, data=inputs.data,
                              max_train_examples=inputs.max_train_examples, max_dev_examples=inputs.max_dev_examples,
-                             device=inputs.device)
+                             device=inputs.device, dtype=inputs.dtype)
     return mirror, stand_in.planned(mirror)
 
 
@@ -459,7 +459,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     building = args.stand_in is not None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 max_dev_examples=args.max_dev_examples, device=args.device,
+                                 max_dev_examples=args.max_dev_examples, device=args.device, dtype=args.dtype,
                                  results_dir=results_folder(build_parser().parse_args(argv).results_dir, args.models,
                                                             building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)

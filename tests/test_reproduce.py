@@ -7,6 +7,7 @@ in order while the estimates fit and names the rest. No timing is asserted: the 
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -17,13 +18,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
 from test_processes import unchanged
+from test_report import parses
 from transformers import BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_report as report
 import bert_part4_reproduce as reproduce
 from part4.command_line.declarations import Fatal
 from part4.paper import article
-from part4.reproduction import commands, estimates, experiments
+from part4.reproduction import commands, estimates, experiments, stand_in
 from part4.reproduction import report as report_text
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
@@ -90,6 +92,8 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", "0s"], "--budget 0s: must be positive"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--max-dev-examples", "0"], "--max-dev-examples 0: must be positive"),
+    (["--dtype", "fp16"], "--dtype fp16: training in fp16 needs loss scaling, which the fine-tunes do not do; use bf16 "
+                          "or fp32"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
                                       "give both, e.g. --stand-in --models models/stand-in --data ../shared/data "
                                       "--max-train-examples 160 --max-dev-examples 50"),
@@ -136,6 +140,74 @@ def test_an_experiment_added_to_the_declaration_is_planned_in_its_place(tmp_path
     at = lines.index(next(line for line in lines if line.startswith(" 2. toys ")))
     assert "estimate 5.0 s " in lines[at] and lines[at + 1].strip() == (f"python bert_part4_math.py --only toys "
                                                                       f"--results-dir {tmp_path}")
+
+
+# --- --dtype: passed to every command the pass runs, and a run of another dtype is not done for this one ---
+
+def planned_commands(argv, monkeypatch, capsys):
+    """The commands the plan prints for argv (the stand-ins' fine-tunes and the experiments), as the pass runs them
+    (bert_part4_reproduce.py's command_text, from experiments.command and stand_in.fine_tune_command); nothing is
+    measured: the calibration answers that it could load no model."""
+    monkeypatch.setattr(commands, "measured", lambda works, device, cache, log, **kw: (cache, {"m": "not measured"}))
+    monkeypatch.setattr(estimates, "device_key", lambda device: "this device")      # platform.processor() starts uname
+    with pytest.raises(Fatal, match="have no estimate"):
+        reproduce.main(["--plan", *argv])
+    return [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("python ")]
+
+
+@needs_shared_data
+@pytest.mark.parametrize("dtype", [None, "bf16", "fp32"])
+def test_dtype_reaches_every_command_the_pass_runs(dtype, tmp_path, monkeypatch, capsys):
+    """--dtype bf16 (or fp32) reaches the command of every experiment and of every stand-in's fine-tune, each accepted
+    by its script's parser with that dtype; without --dtype no command says one (the commands of today)."""
+    base = save_tiny(str(tmp_path / "tiny-bert"), BertModel, seed=7)
+    argv = ["--stand-in", base, "--models", str(tmp_path / "mirror"), "--data", SHARED_DATA, *STAND_IN_QUICK,
+            "--results-dir", str(tmp_path / "out")] + (["--dtype", dtype] if dtype else [])
+    said = planned_commands(argv, monkeypatch, capsys)
+    scripts = [shlex.split(c)[1] for c in said]
+    assert scripts == [article.FINETUNE] * 3 + [e.script for e in experiments.EXPERIMENTS]     # 3 fine-tuned stand-ins
+    for command in said:
+        assert ("--dtype" in shlex.split(command)) == (dtype is not None), command
+        assert parses(command).dtype == (dtype or "auto"), command
+
+
+def test_a_run_of_another_dtype_is_not_done_for_this_one(tmp_path):
+    """A results file records its command: the heads run without --dtype is done for a pass without it, not for
+    --dtype bf16; a run with --dtype bf16 is done for --dtype bf16 alone."""
+    heads = experiments.BY_NAME["heads"]
+    for dtype in ("auto", "bf16"):
+        words = experiments.command(heads, experiments.Inputs(dtype=dtype, results_dir=str(tmp_path / dtype)))
+        (tmp_path / dtype).mkdir()
+        (tmp_path / dtype / "part4_heads.json").write_text(json.dumps({"run": {"argv": words}}))
+    for ran in ("auto", "bf16"):
+        for asked in ("auto", "bf16", "fp32"):
+            inputs = experiments.Inputs(dtype=asked, results_dir=str(tmp_path / ran))
+            done = experiments.done_before([heads], inputs)["heads"]
+            assert (done == "part4_heads.json") == (ran == asked), (ran, asked)
+
+
+def test_a_stand_in_of_another_dtype_is_not_built_for_this_one(tmp_path):
+    """A stand-in fine-tuned without --dtype is not the one --dtype bf16 builds, and one fine-tuned in bf16 is not the
+    one a command without --dtype builds: each is refused in one line, never taken for the other."""
+    build = stand_in.BY_ID[article.SST2]
+    folder = tmp_path / "mirror" / build.hub_id
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "data" / "glue_data" / "SST-2").mkdir(parents=True)
+    (tmp_path / "data" / build.trained_on).write_text("sentence\tlabel\n")
+    base = save_tiny(str(tmp_path / "base"), BertModel, seed=7)
+    mirrors = {dtype: stand_in.Mirror(base=base, name="base", source="here", models=str(tmp_path / "mirror"),
+                                      data=str(tmp_path / "data"), dtype=dtype) for dtype in ("auto", "bf16")}
+    for built in ("auto", "bf16"):
+        record = {"stand_in_for": build.hub_id, "weights_sha256": stand_in.weights_sha256(str(folder)),
+                  "settings": stand_in.settings_of(build, mirrors[built])}
+        (folder / "part4_stand_in.json").write_text(json.dumps(record))
+        for asked in ("auto", "bf16"):
+            done, refused = stand_in.state(build, mirrors[asked], stand_in.settings_of(build, mirrors[asked]))
+            assert done == (built == asked) and (refused is None) == (built == asked), (built, asked)
+            if refused:
+                changed = "None -> 'bf16'" if asked == "bf16" else "'bf16' -> None"
+                assert f"a stand-in built otherwise (dtype {changed})" in refused
 
 
 def test_an_experiment_is_declared_after_those_whose_results_it_reads():

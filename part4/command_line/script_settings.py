@@ -177,6 +177,7 @@ class ReproduceSettings:
                                         "the cores); default auto: as many as the device's free memory holds on CUDA "
                                         "(measured by the calibration), 1 on the CPU, where one run already uses every "
                                         "core (docs/benchmarks.md)")
+    dtype: str = shared("dtype")       # passed to every experiment and stand-in fine-tune; fp16 refused (below)
     device: str = shared("device")
     results_dir: str = shared("results_dir")
 
@@ -189,4 +190,8 @@ def reproduce_parser():
 
 
 def parse_reproduce(argv):
-    return settings_from(reproduce_parser(), ReproduceSettings, argv)
+    """The reproduce script's settings; --dtype fp16 refused, as the fine-tunes refuse it (they would each fail)."""
+    settings = settings_from(reproduce_parser(), ReproduceSettings, argv)
+    if settings.dtype == "fp16":
+        raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which the fine-tunes do not do; use bf16 or fp32")
+    return settings
