@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,37 @@ def test_a_stand_in_of_another_dtype_is_not_built_for_this_one(tmp_path):
                 assert f"a stand-in built otherwise (dtype {changed})" in refused
 
 
+@pytest.mark.parametrize("native, dtype, said", [
+    (True, "auto", ("estimate 15 s (bf16 10 s)", "In bf16 (--dtype bf16; this CPU has native bf16): 10 s for the same, "
+                                                 "0.67x")),
+    (True, "bf16", ("estimate 10 s (fp32 15 s)", "In fp32 (--dtype fp32; this CPU has native bf16): 15 s for the same, "
+                                                 "1.50x")),
+    (False, "auto", ("estimate 15 s ", None)),
+])
+def test_on_a_cpu_with_native_bf16_the_plan_says_each_estimate_in_bf16_beside_fp32(native, dtype, said, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """An experiment of 10 training steps (1.0 s each in fp32, 0.5 s in bf16, as the calibration measured them) and
+    its start (5.0 s), the others without an estimate (no Hub): on a CPU with native bf16 its line says its estimate in
+    --dtype's and in the other dtype, and a line under the total says the whole in the other; without native bf16,
+    one estimate and no such line."""
+    step = estimates.Work("train", "m", batch=32, length=50)
+    toys = experiments.Experiment(name="toys", script=article.MATH, args=("--only", "toys"), needs="nothing",
+                                  size=lambda e, inputs: [(2, estimates.Work("start", article.MATH)), (10, step)])
+    monkeypatch.setattr(experiments, "EXPERIMENTS", (toys, *experiments.EXPERIMENTS))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")                     # the others read the Hub: no estimate here
+    monkeypatch.setattr(estimates, "device_key", lambda device: "this device")      # platform.processor() starts uname
+    cache = {estimates.work_key(estimates.Work("start", article.MATH), {}): 2.5, estimates.work_key(step, {}): 1.0,
+             estimates.NATIVE_BF16: native, estimates.CALIBRATED: "now"}
+    cache[estimates.work_key(replace(step, dtype="bf16"), {})] = 0.5
+    (tmp_path / estimates.CACHE).write_text(json.dumps({"this device": cache}))
+    with pytest.raises(Fatal, match="HF_HUB_OFFLINE is set, so 8 experiments have no estimate"):
+        reproduce.main(["--plan", "--dtype", dtype, "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith(" 1. toys "))
+    assert said[0] in line and ("(bf16 " in line or "(fp32 " in line) == native, line
+    assert (said[1] in out) if said[1] else ("; this CPU has native bf16)" not in out)
+
+
 def test_an_experiment_is_declared_after_those_whose_results_it_reads():
     """The run order is the declared order: the math, which reads the SQuAD run's tau, is declared after it."""
     names = [e.name for e in experiments.EXPERIMENTS]
@@ -314,9 +346,11 @@ def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, t
 @needs_shared_data
 def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pass):
     out, plan, done = quick_pass
+    native = next(iter(json.loads((out / estimates.CACHE).read_text()).values()))[estimates.NATIVE_BF16]
     for e in experiments.EXPERIMENTS:
         line = next(x for x in plan.splitlines() if x[4:].startswith(e.name + " "))
         assert " estimate " in line and f"{len(experiments.numbers_of(e))} numbers: " in line, line
+        assert ("(bf16 " in line) == native, line                 # bf16 beside fp32 on a CPU with native bf16 alone
         assert any(x.split("] ", 1)[-1].startswith(f"{e.name}: ran in ") for x in done.splitlines()), e.name
     assert "Total: " in plan and "Local folders: 10 of 10 expected found" in plan
     rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
