@@ -409,8 +409,9 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             log.say(f"[{at[e.name]}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(commands.Outcome(e, "done before"))
             continue
+        ratio = how_far_off(outcomes)             # the runs before it: the plan's estimates scaled by how far they were off
         for x in runs:
-            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], outcomes)}: "
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], ratio)}: "
                     f"{command_text(x, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
         if len(runs) > 1:
@@ -424,8 +425,8 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             outcomes.append(outcome)
             said = "built" if building and outcome.status == "ran" else outcome.status
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {readable_time(outcome.seconds)} (estimate "
-                    f"{readable_time(outcome.estimate)})" + (f", peak memory {outcome.peak / 1e9:.1f} GB" if outcome.peak
-                                                             else "")
+                    f"{estimate_said(outcome.estimate, ratio)})"
+                    + (f", peak memory {outcome.peak / 1e9:.1f} GB" if outcome.peak else "")
                     + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             commands.rebuild_report(inputs.results_dir, log)
@@ -436,14 +437,25 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
     return outcomes
 
 
-def refined(estimate, outcomes):
-    """The plan's estimate, in words, scaled by how far the runs of this pass before it were off (the time they
-    took over their estimates), once one has run."""
+def how_far_off(outcomes):
+    """The time the runs of this pass took over their plan's estimates, once one has run; None before."""
     timed = [o for o in outcomes if o.status == "ran" and o.estimate]
-    if estimate is None or not timed:
+    return sum(o.seconds for o in timed) / sum(o.estimate for o in timed) if timed else None
+
+
+def refined(estimate, ratio):
+    """The plan's estimate, in words, scaled by how far the runs of this pass before it were off (ratio), once one
+    has run: the estimate a run's first line says."""
+    if estimate is None or ratio is None:
         return readable_time(estimate)
-    ratio = sum(o.seconds for o in timed) / sum(o.estimate for o in timed)
     return f"{readable_time(estimate * ratio)} (the plan's {readable_time(estimate)} x {ratio:.2f}, as the runs before it took)"
+
+
+def estimate_said(estimate, ratio):
+    """The estimate its first line said, beside the plan's where it was scaled: what a run's last line names."""
+    if estimate is None or ratio is None:
+        return readable_time(estimate)
+    return f"{readable_time(estimate * ratio)}; the plan's {readable_time(estimate)}"
 
 
 def command_text(item, inputs, mirror):

@@ -7,6 +7,7 @@ in order while the estimates fit and names the rest. No timing is asserted: the 
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -359,6 +360,11 @@ def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pa
     assert "cut run" in {r["status"] for r in rows}                        # the report says they were cut
     log = (out / reproduce.LOG).read_text()
     assert log.count("(estimate ") == len(experiments.EXPERIMENTS) and "Estimates: " in log
+    for e in experiments.EXPERIMENTS:           # one estimate a run: its last line names the one its first line said
+        first = re.search(rf"\] {re.escape(e.name)}: estimate (.+?)(?: \(the plan's (.+?) x [\d.]+, as the runs before "
+                          rf"it took\))?: python ", log)
+        last = re.search(rf"\] {re.escape(e.name)}: ran in .+? \(estimate (.+?)(?:; the plan's (.+?))?\)", log)
+        assert first and last and first.groups() == last.groups(), (e.name, first, last)
     assert "8 run, 0 done before, 0 failed, 0 left" in done
 
 
