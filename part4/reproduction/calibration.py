@@ -24,7 +24,7 @@ from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClas
 from part4.command_line.declarations import not_a_script
 from part4.models.loading import autocast, autocast_dtype, native_bf16, pick_device
 from part4.output.results_files import read_json, write_atomic
-from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
+from part4.paper.recipe import CLIP, GLUE_RECIPE, MAX_LEN
 from part4.reproduction.estimates import (
     IMPORTED,
     NATIVE_BF16,
@@ -122,8 +122,8 @@ def train_step_seconds(net, batch, length, device, dtype, warm):
     """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
     span head's start and end) forward and back under the autocast --dtype gives there (part4/models/loading.py, as the
     scripts), timed at the length (the mean of a row: padding-free steps compute all but attention on the real tokens),
-    on rows_timed rows scaled to the batch, then AdamW's update, whose cost does not depend on the batch nor the autocast
-    (fused where torch has it, as the scripts' default --fused-adamw on)."""
+    on rows_timed rows scaled to the batch, then the update (the gradients clipped, AdamW's step), whose cost does not
+    depend on the batch nor the autocast (fused where torch has it, as the scripts' default --fused-adamw on)."""
     net.train()
     rows = rows_timed(batch, length, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
@@ -138,7 +138,8 @@ def train_step_seconds(net, batch, length, device, dtype, warm):
         heads = [out.logits] if "logits" in out else [out.start_logits, out.end_logits]
         sum(torch.nn.functional.cross_entropy(logits.float(), labels) for logits in heads).backward()
 
-    def update():
+    def update():                            # the recipe's: the gradients clipped, AdamW's step, cleared
+        torch.nn.utils.clip_grad_norm_(net.parameters(), CLIP)
         optimiser.step()
         optimiser.zero_grad(set_to_none=False)
 
