@@ -118,7 +118,7 @@ def rows_timed(batch, length, device):
     return batch if device.type == "cuda" else min(batch, max(ROWS, TOKENS // max(1, length)))
 
 
-def train_step_seconds(net, batch, length, device, dtype, warm):
+def train_step_seconds(net, batch, length, device, *, dtype, warm):
     """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
     span head's start and end) forward and back under the autocast --dtype gives there (part4/models/loading.py, as the
     scripts), timed at the length (the mean of a row: padding-free steps compute all but attention on the real tokens),
@@ -154,7 +154,7 @@ def train_step_seconds(net, batch, length, device, dtype, warm):
 UPDATES = {}             # {model: its AdamW update's seconds}
 
 
-def forward_seconds(net, batch, length, device, dtype, warm):
+def forward_seconds(net, batch, length, device, *, dtype, warm):
     """One row's share of a forward pass of rows_timed rows of `length` tokens, under the autocast --dtype gives for
     evaluation there (part4/models/loading.py, as the scripts)."""
     net.eval()
@@ -180,7 +180,7 @@ def room(net, device):
         return 1
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
-    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device, "auto", warm=False)
+    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device, dtype="auto", warm=False)
     peak = torch.cuda.max_memory_allocated(device)
     free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
     return max(1, int(0.9 * free // (peak + CUDA_CONTEXT)))
@@ -221,9 +221,10 @@ def calibrate(works, device, cache, say, names=None):
             warm = (work.kind, work.dtype) in warmed
             warmed.add((work.kind, work.dtype))
             if work.kind == "train":
-                cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device, work.dtype, warm)
+                cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device, dtype=work.dtype,
+                                                                    warm=warm)
             elif work.kind == "forward":
-                cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device, work.dtype, warm)
+                cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device, dtype=work.dtype, warm=warm)
             elif work.kind == "checkpoint":
                 cache[work_key(work, cache)] = checkpoint_seconds(net)
             elif work.kind == "room":
