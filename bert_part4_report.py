@@ -30,7 +30,8 @@ def main(argv=None):
     table = rows(runs, args.results_dir, read_requirements())    # each number beside ours, with its status
     report.warn_unusable(table, args.results_dir)
     counts, split, line = report.status_summary(table, runs)
-    md = report.report_markdown(table, line, report.plots_by_section(args.results_dir), report.report_notes(runs))
+    md = report.report_markdown(table, line, report.plots_by_section(args.results_dir), report.report_notes(runs),
+                                results_dir=args.results_dir)
     write_atomic(os.path.join(args.results_dir, REPORT_MD), md)
     write_atomic(os.path.join(args.results_dir, REPORT_JSON),
                  json.dumps({"summary": line, "counts": counts, "reproduced": split, "rows": table}, indent=1) + "\n")

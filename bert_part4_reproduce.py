@@ -40,11 +40,11 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal, Stopped, readable_time, run_main
-from part4.command_line.script_settings import STAND_IN_RESULTS
+from part4.command_line.script_settings import STAND_IN_COMMAND, STAND_IN_RESULTS
 from part4.models.hub import hub_offline, hub_reachable, model_cached
 from part4.output.results_files import STAND_IN, check_room, check_writable_dir, portable, read_json, write_atomic
 from part4.reproduction import commands, estimates, experiments, stand_in
@@ -53,9 +53,6 @@ from part4.reproduction.experiments import Inputs
 ROOT = os.path.dirname(os.path.abspath(__file__))
 LOG = "reproduce.log"                   # in the results folder: each invocation's plan, estimates and actual times
 ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
-# The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass.
-STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
-                    "--max-train-examples 160 --max-dev-examples 50")
 
 
 build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
@@ -102,7 +99,7 @@ def stand_in_mirror(given, inputs):
     name, source = stand_in.base_name(given, base)
     mirror = stand_in.Mirror(base=base, name=name, source=source, models=inputs.models, data=inputs.data,
                              max_train_examples=inputs.max_train_examples, max_dev_examples=inputs.max_dev_examples,
-                             device=inputs.device)
+                             device=inputs.device, dtype=inputs.dtype)
     return mirror, stand_in.planned(mirror)
 
 
@@ -157,16 +154,29 @@ def cannot_run(experiment, inputs, off_hub):
 @dataclass
 class Times:
     """What the plan knows of each experiment's and stand-in's time here: its estimate's parts (start, steps, evals,
-    checkpoints: part4/reproduction/estimates.py's parts), or None and why it has none; and this device's units as
-    measured (the calibration cache's entry for it, read once, with what the calibration added)."""
+    checkpoints: part4/reproduction/estimates.py's parts), or None and why it has none; this device's units as
+    measured (the calibration cache's entry for it, read once, with what the calibration added); and on a CPU with
+    native bf16, each estimate in the other dtype (bf16 beside fp32, fp32 beside bf16), measured alike."""
     parts: dict                    # {name: {part: seconds}, or None}
     why: dict                      # {name: why it has no estimate}
     cache: dict                    # {unit: seconds (a length, a room)}, and when it was calibrated (CALIBRATED)
+    beside: dict = field(default_factory=dict)     # {name: seconds in the other dtype, or None}; {}: no other dtype
+    other: str = None              # the other dtype's name (bf16 or fp32), where beside is shown
 
     @property
     def costs(self):
         """{name: its estimate in seconds (the sum of its parts), or None}."""
         return {name: None if p is None else sum(p.values()) for name, p in self.parts.items()}
+
+
+def unmeasured(works, cache):
+    """Is a unit of works not in the cache: its own, or on a CPU with native bf16 its twin in the other dtype
+    (estimates.py beside)? Whether the CPU has native bf16 is not known before a calibration has timed a step here."""
+    timed = [w for w in works if w.kind in estimates.TIMED]
+    if timed and estimates.NATIVE_BF16 not in cache:
+        return True
+    twins = [replace(w, dtype=estimates.beside(w.dtype)) for w in timed] if cache.get(estimates.NATIVE_BF16) else []
+    return any(estimates.work_key(w, cache) not in cache for w in [*works, *twins])
 
 
 def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
@@ -182,10 +192,11 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     blocked = {e.name: cannot_run(e, inputs, off_hub or {}) for e in chosen}
     sizes = {e.name: e.size(e, inputs) for e in chosen if not blocked[e.name]}     # [(count, Work)]: what it does
     sizes |= {step.name: experiments.build_size(step.build, inputs) for step in steps if not step.built}
+    sizes = {name: estimates.under(size, inputs.dtype) for name, size in sizes.items()}    # its steps in --dtype
     works = [work for size in sizes.values() for _, work in size]
     works += [room_work(grid, inputs) for grid in experiments.grids([e for e in chosen if not blocked[e.name]]).values()]
     problems = {}
-    if any(estimates.work_key(w, cache) not in cache for w in works):
+    if unmeasured(works, cache):
         start, load = time.perf_counter(), os.getloadavg()[0]
         cache, problems = commands.measured(works, inputs.device, cache, log,
                                             offline=not inputs.models and not hub_reachable(), names=names)
@@ -206,7 +217,14 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     for step in steps:
         if parts[step.name] is None:
             why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
-    return Times(parts, why, cache)
+    if not cache.get(estimates.NATIVE_BF16):
+        return Times(parts, why, cache)
+    other = estimates.beside(inputs.dtype)                 # the same sizes, their steps and passes in the other dtype
+    beside = {name: None for name in parts}
+    for name, size in sizes.items():
+        found = estimates.parts(estimates.under(size, other), cache)
+        beside[name] = None if found is None else sum(found.values())
+    return Times(parts, why, cache, beside=beside, other="bf16" if other == "bf16" else "fp32")
 
 
 def room_work(grid, inputs):
@@ -225,8 +243,8 @@ def show_stand_ins(mirror, steps, times, log):
             f"({mirror.source}), built first (part4_stand_in.json in each folder says what it is)")
     for k, step in enumerate(steps, 1):
         state = ("built before" if step.built else "a copy" if not step.build.task else
-                 f"estimate {readable_time(costs[step.name])}" if costs[step.name] is not None else
-                 f"no estimate: {times.why[step.name]}")
+                 f"estimate {readable_time(costs[step.name])}{in_other(times, step.name)}" if costs[step.name] is not None
+                 else f"no estimate: {times.why[step.name]}")
         log.say(f" s{k}. {step.build.hub_id:<36} {state:<16} {stand_in.what(step.build, mirror.name)}")
         if step.build.task and not step.built:
             log.say(f"    {command_text(step, None, mirror)}")
@@ -242,15 +260,17 @@ def show_plan(items, times, *, done, inputs, log):
     steps = [x for x in items if isinstance(x, stand_in.Step)]
     log.say(f"The plan: {len(order)} experiments on {estimates.device_key(inputs.device)}")
     if estimates.CALIBRATED in times.cache:
+        both = f", and under {times.other} autocast beside (this CPU has native bf16)" if times.other == "bf16" else \
+            ", and in fp32 beside (this CPU has native bf16)" if times.other else ""
         log.say(f"Each estimate: its units of work times its size; each unit timed once here with its experiment's "
-                f"model (a training step at the task's mean row length and a forward pass, each the quickest of "
-                f"{estimates.REPEATS} after a warm-up, on rows of {estimates.TOKENS:,} tokens ({estimates.ROWS} at least) "
-                f"scaled to the batch on a CPU; a model loaded; a script's start, as the imports of every script timed "
+                f"model (a training step at the task's mean row length and a forward pass, each once after a warm-up, "
+                f"on rows of {estimates.TOKENS:,} tokens ({estimates.ROWS} at least) scaled to the batch on a CPU, in "
+                f"--dtype {inputs.dtype}{both}; a model loaded; a script's start, as the imports of every script timed "
                 f"once; a checkpoint written), calibrated {times.cache[estimates.CALIBRATED]}")
     for k, e in enumerate(order, 1):
         sections = experiments.sections_of(e)
         state = (f"done ({done[e.name]})" if done[e.name] else
-                 f"estimate {readable_time(costs[e.name])}" if costs[e.name] is not None else
+                 f"estimate {readable_time(costs[e.name])}{in_other(times, e.name)}" if costs[e.name] is not None else
                  f"no estimate: {times.why[e.name]}")
         log.say(f"{k:>2}. {e.name:<10} {state:<24} {len(experiments.numbers_of(e)):>3} numbers: "
                 + "; ".join(f"{section.split(' (reference')[0]} {n}" for section, n in sections.items()))
@@ -269,7 +289,18 @@ def show_plan(items, times, *, done, inputs, log):
         log.say(f"Total: {readable_time(total)} for {things}"
                 + (f" (without {', '.join(unknown)}: no estimate)" if unknown else "")
                 + f"; {len(order) - len(to_do)} done")
+    beside = [times.beside.get(x.name) for x in to_build + to_do if costs[x.name] is not None]
+    if times.other and total and None not in beside:
+        log.say(f"In {times.other} (--dtype {times.other}; this CPU has native bf16): {readable_time(sum(beside))} for "
+                f"the same, {sum(beside) / total:.2f}x, each training step and forward pass measured in {times.other} "
+                f"as in --dtype {inputs.dtype}")
     show_mirror(order, inputs, log)
+
+
+def in_other(times, name):
+    """' (bf16 2 min)': an estimate in the other dtype, beside --dtype's, on a CPU with native bf16; '' elsewhere."""
+    seconds = times.beside.get(name)
+    return f" ({times.other} {readable_time(seconds)})" if seconds is not None else ""
 
 
 def show_mirror(order, inputs, log):
@@ -378,8 +409,9 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             log.say(f"[{at[e.name]}/{len(order)}] {e.name}: done before ({done[e.name]}): skipped")
             outcomes.append(commands.Outcome(e, "done before"))
             continue
+        ratio = how_far_off(outcomes)             # the runs before it: the plan's estimates scaled by how far they were off
         for x in runs:
-            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], outcomes)}: "
+            log.say(f"[{at[x.name]}/{len(order)}] {x.name}: estimate {refined(costs[x.name], ratio)}: "
                     f"{command_text(x, inputs, mirror)}")
         building = isinstance(e, stand_in.Step)
         if len(runs) > 1:
@@ -393,8 +425,8 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
             outcomes.append(outcome)
             said = "built" if building and outcome.status == "ran" else outcome.status
             log.say(f"[{at[x.name]}/{len(order)}] {x.name}: {said} in {readable_time(outcome.seconds)} (estimate "
-                    f"{readable_time(outcome.estimate)})" + (f", peak memory {outcome.peak / 1e9:.1f} GB" if outcome.peak
-                                                             else "")
+                    f"{estimate_said(outcome.estimate, ratio)})"
+                    + (f", peak memory {outcome.peak / 1e9:.1f} GB" if outcome.peak else "")
                     + (f": {outcome.reason}" if outcome.status != "ran" else ""))
         if not building:
             commands.rebuild_report(inputs.results_dir, log)
@@ -405,14 +437,25 @@ def run_in_order(turns, costs, *, done, inputs, log, mirror=None):
     return outcomes
 
 
-def refined(estimate, outcomes):
-    """The plan's estimate, in words, scaled by how far the runs of this pass before it were off (the time they
-    took over their estimates), once one has run."""
+def how_far_off(outcomes):
+    """The time the runs of this pass took over their plan's estimates, once one has run; None before."""
     timed = [o for o in outcomes if o.status == "ran" and o.estimate]
-    if estimate is None or not timed:
+    return sum(o.seconds for o in timed) / sum(o.estimate for o in timed) if timed else None
+
+
+def refined(estimate, ratio):
+    """The plan's estimate, in words, scaled by how far the runs of this pass before it were off (ratio), once one
+    has run: the estimate a run's first line says."""
+    if estimate is None or ratio is None:
         return readable_time(estimate)
-    ratio = sum(o.seconds for o in timed) / sum(o.estimate for o in timed)
     return f"{readable_time(estimate * ratio)} (the plan's {readable_time(estimate)} x {ratio:.2f}, as the runs before it took)"
+
+
+def estimate_said(estimate, ratio):
+    """The estimate its first line said, beside the plan's where it was scaled: what a run's last line names."""
+    if estimate is None or ratio is None:
+        return readable_time(estimate)
+    return f"{readable_time(estimate * ratio)}; the plan's {readable_time(estimate)}"
 
 
 def command_text(item, inputs, mirror):
@@ -462,7 +505,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     building = args.stand_in is not None
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
-                                 max_dev_examples=args.max_dev_examples, device=args.device,
+                                 max_dev_examples=args.max_dev_examples, device=args.device, dtype=args.dtype,
                                  results_dir=results_folder(build_parser().parse_args(argv).results_dir, args.models,
                                                             building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)

@@ -28,7 +28,9 @@ SHARED = os.path.join(ROOT, "..", "shared", "data")
 HEADS = {article.BERT: (AutoModel, {}), article.SST2: (AutoModelForSequenceClassification, {"num_labels": 2}),
          article.SQUAD_V1: (AutoModelForQuestionAnswering, {}), article.SQUAD_V2: (AutoModelForQuestionAnswering, {})}
 UNITS = {"s": 1, "min": 60, "h": 3600, "days": 86400}
-LINE = re.compile(r"^\[\d+/\d+\] (.+?): (ran|failed) in ([\d.]+) (s|min|h|days) \(estimate ([\d.]+) (s|min|h|days)\)")
+# a run's last line: its time, the estimate its first line said and, where that was scaled, the plan's (compared here)
+LINE = re.compile(r"^\[\d+/\d+\] (.+?): (ran|failed) in ([\d.]+) (s|min|h|days) \(estimate ([\d.]+) (s|min|h|days)"
+                  r"(?:; the plan's ([\d.]+) (s|min|h|days))?\)")
 
 
 def exported(folder):
@@ -89,8 +91,9 @@ def main():
     for line in out.splitlines():
         found = LINE.match(line)
         if found:
-            name, status, took, unit, guess, guess_unit = found.groups()
-            took, guess = float(took) * UNITS[unit], float(guess) * UNITS[guess_unit]
+            name, status, took, unit, said, said_unit, planned, planned_unit = found.groups()
+            guess = float(planned) * UNITS[planned_unit] if planned else float(said) * UNITS[said_unit]   # the plan's
+            took = float(took) * UNITS[unit]
             print(f"{name:<12} {guess:>8.0f} s {took:>8.0f} s {took / guess:>15.2f}x  {parts.get(name, '')}"
                   + ("" if status == "ran" else "  (failed)"))
     print(next((x for x in out.splitlines() if x.startswith("Estimates: ")), "no experiment ran"))

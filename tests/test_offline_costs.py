@@ -6,6 +6,8 @@ nothing half-written left. Writes are failed by patching them: no small file sys
 import errno
 import json
 import os
+import re
+import resource
 from collections import namedtuple
 
 import pytest
@@ -15,7 +17,7 @@ from test_finetune import write_sst2
 import bert_part4_finetune as ft
 from part4.command_line.declarations import Fatal
 from part4.output import results_files
-from part4.run import run_files
+from part4.run import run_files, training_run
 from part4.run.training_run import TrainingRun
 
 Usage = namedtuple("Usage", "total used free")
@@ -41,6 +43,21 @@ def test_the_cost_line_comes_before_the_first_step_and_changes_no_number(tiny_be
     cost = next(k for k, line in enumerate(log) if line.startswith("cost here: 9 steps x "))
     assert "dev evaluation" in log[cost] and "timed on cpu" in log[cost]
     assert cost < next(k for k, line in enumerate(log) if line.startswith("step "))
+
+
+def test_the_cost_line_gives_a_large_runs_memory_as_a_range_from_its_first_step(tiny_bert_dir, tmp_path, monkeypatch):
+    """A run whose memory is large (here: any, the threshold patched) says its peak as a range: from what the process
+    took by its first step, with AdamW's two moments to come, to the wider batches and the allocator's leftovers of
+    the steps after it; a run under the threshold says none."""
+    monkeypatch.setattr(training_run, "LARGE_MEMORY", 0)
+    assert ft.main(sst2(tiny_bert_dir, tmp_path, tmp_path / "large")) == 0
+    log = (tmp_path / "large" / "part4_sst2_lr2e-5.log").read_text()
+    low, high = map(float, re.search(r"; memory about ([\d.]+) to ([\d.]+) GB at its peak\)", log).groups())
+    taken = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * results_files.RU_MAXRSS_UNIT / 1e9
+    assert 0 < low <= taken + 0.1 and high == pytest.approx(1.35 * low, abs=0.1)
+    monkeypatch.setattr(training_run, "LARGE_MEMORY", 1e15)
+    assert ft.main(sst2(tiny_bert_dir, tmp_path, tmp_path / "small")) == 0
+    assert "memory about" not in (tmp_path / "small" / "part4_sst2_lr2e-5.log").read_text()
 
 
 def test_a_run_short_of_disk_space_is_refused_before_it_starts(tiny_bert_dir, tmp_path, monkeypatch, capsys):

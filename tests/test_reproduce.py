@@ -7,16 +7,20 @@ in order while the estimates fit and names the rest. No timing is asserted: the 
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, SHARED_DATA, needs_shared_data, save_tiny
 from test_processes import unchanged
+from test_report import parses
 from transformers import BertForQuestionAnswering, BertForSequenceClassification, BertModel
 
 import bert_part4_report as report
@@ -24,7 +28,7 @@ import bert_part4_reproduce as reproduce
 from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal
 from part4.paper import article
-from part4.reproduction import commands, estimates, experiments
+from part4.reproduction import commands, estimates, experiments, stand_in
 from part4.reproduction import report as report_text
 
 SCRIPT = os.path.join(ROOT, "bert_part4_reproduce.py")
@@ -91,6 +95,8 @@ def test_a_budget_is_read_in_hours_minutes_or_seconds(text, seconds):
     (["--budget", "0s"], "--budget 0s: must be positive"),
     (["--models", "no/such/folder"], "--models no/such/folder: no such folder"),
     (["--max-dev-examples", "0"], "--max-dev-examples 0: must be positive"),
+    (["--dtype", "fp16"], "--dtype fp16: training in fp16 needs loss scaling, which the fine-tunes do not do; use bf16 "
+                          "or fp32"),
     (["--stand-in", "--models", "m"], "--stand-in builds into the --models folder from the data of the --data folder: "
                                       "give both, e.g. --stand-in --models models/stand-in --data ../shared/data "
                                       "--max-train-examples 160 --max-dev-examples 50"),
@@ -137,6 +143,105 @@ def test_an_experiment_added_to_the_declaration_is_planned_in_its_place(tmp_path
     at = lines.index(next(line for line in lines if line.startswith(" 2. toys ")))
     assert "estimate 5.0 s " in lines[at] and lines[at + 1].strip() == (f"python bert_part4_math.py --only toys "
                                                                       f"--results-dir {tmp_path}")
+
+
+# --- --dtype: passed to every command the pass runs, and a run of another dtype is not done for this one ---
+
+def planned_commands(argv, monkeypatch, capsys):
+    """The commands the plan prints for argv (the stand-ins' fine-tunes and the experiments), as the pass runs them
+    (bert_part4_reproduce.py's command_text, from experiments.command and stand_in.fine_tune_command); nothing is
+    measured: the calibration answers that it could load no model."""
+    monkeypatch.setattr(commands, "measured", lambda works, device, cache, log, **kw: (cache, {"m": "not measured"}))
+    monkeypatch.setattr(estimates, "device_key", lambda device: "this device")      # platform.processor() starts uname
+    with pytest.raises(Fatal, match="have no estimate"):
+        reproduce.main(["--plan", *argv])
+    return [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("python ")]
+
+
+@needs_shared_data
+@pytest.mark.parametrize("dtype", [None, "bf16", "fp32"])
+def test_dtype_reaches_every_command_the_pass_runs(dtype, tmp_path, monkeypatch, capsys):
+    """--dtype bf16 (or fp32) reaches the command of every experiment and of every stand-in's fine-tune, each accepted
+    by its script's parser with that dtype; without --dtype no command says one (the commands of today)."""
+    base = save_tiny(str(tmp_path / "tiny-bert"), BertModel, seed=7)
+    argv = ["--stand-in", base, "--models", str(tmp_path / "mirror"), "--data", SHARED_DATA, *STAND_IN_QUICK,
+            "--results-dir", str(tmp_path / "out")] + (["--dtype", dtype] if dtype else [])
+    said = planned_commands(argv, monkeypatch, capsys)
+    scripts = [shlex.split(c)[1] for c in said]
+    assert scripts == [article.FINETUNE] * 3 + [e.script for e in experiments.EXPERIMENTS]     # 3 fine-tuned stand-ins
+    for command in said:
+        assert ("--dtype" in shlex.split(command)) == (dtype is not None), command
+        assert parses(command).dtype == (dtype or "auto"), command
+
+
+def test_a_run_of_another_dtype_is_not_done_for_this_one(tmp_path):
+    """A results file records its command: the heads run without --dtype is done for a pass without it, not for
+    --dtype bf16; a run with --dtype bf16 is done for --dtype bf16 alone."""
+    heads = experiments.BY_NAME["heads"]
+    for dtype in ("auto", "bf16"):
+        words = experiments.command(heads, experiments.Inputs(dtype=dtype, results_dir=str(tmp_path / dtype)))
+        (tmp_path / dtype).mkdir()
+        (tmp_path / dtype / "part4_heads.json").write_text(json.dumps({"run": {"argv": words}}))
+    for ran in ("auto", "bf16"):
+        for asked in ("auto", "bf16", "fp32"):
+            inputs = experiments.Inputs(dtype=asked, results_dir=str(tmp_path / ran))
+            done = experiments.done_before([heads], inputs)["heads"]
+            assert (done == "part4_heads.json") == (ran == asked), (ran, asked)
+
+
+def test_a_stand_in_of_another_dtype_is_not_built_for_this_one(tmp_path):
+    """A stand-in fine-tuned without --dtype is not the one --dtype bf16 builds, and one fine-tuned in bf16 is not the
+    one a command without --dtype builds: each is refused in one line, never taken for the other."""
+    build = stand_in.BY_ID[article.SST2]
+    folder = tmp_path / "mirror" / build.hub_id
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "data" / "glue_data" / "SST-2").mkdir(parents=True)
+    (tmp_path / "data" / build.trained_on).write_text("sentence\tlabel\n")
+    base = save_tiny(str(tmp_path / "base"), BertModel, seed=7)
+    mirrors = {dtype: stand_in.Mirror(base=base, name="base", source="here", models=str(tmp_path / "mirror"),
+                                      data=str(tmp_path / "data"), dtype=dtype) for dtype in ("auto", "bf16")}
+    for built in ("auto", "bf16"):
+        record = {"stand_in_for": build.hub_id, "weights_sha256": stand_in.weights_sha256(str(folder)),
+                  "settings": stand_in.settings_of(build, mirrors[built])}
+        (folder / "part4_stand_in.json").write_text(json.dumps(record))
+        for asked in ("auto", "bf16"):
+            done, refused = stand_in.state(build, mirrors[asked], stand_in.settings_of(build, mirrors[asked]))
+            assert done == (built == asked) and (refused is None) == (built == asked), (built, asked)
+            if refused:
+                changed = "None -> 'bf16'" if asked == "bf16" else "'bf16' -> None"
+                assert f"a stand-in built otherwise (dtype {changed})" in refused
+
+
+@pytest.mark.parametrize("native, dtype, said", [
+    (True, "auto", ("estimate 15 s (bf16 10 s)", "In bf16 (--dtype bf16; this CPU has native bf16): 10 s for the same, "
+                                                 "0.67x")),
+    (True, "bf16", ("estimate 10 s (fp32 15 s)", "In fp32 (--dtype fp32; this CPU has native bf16): 15 s for the same, "
+                                                 "1.50x")),
+    (False, "auto", ("estimate 15 s ", None)),
+])
+def test_on_a_cpu_with_native_bf16_the_plan_says_each_estimate_in_bf16_beside_fp32(native, dtype, said, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """An experiment of 10 training steps (1.0 s each in fp32, 0.5 s in bf16, as the calibration measured them) and
+    its start (5.0 s), the others without an estimate (no Hub): on a CPU with native bf16 its line says its estimate in
+    --dtype's and in the other dtype, and a line under the total says the whole in the other; without native bf16,
+    one estimate and no such line."""
+    step = estimates.Work("train", "m", batch=32, length=50)
+    toys = experiments.Experiment(name="toys", script=article.MATH, args=("--only", "toys"), needs="nothing",
+                                  size=lambda e, inputs: [(2, estimates.Work("start", article.MATH)), (10, step)])
+    monkeypatch.setattr(experiments, "EXPERIMENTS", (toys, *experiments.EXPERIMENTS))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")                     # the others read the Hub: no estimate here
+    monkeypatch.setattr(estimates, "device_key", lambda device: "this device")      # platform.processor() starts uname
+    cache = {estimates.work_key(estimates.Work("start", article.MATH), {}): 2.5, estimates.work_key(step, {}): 1.0,
+             estimates.NATIVE_BF16: native, estimates.CALIBRATED: "now"}
+    cache[estimates.work_key(replace(step, dtype="bf16"), {})] = 0.5
+    (tmp_path / estimates.CACHE).write_text(json.dumps({"this device": cache}))
+    with pytest.raises(Fatal, match="HF_HUB_OFFLINE is set, so 8 experiments have no estimate"):
+        reproduce.main(["--plan", "--dtype", dtype, "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith(" 1. toys "))
+    assert said[0] in line and ("(bf16 " in line or "(fp32 " in line) == native, line
+    assert (said[1] in out) if said[1] else ("; this CPU has native bf16)" not in out)
 
 
 def test_an_experiment_is_declared_after_those_whose_results_it_reads():
@@ -243,9 +348,11 @@ def test_a_folders_kind_is_read_from_its_config(hub_id, kind, labels, problem, t
 @needs_shared_data
 def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pass):
     out, plan, done = quick_pass
+    native = next(iter(json.loads((out / estimates.CACHE).read_text()).values()))[estimates.NATIVE_BF16]
     for e in experiments.EXPERIMENTS:
         line = next(x for x in plan.splitlines() if x[4:].startswith(e.name + " "))
         assert " estimate " in line and f"{len(experiments.numbers_of(e))} numbers: " in line, line
+        assert ("(bf16 " in line) == native, line                 # bf16 beside fp32 on a CPU with native bf16 alone
         assert any(x.split("] ", 1)[-1].startswith(f"{e.name}: ran in ") for x in done.splitlines()), e.name
     assert "Total: " in plan and "Local folders: 10 of 10 expected found" in plan
     rows = json.loads((out / report.REPORT_JSON).read_text())["rows"]
@@ -254,6 +361,11 @@ def test_the_plan_times_every_experiment_and_a_quick_pass_runs_them_all(quick_pa
     assert "cut run" in {r["status"] for r in rows}                        # the report says they were cut
     log = (out / reproduce.LOG).read_text()
     assert log.count("(estimate ") == len(experiments.EXPERIMENTS) and "Estimates: " in log
+    for e in experiments.EXPERIMENTS:           # one estimate a run: its last line names the one its first line said
+        first = re.search(rf"\] {re.escape(e.name)}: estimate (.+?)(?: \(the plan's (.+?) x [\d.]+, as the runs before "
+                          rf"it took\))?: python ", log)
+        last = re.search(rf"\] {re.escape(e.name)}: ran in .+? \(estimate (.+?)(?:; the plan's (.+?))?\)", log)
+        assert first and last and first.groups() == last.groups(), (e.name, first, last)
     assert "8 run, 0 done before, 0 failed, 0 left" in done
 
 

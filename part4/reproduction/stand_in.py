@@ -133,7 +133,7 @@ def config_architecture(folder):
 @dataclass(frozen=True)
 class Mirror:
     """What a build reads and where it writes: the base's folder and name, the --models and --data folders, the quick
-    pass's cuts, the device."""
+    pass's cuts, the device and the dtype."""
     base: str
     name: str
     source: str                          # where the base comes from, in words (a pip package, or its folder)
@@ -142,6 +142,7 @@ class Mirror:
     max_train_examples: int = None
     max_dev_examples: int = None
     device: str = "auto"
+    dtype: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,15 @@ class Step:
 
 def settings_of(build, mirror):
     """What a stand-in is made of, compared with its record: the base's weights, and for a fine-tune its task, its
-    training data (by content) and the cuts."""
+    training data (by content), the cuts and a --dtype other than auto (recorded only then: a record made before it
+    was, and a fine-tune of the default, say none)."""
     settings = {"base": mirror.name, "base_sha256": weights_sha256(mirror.base)}
     if build.task:
         trained_on = os.path.join(mirror.data, build.trained_on)
         settings |= {"task": build.task, "trained_on": build.trained_on, "trained_on_sha256": file_sha256(trained_on),
                      "max_train_examples": mirror.max_train_examples, "max_dev_examples": mirror.max_dev_examples}
+        if mirror.dtype != "auto":
+            settings["dtype"] = mirror.dtype
     return settings
 
 
@@ -180,8 +184,9 @@ def state(build, mirror, settings):
     if record.get("weights_sha256") != weights_sha256(folder) or not weight_files(folder):
         return False, (f"{folder}: its weights are not those its {STAND_IN} names (changed or missing since it was "
                        f"built): {again}")
-    differs = "; ".join(f"{k} {record.get('settings', {}).get(k)!r} -> {v!r}" for k, v in settings.items()
-                        if (record.get("settings") or {}).get(k) != v)
+    made = record.get("settings") or {}
+    differs = "; ".join(f"{k} {made.get(k)!r} -> {settings.get(k)!r}" for k in dict.fromkeys([*settings, *made])
+                        if made.get(k) != settings.get(k))
     if differs:
         return False, f"{folder}: a stand-in built otherwise ({differs}): {again}"
     return True, None
@@ -216,7 +221,8 @@ def staging(mirror, build):
 
 def fine_tune_command(build, mirror):
     """bert_part4_finetune.py's own command for a fine-tuned stand-in, the script first: the recipe's defaults, from
-    the mirror's copy of the base, its data, the quick pass's cuts, the model saved where it is built."""
+    the mirror's copy of the base, its data, the quick pass's cuts, the model saved where it is built, the device and
+    the dtype where they are not the defaults."""
     words = [article.FINETUNE, build.task, "--model", os.path.join(mirror.models, article.BERT)]
     if build.task == "sst2":
         words += ["--data-dir", os.path.join(mirror.data, "glue_data")]
@@ -228,7 +234,8 @@ def fine_tune_command(build, mirror):
     if mirror.max_dev_examples is not None:
         words += ["--max-dev-examples", str(mirror.max_dev_examples)]
     words += ["--save-model", staging(mirror, build), "--results-dir", os.path.join(mirror.models, RUNS)]
-    return words + (["--device", mirror.device] if mirror.device != "auto" else [])
+    return (words + (["--device", mirror.device] if mirror.device != "auto" else [])
+            + (["--dtype", mirror.dtype] if mirror.dtype != "auto" else []))
 
 
 def room_needed(mirror, steps):

@@ -357,13 +357,16 @@ NOT_THE_ARTICLES = ("another model", "another split", "another setting", "cut ru
 
 
 def rows(runs, results_dir="results", requirements=""):
-    """One row per entry and results file that gives it; an entry no file gives is one row, not run yet. A row not
-    in the article's setting carries the command that gives it in that setting."""
+    """One row per entry and results file that gives it; an entry no file gives is one row, not run yet, with the
+    command that gives it into results_dir. A row not in the article's setting carries the command that gives it in
+    that setting: the article's, its results in results/ (never the folder reported on: a stand-in's runs are not the
+    article's)."""
     out = []
     for entry in article.ENTRIES:
         if entry.kind == "paper":
             continue
-        run, needs = experiments.report_command(entry, results_dir)   # what gives ours, and what it needs
+        run, needs = experiments.report_command(entry, results_dir)   # what gives ours here, and what it needs
+        articles, _ = experiments.report_command(entry)                # ... and in the article's setting
         files = [name for name, data in runs.items() if holds(entry, data)]
         for name in files:
             status, note = judge(entry, runs[name], requirements)
@@ -372,7 +375,7 @@ def rows(runs, results_dir="results", requirements=""):
             value = ours(entry, runs[name])
             mine = "" if isinstance(value, Unusable) else compare(entry, value)[0]
             out.append(report_row(entry, mine, status, note, name=name) | {"model": model_check(entry, runs[name])[0]}
-                       | ({"command": run, "needs": needs} if status in NOT_THE_ARTICLES else {}))
+                       | ({"command": articles, "needs": needs} if status in NOT_THE_ARTICLES else {}))
         if not files:
             why = part_not_run(entry, runs)
             out.append(report_row(entry, "", "not run yet", f"`{run}` (needs {needs})", name=why[0])
