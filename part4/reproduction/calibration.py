@@ -156,16 +156,14 @@ UPDATES = {}             # {model: its AdamW update's seconds}
 
 def forward_seconds(net, batch, length, device, *, dtype, warm):
     """One row's share of a forward pass of rows_timed rows of `length` tokens, under the autocast --dtype gives for
-    evaluation there (part4/models/loading.py, as the scripts)."""
+    evaluation there (part4/models/loading.py), as the scripts evaluate: in one autocast context for a whole dev set,
+    so that each weight is cast once, not once a pass (the first pass here pays for that, untimed)."""
     net.eval()
     rows = rows_timed(batch, length, device)
     inputs = random_batch(net, rows, length, device)
-
-    def step():
-        with torch.no_grad(), autocast(device, autocast_dtype(device, dtype, inference=True)):
-            net(**inputs)
-
-    return timed(step, device, warm) / rows
+    with torch.no_grad(), autocast(device, autocast_dtype(device, dtype, inference=True)):
+        net(**inputs)
+        return timed(lambda: net(**inputs), device, warm) / rows
 
 
 CUDA_CONTEXT = 1 << 30   # bytes a process's CUDA context and libraries take on the GPU besides its tensors, at most
