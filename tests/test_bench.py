@@ -171,7 +171,7 @@ def test_one_mrpc_run_walks_a_handful_of_rooms():
     follow = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "trace_run.py"), "--follow", "--quiet"],
                             capture_output=True, text=True, timeout=600).stdout.splitlines()
     trails = [line for line in follow if line.startswith("fine_tune's ")]
-    assert [line.split(":")[0] for line in trails] == ["fine_tune's run", "fine_tune's task"]
+    assert [line.split(":")[0] for line in trails] == ["fine_tune's run", "fine_tune's data"]
     for line in trails:
         up, entered = int(line.split("; ")[1].split()[0]), int(line.split("run/ entered ")[1].split()[0])
         assert up <= 10 and entered <= 8, line

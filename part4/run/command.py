@@ -8,7 +8,6 @@ bert_part4_finetune.py loads each run's model and trains it itself. The processe
 error every process stops on raised, by part4/models/loading.py's `start_processes` and `all_agree`."""
 
 import os
-import shlex
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -31,7 +30,6 @@ from part4.models.loading import (
     start_processes,
 )
 from part4.output.results_files import Log, check_model_target, check_writable_dir, portable
-from part4.paper.article import FINETUNE
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
 from part4.run import summaries
 from part4.run.packing import padding_free_problem
@@ -40,6 +38,7 @@ from part4.run.run_files import (
     RunSettings,
     check_not_replaced,
     existing_result,
+    given_flags,
     recorded_command,
     run_name,
     runs_folder,
@@ -140,8 +139,8 @@ class Command:
                            cut_by=tuple(flag for flag, n in c.cuts.items() if n), name=name, results_dir=c.results_dir,
                            saved_model=next(iter(saved_model_folders(c, [name])), None), checkpoint_every=c.checkpoint_every,
                            asked={"padding_free": c.padding_free, "cudnn_attention": c.cudnn_attention},
-                           again=shlex.join(["python", FINETUNE, *c.argv]), recorded=recorded,
-                           command_line=recorded_command(c, task=config.task), test_dir=config.test_dir)
+                           argv=c.argv, flags=given_flags(c, task=config.task), recorded=recorded,
+                           test_dir=config.test_dir)
 
     def collect(self, plan, results):
         """Every run's results gathered (results: {k: results} of the runs this process took part in, plan.mine, None

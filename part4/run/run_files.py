@@ -64,7 +64,7 @@ class RunSettings:
     (part4/run/training_run.py) take their settings from here alone. Made once by the plan (part4/run/command.py
     Command.run_settings) from the command's Settings, the task's recipe and family, a Job and where the command
     runs, each value as this run resolved it; what its results and checkpoint record (recorded) and the command line
-    its results keep (command_line) are made there from it and kept beside it."""
+    its results keep (argv, flags) are made there from it and kept beside it."""
     task: str
     model: str                         # the pre-trained weights: a Hub id or a local folder (--model)
     init: str                          # "pretrained" (the paper) or "random" (--init random: every weight random)
@@ -100,9 +100,10 @@ class RunSettings:
     checkpoint_every: float            # seconds between its checkpoints, at least (--checkpoint-every)
     asked: dict                        # the flags that choose how its steps are computed, as given ({"padding_free":
     #                                    ..., "cudnn_attention": ...}): its preamble says where one could not be followed
-    again: str                         # the command that resumes it: the command line as given
+    argv: tuple                        # the command line as given (its results record it, its checkpoint says how to
+    #                                    resume with it)
+    flags: dict                        # the command's settings as given, as its results record them (given_flags)
     recorded: dict                     # everything that decides its numbers, as its results and checkpoint record it
-    command_line: dict                 # the command line as its results record it
     test_dir: str = None               # --glue-submission: where it writes its test-set predictions
 
 
@@ -167,12 +168,17 @@ def saved_model_folders(settings, names):
     return [os.path.join(folder, name) for name in names] if settings.reuse else [folder]
 
 
-def recorded_command(settings, **ran):
-    """The command line as a results file records it: its argv, and its settings as given, JSON values (ran: a task's
-    own, its task). Under a grid no single learning rate was given: lr is null, the grid names them."""
+def given_flags(settings, **ran):
+    """The command's settings as given, as a results file records them (ran: a task's own, its task): every flag's
+    value, JSON values. Under a grid no single learning rate was given: lr is null, the grid names them."""
     flags = {f.name: getattr(settings, f.name) for f in fields(settings) if f.metadata.get("flag") is not None}
-    return command_line(settings.argv, {**flags, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks),
-                                        **ran})
+    return {**flags, "lr": None if settings.grid else settings.lr, "tasks": list(settings.tasks), **ran}
+
+
+def recorded_command(settings, **ran):
+    """The command line as a results file records it, when the file is written (its paths made portable then, as they
+    stand): its argv, and its settings as given (given_flags)."""
+    return command_line(settings.argv, given_flags(settings, **ran))
 
 
 # --- One results file: reused for the same settings, never replaced by other ones ---

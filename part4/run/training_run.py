@@ -11,6 +11,7 @@ checkpoint and a clean stop (the file itself: part4/run/run_files.py Checkpoint)
 import math
 import os
 import resource
+import shlex
 import signal
 import sys
 import threading
@@ -35,6 +36,7 @@ from part4.output.results_files import (
     Log,
     beside_article,
     check_room,
+    command_line,
     line_plot,
     portable,
     write_atomic,
@@ -43,6 +45,7 @@ from part4.paper.article import (
     ARTICLE_BEFORE,
     ARTICLE_FINAL,
     ARTICLE_MODEL,
+    FINETUNE,
     PAPER_OPTIMISER,
     article_final,
     article_runs,
@@ -88,7 +91,7 @@ class TrainingRun:
         self.model, self.opt, self.sched, self.steps, self.warm = model, sched.optimizer, sched, steps, warm
         self.log = Log(run.name, run.results_dir, quiet=run.quiet)
         self.checkpoint = Checkpoint(os.path.join(run.results_dir, run.name + ".checkpoint"), run.recorded,
-                                     run.processes, run.device, again=run.again)
+                                     run.processes, run.device, again=shlex.join(["python", FINETUNE, *run.argv]))
         self.eval_every = eval_every(run.dev_evaluations, steps, cut=run.cut)   # a cut run: as often as it can
         self.checkpoint_every, self.saved_at = run.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
@@ -364,7 +367,7 @@ class TrainingRun:
                                                                self.checkpoint.kept()))
             log.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, run.test_dir)
-        log.save(result, cli=run.command_line, device=run.device)
+        log.save(result, cli=command_line(run.argv, run.flags), device=run.device)   # its paths as they stand now
         self.checkpoint.remove()
         line_plot(os.path.join(run.results_dir, run.name + "_curve.png"), [p["step"] for p in curve],
                   {"train loss": [p["train_loss"] for p in curve]}, "step",
