@@ -90,9 +90,9 @@ def fine_tune(run, data):
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, run.model, run.init, run.head)    # a new output layer, or the checkpoint's (--head)
     model = model.to(run.device)
-    if run.padding_free:                 # real tokens only (--padding-free): BERT's forward replaced by packed_bert's,
-        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # the dropout masks as the device and
-    #                                                                              dtype ask (part4/run/packing.py)
+    if run.padding_free:                 # real tokens only (--padding-free): BERT's forward replaced, packed_bert's
+        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # in training, its own otherwise; the
+    #                                                      dropout masks as the device and dtype ask (part4/run/packing.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
@@ -149,7 +149,7 @@ def planned_runs(config):
 
 def main(argv=None):
     command = Command(fine_tune_settings.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
-    for inputs in command.tasks:                    # each task's share, and with glue the table beside Table 1 (§4.1)
+    for inputs in command.task_inputs:                  # each task's share, and with glue the table beside Table 1 (§4.1)
         plan = command.plan_task(inputs, planned_runs(inputs.config))   # every input checked, the data read once
         results = {}
         for k in plan.mine:                     # this process's share of the runs

@@ -690,12 +690,12 @@ def test_an_estimate_is_the_sum_of_its_parts_and_checkpoints_come_by_the_clock(s
 
 
 def test_a_fine_tunes_size_counts_its_evaluations_and_its_checkpoints(tmp_path):
-    """MRPC cut to 320 training examples (10 batches of 32, 3 epochs: 30 steps), 20 dev rows: an evaluation every
-    10 steps and one before training (4), each of the 20 rows; checkpoints at most at the 2 evaluations between the
-    first and the last (steps 10 and 20)."""
+    """MRPC cut to 320 training examples (10 batches of 32, 3 epochs: 30 steps, and the cost line's timed one before
+    them), 20 dev rows: an evaluation every 10 steps and one before training (4), each of the 20 rows; checkpoints at
+    most at the 2 evaluations between the first and the last (steps 10 and 20)."""
     works = experiments.fine_tune_size("mrpc", experiments.Inputs(max_train_examples=320, max_dev_examples=20), "m")
     kinds = {w.kind: (count, w) for count, w in works}
-    assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 30
+    assert kinds["start"][1].model == article.FINETUNE and kinds["train"][0] == 31
     assert kinds["forward"][0] == 20 * 4 and kinds["checkpoint"][0] == 2
     assert isinstance(kinds["checkpoint"][0], estimates.ByTheClock)
 

@@ -30,7 +30,8 @@ class Recipe:
     batch_size: int
     epochs: int
     max_len: int
-    evals: int = None      # dev evaluations per run; None: one per epoch
+    evals: int = None      # dev evaluations asked per run (--evals); None: one per epoch. A run makes
+    #                        evaluations_made of them: 30 asked of SST-2's 6,315 steps, 31 made (below)
 
 
 GLUE_RECIPE = Recipe(lr=2e-5, batch_size=GLUE_BATCH_SIZE, epochs=GLUE_EPOCHS, max_len=128, evals=30)  # lr, ~30: the article's

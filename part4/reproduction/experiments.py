@@ -82,7 +82,9 @@ def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
 
 def fine_tune_size(task, inputs, model):
     """A GLUE fine-tune's work (the experiments' and the SST-2 stand-in's), from the model folder `model` timed: its
-    start, its steps, its evaluations and the checkpoints its length lets the clock write."""
+    start, its steps (and one more: the cost line's forward and backward of the first batch, timed before the first
+    step, part4/run/training_run.py time_and_say_cost), its evaluations and the checkpoints its length lets the clock
+    write."""
     folder = os.path.join(inputs.data, "glue_data", GLUE_FOLDERS[task]) if inputs.data else None
     local = folder and all(os.path.isfile(os.path.join(folder, f)) for f in ("train.tsv", "dev.tsv"))
     n_train, n_dev = ((tsv_rows(os.path.join(folder, "train.tsv")), tsv_rows(os.path.join(folder, "dev.tsv")))
@@ -94,8 +96,8 @@ def fine_tune_size(task, inputs, model):
     dev_texts = (os.path.join(folder, "dev.tsv"), GLUE_COLUMNS[task]) if local else ()
     length = None if local else GLUE_RECIPE.max_len          # the Hub's data: the recipe's max_len, the most a row takes
     evals = estimated_evaluations(steps, inputs.max_train_examples is not None)
-    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),
-            (steps, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model)),   # steps + 1: the cost line's, timed first
+            (steps + 1, Work("train", model, batch=GLUE_RECIPE.batch_size, length=length, texts=train_texts, padded=False)),
             (n_dev * evals, Work("forward", model, batch=EVAL_BATCH_SIZE, length=length, texts=dev_texts)),
             (ByTheClock(max(0, evals - 2)), Work("checkpoint", model))]
 
@@ -134,8 +136,8 @@ def build_size(build, inputs):
     n_train, n_dev = min(n_train, inputs.max_train_examples or n_train), min(n_dev, inputs.max_dev_examples or n_dev)
     steps = math.ceil(math.ceil(n_train * WINDOWS_PER_QUESTION) / recipe.batch_size) * recipe.epochs
     evals = estimated_evaluations(steps, inputs.max_train_examples is not None, recipe.epochs)
-    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),
-            (steps, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
+    return [(1, Work("start", article.FINETUNE)), (1, Work("load", model, "span")),   # steps + 1: as fine_tune_size
+            (steps + 1, Work("train", model, "span", batch=recipe.batch_size, texts=(train, SQUAD_TEXTS), padded=False)),
             (math.ceil(n_dev * WINDOWS_PER_QUESTION) * evals,
              Work("forward", model, "span", batch=SPAN_BATCH_SIZE, length=MAX_LEN)),
             (ByTheClock(max(0, evals - 2)), Work("checkpoint", model, "span"))]

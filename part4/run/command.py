@@ -54,8 +54,8 @@ class Command:
     """What bert_part4_finetune.py's main steps through:
 
         command = Command(settings)
-        for task in command.tasks:
-            plan = command.plan_task(task, jobs)          # every input checked, the data read once, the runs done before
+        for inputs in command.task_inputs:
+            plan = command.plan_task(inputs, jobs)          # every input checked, the data read once, the runs done before
             ...                                      # each run of this process's share (plan.runs[k], its settings),
             command.collect(plan, results)           # unless in plan.done_before
         return command.finish()
@@ -72,16 +72,16 @@ class Command:
         else:
             to_run, self.absent, self.table_log = settings.tasks, {}, None
         once_per_epoch = ONCE_PER_EPOCH if self.in_table else ()
-        self.tasks = [task_inputs(settings, name, once_per_epoch) for name in to_run]    # in the command's order
+        self.task_inputs = [task_inputs(settings, name, once_per_epoch) for name in to_run]    # in the command's order
 
-    def plan_task(self, task, jobs):
-        """One task's runs planned (task: its TaskInputs; jobs: its runs): how the processes share them; every input
+    def plan_task(self, inputs, jobs):
+        """One task's runs planned (inputs: its TaskInputs; jobs: its runs): how the processes share them; every input
         checked and the data read and tokenised once (a bad input on any process stops every one, with its one line);
         each run's settings made (plan.runs); the runs done before for the same settings found (plan.done_before: not
         trained again); the header lines said (the grid, the work split). Those lines, the skipped runs' (Plan.skip)
         and the summary go to the GLUE table or to the task's own summary of its grid or restarts, which is never one
         of other runs."""
-        config, family, c, processes = task.config, task.family, self.settings, self.processes
+        config, family, c, processes = inputs.config, inputs.family, self.settings, self.processes
         if self.in_table:
             log = self.table_log
         else:
@@ -91,7 +91,7 @@ class Command:
             check_writable_dir(c.results_dir, "--results-dir")
             for folder in saved_model_folders(c, [run_name(config, job) for job in jobs]):
                 check_model_target(folder, "--save-model")
-            data = read_data(config, family, task.sources)
+            data = read_data(config, family, inputs.sources)
             # the processes that train each run together: all of them in data mode, each process alone in runs mode
             runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
             earlier = runs_done_before(config, runs)

@@ -332,7 +332,7 @@ class Checkpoint:
 
     # --- the step reached, kept beside the checkpoint: what a run resumed from an older checkpoint repeats ---
 
-    def reached(self, step):
+    def keep_step_reached(self, step):
         """Keep the step the run has reached (at each dev evaluation; a few bytes, written atomically by the first
         process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
         if self.processes.is_main:

@@ -299,7 +299,7 @@ class TrainingRun:
         self.curve.append({"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)})
         shown = self.family.format(scores) if run.processes.is_main else ""
         self.log.say(f"step {self.step:>5}/{self.steps}  epoch {epoch}  train loss {mean:.4f}  {shown}  ({seconds:.0f} s)")
-        self.checkpoint.reached(self.step)
+        self.checkpoint.keep_step_reached(self.step)
 
     def stop_or_save(self):
         """(stop, save), alike on every process (a checkpoint gathers from all of them): stop when any process received

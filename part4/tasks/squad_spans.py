@@ -320,16 +320,17 @@ def tau_sweep(s_hat, s_null, em_ans, f1_ans, em_f1_null, taus):
     return rows
 
 
-def official_best_tau(diff, score_ans, has_ans, nonempty):
+def official_best_tau(diff, f1_ans, has_ans, nonempty):
     """The official best threshold (squad_metric.best_threshold, evaluate-v2.0.py's search, as it runs on
     squad_v2_nonnull_predictions.json with -n squad_v2_null_odds.json) on the span search's arrays, given as tau too,
     beside the sweep's grid of taus. diff: s_hat - s_null per question, whose odds of no answer are s_null - s_hat;
-    score_ans: the best span's score; nonempty: whether its text is. Returns the official threshold on s_null - s_hat,
-    tau = -threshold, the best F1 and the share answered. The official rule answers iff s_null - s_hat <= threshold,
-    that is s_hat - s_null >= tau: the question at the threshold itself is answered, where the sweep's strict
-    s_hat > s_null + tau would not answer it."""
+    f1_ans: the F1 of the best span's text against the gold answers (what the official script scores an answer by);
+    has_ans: whether the question has a gold answer; nonempty: whether the best span's text is. Returns the official
+    threshold on s_null - s_hat, tau = -threshold, the best F1 and the share answered. The official rule answers iff
+    s_null - s_hat <= threshold, that is s_hat - s_null >= tau: the question at the threshold itself is answered,
+    where the sweep's strict s_hat > s_null + tau would not answer it."""
     questions = range(len(diff))
-    f1, threshold, answered = best_threshold(dict(zip(questions, nonempty)), dict(zip(questions, score_ans)),
+    f1, threshold, answered = best_threshold(dict(zip(questions, nonempty)), dict(zip(questions, f1_ans)),
                                              dict(zip(questions, -diff)), dict(zip(questions, has_ans)))
     threshold = float(threshold)
     return {"f1": f1, "answered": 100 * answered / len(diff), "threshold": threshold, "tau": -threshold if threshold else 0.0}
