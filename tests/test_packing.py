@@ -136,7 +136,7 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
     keep = mask.bool()
     pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
-                           masks=packing.MASKS_PADDED)
+                           mask_draw=packing.MASKS_PADDED)
     x = torch.randn(3, 4, 6)
     torch.manual_seed(3)
     padded = F.dropout(x, 0.3, True)
@@ -175,7 +175,7 @@ def test_the_written_out_attention_is_scaled_dot_product_attention(monkeypatch):
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
     keep = mask.bool()
     pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
-                           masks=packing.MASKS_BF16)
+                           mask_draw=packing.MASKS_BF16)
     x = torch.randn(int(mask.sum()), attn.query.in_features)
     monkeypatch.setattr(packing, "keep_mask", lambda shape, p, device: torch.ones(shape, dtype=torch.bool))
     written = packing.packed_attention(attn, x, pack)               # every element kept: scaled by 1 / (1 - p)
@@ -212,7 +212,7 @@ def test_a_bf16_padding_free_step_is_as_near_fp32_as_the_padded_bf16_step(kind, 
     assert abs(losses["packed"] - losses["fp32"]) <= 2 * abs(losses["padded"] - losses["fp32"]) + 1e-2 * losses["fp32"]
     with torch.autocast("cpu", dtype=torch.bfloat16):                 # the hidden states in bf16: not autocast's fp32
         flat = {k: batch[k].flatten(0, -2) for k in ("input_ids", "attention_mask", "token_type_ids")}
-        T = packing.packed_bert(packed.base_model, **flat, masks=packing.MASKS_BF16).last_hidden_state
+        T = packing.packed_bert(packed.base_model, **flat, mask_draw=packing.MASKS_BF16).last_hidden_state
     assert T.dtype == torch.bfloat16
 
 

@@ -135,7 +135,7 @@ class Command:
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,
                            max_len=family.max_len, stride=family.stride, train_rows=rows,
-                           cut=c.evals is None and data.n_train < data.n_train_all,
+                           cut_cadence=c.evals is None and data.n_train < data.n_train_all,
                            cut_by=tuple(flag for flag, n in c.cuts.items() if n), name=name, results_dir=c.results_dir,
                            saved_model=next(iter(saved_model_folders(c, [name])), None), checkpoint_every=c.checkpoint_every,
                            asked={"padding_free": c.padding_free, "cudnn_attention": c.cudnn_attention},

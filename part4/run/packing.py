@@ -60,7 +60,7 @@ class Packing:
     index: torch.Tensor        # (N,) positions of the real tokens in the flattened (B * M) batch
     shape: tuple               # (B, M)
     key_mask: torch.Tensor     # (B, 1, 1, M): True at each sequence's own tokens
-    masks: str = MASKS_PADDED
+    mask_draw: str = MASKS_PADDED
 
     def pack(self, t):
         """(B, M, ...) -> (N, ...): the real tokens only, sequence after sequence."""
@@ -77,9 +77,9 @@ class Packing:
         F.dropout of x itself; MASKS_BF16: keep_mask at x's shape."""
         if not training or p == 0:
             return x
-        if self.masks == MASKS_PACKED:
+        if self.mask_draw == MASKS_PACKED:
             return F.dropout(x, p, True)             # CUDA, MPS: fused kernels, the same distribution
-        if self.masks == MASKS_BF16:
+        if self.mask_draw == MASKS_BF16:
             return dropped(x, p)
         noise = torch.empty((*self.shape, x.shape[-1]), dtype=x.dtype, device=x.device).bernoulli_(1 - p)
         return x * self.pack(noise.div_(1 - p))
@@ -126,7 +126,7 @@ def packed_attention(attn, x, packing):
     h, d = attn.num_attention_heads, attn.attention_head_size
     q, k, v = (packing.unpack(proj(x)).view(B, M, h, d).transpose(1, 2) for proj in (attn.query, attn.key, attn.value))
     p = attn.dropout.p if attn.training else 0.0
-    if packing.masks == MASKS_BF16 and p > 0:
+    if packing.mask_draw == MASKS_BF16 and p > 0:
         scores = (q @ k.transpose(-1, -2) * attn.scaling).masked_fill(~packing.key_mask, float("-inf"))   # (B, h, M, M)
         ctx = dropped(torch.softmax(scores, -1), p) @ v
     else:
@@ -134,19 +134,19 @@ def packed_attention(attn, x, packing):
     return packing.pack(ctx.transpose(1, 2).reshape(B, M, h * d))                           # (N, H)
 
 
-def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=None, masks=MASKS_PADDED):
+def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=None, mask_draw=MASKS_PADDED):
     """BertModel's forward with every layer but attention on the real tokens only (real_tokens: where they lie, when
-    the batch brings it; masks: how its dropout masks are drawn). Returns what BertModel returns: the hidden states T
+    the batch brings it; mask_draw: how its dropout masks are drawn). Returns what BertModel returns: the hidden states T
     as (B, M, H) (zeros at padding) and the pooled [CLS] vector C of each sequence."""
     keep = attention_mask.bool()          # where the batch brings its real tokens (found on the host), they are used
     index = real_tokens if real_tokens is not None else real_token_index(keep)
-    packing = Packing(index, tuple(keep.shape), key_mask=keep[:, None, None, :], masks=masks)
+    packing = Packing(index, tuple(keep.shape), key_mask=keep[:, None, None, :], mask_draw=mask_draw)
     emb = bert.embeddings
     positions = packing.pack(torch.arange(packing.shape[1], device=input_ids.device).expand(packing.shape))
     x = (emb.word_embeddings(packing.pack(input_ids)) + emb.token_type_embeddings(packing.pack(token_type_ids))
          + emb.position_embeddings(positions))          # position ids restart at 0 in each sequence
     x = packing.dropout(emb.LayerNorm(x), emb.dropout.p, emb.training)                     # (N, H)
-    if masks == MASKS_BF16:
+    if mask_draw == MASKS_BF16:
         x = x.to(torch.bfloat16)        # the hidden states in bf16 from here: each layer's input cast once, not per use
     for layer in bert.encoder.layer:       # each BertLayer, its dropouts in the padded model's order: attention, its output, FFN
         a, out = layer.attention, layer.output
@@ -159,9 +159,9 @@ def packed_bert(bert, input_ids, attention_mask, token_type_ids, real_tokens=Non
     return BaseModelOutputWithPoolingAndCrossAttentions(last_hidden_state=T, pooler_output=C)
 
 
-def packed_or_padded(bert, masks, input_ids=None, attention_mask=None, token_type_ids=None, real_tokens=None, **kwargs):
+def packed_or_padded(bert, mask_draw, input_ids=None, attention_mask=None, token_type_ids=None, real_tokens=None, **kwargs):
     """The forward of a padding-free BertModel: packed while training on a batch with its attention mask (and where
-    its real tokens lie, when the batch brings it: with_real_tokens), its dropout masks drawn as masks says; padded
+    its real tokens lie, when the batch brings it: with_real_tokens), its dropout masks drawn as mask_draw says; padded
     otherwise (evaluation, or any input the packing does not compute): its class's own forward. The packed forward
     computes what the other inputs (kwargs) ask for only where that is return_dict=True, which it returns: any other
     input with a value (position_ids, inputs_embeds, output_attentions, output_hidden_states, head_mask, encoder
@@ -171,7 +171,7 @@ def packed_or_padded(bert, masks, input_ids=None, attention_mask=None, token_typ
     if bert.training and packs and mask_2d and input_ids is not None:
         return packed_bert(bert, input_ids, attention_mask,
                            token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
-                           real_tokens=real_tokens, masks=masks)
+                           real_tokens=real_tokens, mask_draw=mask_draw)
     return type(bert).forward(bert, input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs)
 
 
@@ -204,12 +204,12 @@ def padding_free_problem(model):
     return None
 
 
-def make_padding_free(model, masks=MASKS_PADDED):
+def make_padding_free(model, mask_draw=MASKS_PADDED):
     """From now on the BERT inside model (any head family) trains on the real tokens of each batch only, drawing its
-    dropout masks as masks says (dropout_masks: what the run's device and dtype call for); the model's weights, its
+    dropout masks as mask_draw says (dropout_masks: what the run's device and dtype call for); the model's weights, its
     state dict and its saved folder are unchanged. A model whose forward packed_bert does not compute
     (padding_free_problem says why) is returned as it is, with padded steps. Returns model."""
     if padding_free_problem(model) is None:
         bert = model.base_model
-        bert.forward = partial(packed_or_padded, bert, masks)
+        bert.forward = partial(packed_or_padded, bert, mask_draw)
     return model

@@ -78,7 +78,7 @@ class RunSettings:
     dev_evaluations: int               # dev evaluations during the run
     seed: int
     device: torch.device
-    dtype: object                      # the autocast dtype (None: fp32)
+    dtype: object                      # the autocast dtype, a torch dtype (None: fp32), from --dtype's word
     padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
     #                                    allows it: part4/run/packing.py padding_free_problem)
     fused_adamw: bool                  # AdamW's fused kernel (--fused-adamw, where torch has one)
@@ -91,8 +91,8 @@ class RunSettings:
     max_len: int                       # the longest input, in tokens (SQuAD: the window)
     stride: int                        # SQuAD: the tokens two windows share (None elsewhere)
     train_rows: int                    # the rows of its training set, encoded (SQuAD: windows)
-    cut: bool                          # its training set cut (--max-train-examples) and --evals not given: it evaluates
-    #                                    as often as a cut run can (part4/paper/recipe.py eval_every)
+    cut_cadence: bool                  # its training set cut (--max-train-examples) and --evals not given: it evaluates
+    #                                    as often as a cut run can (part4/paper/recipe.py eval_every's cut)
     cut_by: tuple                      # the flags that cut its data, as given ('--max-train-examples', ...)
     name: str                          # its files' name: results/<name>.log, .json, .checkpoint
     results_dir: str

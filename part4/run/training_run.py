@@ -92,7 +92,7 @@ class TrainingRun:
         self.log = Log(run.name, run.results_dir, quiet=run.quiet)
         self.checkpoint = Checkpoint(os.path.join(run.results_dir, run.name + ".checkpoint"), run.recorded,
                                      run.processes, run.device, again=shlex.join(["python", FINETUNE, *run.argv]))
-        self.eval_every = eval_every(run.dev_evaluations, steps, cut=run.cut)   # a cut run: as often as it can
+        self.eval_every = eval_every(run.dev_evaluations, steps, cut=run.cut_cadence)   # a cut run: as often as it can
         self.checkpoint_every, self.saved_at = run.checkpoint_every, monotonic()   # the clock starts with the run
         self.weight_bytes = weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())  # as saved
         check_room([(self.checkpoint.path, CHECKPOINT_SIZE * weights, "a resume checkpoint (the model, AdamW's two moments)"),
@@ -222,8 +222,8 @@ class TrainingRun:
                 torch.cuda.synchronize(run.device)
             step = time.perf_counter() - start
         self.model.zero_grad(set_to_none=True)
-        evals = evaluations_made(self.steps, self.eval_every)
-        total = self.steps * step + evals * self.evaluation_seconds
+        made = evaluations_made(self.steps, self.eval_every)          # the dev evaluations the run will make
+        total = self.steps * step + made * self.evaluation_seconds
         peak = (torch.cuda.max_memory_allocated(run.device) if run.device.type == "cuda" else
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RU_MAXRSS_UNIT)
         peak += ADAMW_MOMENTS * self.weight_bytes                                        # AdamW's two moments, to come
@@ -232,7 +232,7 @@ class TrainingRun:
         later = 1.35
         memory = (f"; memory about {peak / 1e9:.1f} to {later * peak / 1e9:.1f} GB at its peak"
                   if peak >= LARGE_MEMORY else "")
-        evaluations = f"{evals} dev evaluation{'s' if evals > 1 else ''}"
+        evaluations = f"{made} dev evaluation{'s' if made > 1 else ''}"
         self.log.say(f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {self.evaluation_seconds:.1f} s = "
                      f"about {readable_time(total)} (one step and the evaluation before training timed on "
                      f"{run.device.type}{memory})")
