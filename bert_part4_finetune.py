@@ -67,8 +67,8 @@ def warmup_then_linear_decay(s, warm, steps):
 def new_model(family, name, init, head):
     """The model to fine-tune, in fp32 whatever dtype it was saved in, labelled with the task's label names: the
     pre-trained weights with a new output layer (the paper; head "checkpoint": the checkpoint's own, kept; one that
-    cannot be kept was refused when the task was planned, before any work: part4/run/command.py read_data, which
-    keeps how it comes, TaskData.output_layer), or with --init random the same architecture with every weight random
+    cannot be kept was refused when the task was planned, before any work: part4/run/command.py check_task_inputs, which
+    finds how it comes, TaskData.output_layer), or with --init random the same architecture with every weight random
     (what pre-training buys, measured). name: a Hub id or a local folder; head: the output layer asked for (--head)."""
     if init == "random":                   # the architecture its config names (the log says which, if not a BERT)
         config = load_pretrained(AutoConfig, name, **family.model_kwargs)

@@ -1,11 +1,12 @@
 """One fine-tuning command across its tasks (`Command`: where it runs, each task's head family and share, the log
 each task's runs go to, their results collected and summed up, the GLUE table at the end), and the plan of one task's
 runs (`Plan`): which runs, how the processes share them (every batch split, or whole runs each), every input checked
-and the data read and tokenised once for all of them (`read_data`), each run's settings made once (part4/run/run_files.py
-RunSettings: all that bert_part4_finetune.py's fine_tune reads), the runs done before for the same settings found (and
-skipped), and every run's results collected from the processes. It answers the recipe's questions and never calls it:
-bert_part4_finetune.py loads each run's model and trains it itself. The processes torchrun starts are joined, and an
-error every process stops on raised, by part4/models/loading.py's `start_processes` and `all_agree`."""
+(`check_task_inputs`) and the data read and tokenised once for all of them (`read_data`), each run's settings made once
+(part4/run/run_files.py RunSettings: all that bert_part4_finetune.py's fine_tune reads), the runs done before for the
+same settings found (and skipped), and every run's results collected from the processes. It answers the recipe's
+questions and never calls it: bert_part4_finetune.py loads each run's model and trains it itself. The processes
+torchrun starts are joined, and an error every process stops on raised, by part4/models/loading.py's
+`start_processes` and `all_agree`."""
 
 import os
 from dataclasses import dataclass, replace
@@ -91,7 +92,8 @@ class Command:
             check_writable_dir(c.results_dir, "--results-dir")
             for folder in saved_model_folders(c, [run_name(config, job) for job in jobs]):
                 check_model_target(folder, "--save-model")
-            data = read_data(config, family, inputs.sources)
+            checked = check_task_inputs(config, family, inputs.sources)   # the model folder's weights loaded once to check them
+            data = read_data(config, family, inputs.sources, checked)
             # the processes that train each run together: all of them in data mode, each process alone in runs mode
             runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
             earlier = runs_done_before(config, runs)
@@ -213,7 +215,7 @@ class TaskData:
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
     padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
     output_layer: object               # how each run's output layer comes (part4/models/loading.py Head: a new layer,
-    #                                    or the checkpoint's kept; found when its weights were checked); None: --init random
+    #                                    or the checkpoint's kept; found when check_task_inputs loaded them); None: --init random
 
 
 @dataclass(frozen=True)
@@ -239,21 +241,30 @@ class Plan:
         return {**self.done_before[k], "skipped": True}
 
 
-def read_data(config, family, sources):
-    """The model folder and the data checked (every problem in one line), the model folder read for what it holds (its
-    config, files and tokenizer) and its weights loaded once to check them, whether padding-free steps can compute its
-    architecture, then the task's data read, cut (--max-train-examples, --max-dev-examples) and tokenised once, for
-    every run of the command. What a cut run leaves out is kept as counts (n_train_all, n_dev_all), and the majority
-    class is the whole training set's."""
+def check_task_inputs(config, family, sources):
+    """Every input of a task checked before any work: the model folder and the data (every problem in one line); the
+    model folder read for what it holds (its config, files and tokenizer); its weights loaded once to check them, then
+    let go (each run loads its own); whether padding-free steps can compute its architecture. Returns (the model folder
+    read, how each run's output layer comes (None: --init random), why padding-free steps cannot compute the model
+    (None: they can))."""
     c = config.settings
     preflight([model_problem(c.model, "--model"), *family.data_problems(sources)])
     model_folder = read_model_folder(c.model, "--model", weights=c.init == "pretrained")
     check_positions(family.max_len, model_folder.config)
-    output_layer = None             # a loading report or a task head (--head) that cannot be: refused before any work,
-    if c.init == "pretrained":      # then the weights let go (each run loads its own, with the same output layer)
+    output_layer = None             # a loading report or a task head (--head) that cannot be: refused here
+    if c.init == "pretrained":
         _, output_layer = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)
     with torch.device("meta"):      # the architecture alone, no weights: can padding-free steps compute it?
         padding_free = padding_free_problem(family.model_class.from_config(model_folder.config))
+    return model_folder, output_layer, padding_free
+
+
+def read_data(config, family, sources, checked):
+    """The task's data read, cut (--max-train-examples, --max-dev-examples) and tokenised once with the model folder's
+    tokenizer, for every run of the command, beside what check_task_inputs found (checked). What a cut run leaves out is
+    kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+    c = config.settings
+    model_folder, output_layer, padding_free = checked
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
