@@ -78,21 +78,16 @@ def new_model(family, name, init, head):
 
 
 def fine_tune(run, data):
-    """One run of the paper's recipe, the article's lines in its order: the pre-trained weights with a new output layer
-    (or with --init random every weight random), AdamW without decay on biases and LayerNorm, warmup then linear decay,
-    the loop over the batches of every epoch, each step clipped. run: its settings, all of them (part4/run/run_files.py
-    RunSettings); data: the task's data, read once, and its head family (part4/run/command.py TaskData). What the paper
-    does not say (the log, resuming, the cost, this process's share of a batch, the dev scores, checkpoints, the
-    results) is the training run's (part4/run/training_run.py), each step of it a call here. Returns the run's results
-    (None on the processes other than the first of those that share it)."""
+    """One run of the paper's recipe, the article's lines in its order. run: its settings (part4/run/run_files.py
+    RunSettings); data: the task's data and head family (part4/run/command.py TaskData). What the paper does not say
+    (the log, resuming, the cost, this process's share, the dev scores, checkpoints) is part4/run/training_run.py's,
+    each step of it a call here. Returns the run's results (None on the other processes that share it)."""
     family, train = data.family, data.train["input_ids"]
     seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
-    model = new_model(family, run.model, run.init, run.head)    # a new output layer, or the checkpoint's (--head)
-    model = model.to(run.device)
-    if run.padding_free:                 # real tokens only (--padding-free): BERT's forward replaced, packed_bert's
-        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # in training, its own otherwise; the
-    #                                                      dropout masks as the device and dtype ask (part4/run/packing.py)
+    model = new_model(family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
+    if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
+        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # (part4/run/packing.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
@@ -100,10 +95,8 @@ def fine_tune(run, data):
     warm = int(run.warmup * steps)                                # 10% warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
-    training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)   # its log, checkpoint, curve; AdamW
-    #                                                                           is the schedule's (sched.optimizer)
-    if not training.resume():               # from its checkpoint, where one was saved: the model, AdamW, the schedule
-        #                                     and the RNG as they were, its log lines said again
+    training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)   # AdamW: sched.optimizer
+    if not training.resume():               # from its checkpoint: the model, AdamW, the schedule, the RNG, its lines
         training.say_preamble()             # the derived quantities first: the data, device, steps, warmup, ...
         training.score_before()             # the untrained head's dev score (the article's "before" line)
         training.time_and_say_cost()        # one step timed: what the run will cost here, said before it is paid
@@ -111,9 +104,8 @@ def fine_tune(run, data):
     with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
         for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
             with autocast(run.device, run.dtype):
-                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E; padding-free, the batch's real_tokens reach
-                # packed_bert through the head's **kwargs); share: 1 alone, under torchrun this process's rows of the
-                # batch x the processes / the batch's rows (DDP averages the processes' gradients)
+                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E); share: 1 alone, under torchrun this
+                # process's rows x the processes / the batch's rows (DDP averages the processes' gradients)
                 loss = family.loss(net, batch) * share
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)

@@ -227,8 +227,8 @@ def main(argv=None):
     log.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")
     for line in [weights_line(folder), *folder.notes]:
         log.say(line)
-    if precision_note(device, dtype):
-        log.say(precision_note(device, dtype))
+    if note := precision_note(device, dtype):      # bf16 where it is emulated: one line, slow
+        log.say(note)
     with autocast(device, dtype):                       # by hand and by the library alike (--dtype; fp32 by default)
         glue = glue_head(models["glue"], tok, device, log, seed=args.seed)
         swag = swag_head(models["swag"], tok, device, log)

@@ -510,8 +510,8 @@ def prepared_models(models, flow, *, where, tau, results_dir, log):
     for line in section_inputs.first_lines(folders, loaded, heads, sections=SECTION_INPUTS, not_run=not_run):
         log.say(line)
     dtype = autocast_dtype(device, where[1])
-    if precision_note(device, dtype):
-        log.say(precision_note(device, dtype))
+    if note := precision_note(device, dtype):      # bf16 where it is emulated: one line, slow
+        log.say(note)
     return Models(device=device, dtype=dtype, folders=folders, loaded=loaded, problems=problems, not_run=not_run,
                   flow_data=flow_data, flow_examples=flow_examples, chosen=chosen)
 

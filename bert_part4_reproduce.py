@@ -181,10 +181,9 @@ def unmeasured(works, cache):
 
 def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     """The Times of the experiments chosen and the stand-ins to build (steps). An experiment reading a model that cannot
-    be had (a folder missing, or of another kind than it reads; a Hub id out of reach and not cached) has none, and
-    nothing of it is measured; units not in the cache are measured first (part4/reproduction/calibration.py, which
-    loads torch: only when something is not measured yet; names: how its lines name a model's folder). Each size is
-    counted once, on the data it reads."""
+    be had (a folder missing or of another kind; a Hub id out of reach and not cached) has none, and nothing of it is
+    measured; units not in the cache are measured first (part4/reproduction/calibration.py, which loads torch; names:
+    how its lines name a model's folder). Each size is counted once, on the data it reads."""
     cache_path = os.path.join(inputs.results_dir, estimates.CACHE)
     saved = read_json(cache_path) or {}
     device = estimates.device_key(inputs.device)
@@ -220,11 +219,14 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
     if not cache.get(estimates.NATIVE_BF16):
         return Times(parts, why, cache)
     other = estimates.beside(inputs.dtype)                 # the same sizes, their steps and passes in the other dtype
-    beside = {name: None for name in parts}
-    for name, size in sizes.items():
-        found = estimates.parts(estimates.under(size, other), cache)
-        beside[name] = None if found is None else sum(found.values())
-    return Times(parts, why, cache, beside=beside, other="bf16" if other == "bf16" else "fp32")
+    return Times(parts, why, cache, beside=in_dtype(sizes, other, cache), other="bf16" if other == "bf16" else "fp32")
+
+
+def in_dtype(sizes, dtype, cache):
+    """{name: the seconds of its size with its training steps and forward passes under --dtype dtype, or None where a
+    unit is not measured}: a plan's estimates in the other dtype, beside --dtype's, on a CPU with native bf16."""
+    found = {name: estimates.parts(estimates.under(size, dtype), cache) for name, size in sizes.items()}
+    return {name: None if p is None else sum(p.values()) for name, p in found.items()}
 
 
 def room_work(grid, inputs):
@@ -253,8 +255,8 @@ def show_stand_ins(mirror, steps, times, log):
 def show_plan(items, times, *, done, inputs, log):
     """One line per experiment of items: the numbers it gives (count and sections), its estimate, the sum of its parts
     (or why there is none, or the results file that has it done), its command, the parts of its estimate (start,
-    steps, evals, checkpoints); then the total, with the stand-ins of items to build (said before: show_stand_ins),
-    and what the --models and --data folders lack."""
+    steps, evals, checkpoints); then the total (say_total), with the stand-ins of items to build (said before:
+    show_stand_ins), and what the --models and --data folders lack."""
     costs = times.costs
     order = [x for x in items if isinstance(x, experiments.Experiment)]
     steps = [x for x in items if isinstance(x, stand_in.Step)]
@@ -278,6 +280,14 @@ def show_plan(items, times, *, done, inputs, log):
         if not done[e.name] and times.parts[e.name]:
             log.say("    parts: " + ", ".join(f"{part} {readable_time(seconds)}"
                                               for part, seconds in times.parts[e.name].items()))
+    say_total(order, steps, times, done=done, inputs=inputs, log=log)
+    show_mirror(order, inputs, log)
+
+
+def say_total(order, steps, times, *, done, inputs, log):
+    """The plan's total: the experiments of order not done and the stand-ins of steps not built, with those that have
+    no estimate named; on a CPU with native bf16, the same in the other dtype beside it."""
+    costs = times.costs
     to_do = [e for e in order if not done[e.name]]
     to_build = [s for s in steps if not s.built]
     total = sum(costs[x.name] or 0 for x in to_build + to_do)
@@ -294,7 +304,6 @@ def show_plan(items, times, *, done, inputs, log):
         log.say(f"In {times.other} (--dtype {times.other}; this CPU has native bf16): {readable_time(sum(beside))} for "
                 f"the same, {sum(beside) / total:.2f}x, each training step and forward pass measured in {times.other} "
                 f"as in --dtype {inputs.dtype}")
-    show_mirror(order, inputs, log)
 
 
 def in_other(times, name):

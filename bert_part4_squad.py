@@ -278,8 +278,8 @@ def main(argv=None):
     if processes.world > 1:
         log.say(f"work split: {processes.world} processes ({processes.backend}), each scores every "
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
-    if precision_note(device, dtype):
-        log.say(precision_note(device, dtype))
+    if note := precision_note(device, dtype):      # bf16 where it is emulated: one line, slow
+        log.say(note)
     cut = args.max_dev_examples
     label = "article" if cut is None else f"article, on the full dev set (this run: the first {cut})"
     search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,

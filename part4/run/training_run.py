@@ -161,8 +161,8 @@ class TrainingRun:
                   + f"; model {portable(run.model)}{model_type_note(self.model)}"
                   + (", random weights (--init random)" if run.init == "random" else "") + f", article: {ARTICLE_MODEL})",
                   f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
-        if precision_note(device, run.dtype):                               # bf16 where it is emulated: slow
-            lines.append(precision_note(device, run.dtype))
+        if note := precision_note(device, run.dtype):                       # bf16 where it is emulated: slow
+            lines.append(note)
         # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
         cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
                + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
