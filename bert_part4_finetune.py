@@ -13,7 +13,7 @@ rising linearly over the first 10% of steps then falling linearly to zero (the a
 optimization.py, which run_classifier.py calls, decays from step 0 instead, so its rate is 0.9 of the peak when warmup
 ends), gradient clipping at 1.0 (optimization.py's), dropout 0.1 (the model's config), one fixed seed, batches padded
 to their own longest input; each training step computed padding-free by default (--padding-free: its --help says what it is,
-part4/run/packing.py how). The settings are the recipe's (part4/paper/recipe.py).
+part4/data/batches.py how). The settings are the recipe's (part4/paper/recipe.py).
 A task brings only what differs: how it reads its data, how it encodes an example, its output layer and
 its metric. Batch size, epochs and learning rate default to the paper's for each task, GLUE's learning rate to
 the article's (paper: the best of its grid on dev; the glue command chooses so), and a run evaluates on dev as often
@@ -36,10 +36,10 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
+from part4.data.batches import dropout_masks, make_padding_free
 from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
 from part4.paper.recipe import grid_settings
 from part4.run.command import Command
-from part4.run.packing import dropout_masks, make_padding_free
 from part4.run.run_files import Job
 from part4.run.training_run import TrainingRun, wrapped
 
@@ -87,7 +87,7 @@ def fine_tune(run, data):
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
     if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
-        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # (part4/run/packing.py)
+        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)

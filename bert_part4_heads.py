@@ -20,17 +20,20 @@ import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
 from part4.command_line.declarations import Fatal, preflight
-from part4.models.folders import loaded_record, not_bert, read_model_folder, weights_line
 from part4.models.loading import (
     autocast,
     autocast_dtype,
     load_model,
+    loaded_record,
     model_problem,
     new_head_parameters,
+    not_bert,
     pick_device,
     precision_note,
+    read_model_folder,
     run_cli,
     seed_everything,
+    weights_line,
 )
 from part4.output.results_files import RANDOM_HEAD, Log, beside_article, check_writable_dir, command_line, portable, rounded
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE

@@ -34,12 +34,12 @@ from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertFo
 from part4.command_line.declarations import Fatal
 from part4.data.readers import file_problem, read_squad
 from part4.models import section_inputs
-from part4.models.folders import loaded_record
 from part4.models.loading import (
     autocast,
     autocast_dtype,
     load_model,
     load_qa_model,
+    loaded_record,
     new_head_parameters,
     pick_device,
     precision_note,

@@ -29,18 +29,20 @@ import torch
 
 from part4.command_line.declarations import preflight
 from part4.data.readers import HUB_DATASETS, file_problem, read_squad
-from part4.models.folders import loaded_record, read_model_folders, weights_line
 from part4.models.loading import (
     DTYPE_NAMES,
     Processes,
     all_agree,
     autocast_dtype,
     load_qa_model,
+    loaded_record,
     model_problem,
     model_type_note,
     precision_note,
+    read_model_folders,
     run_cli,
     start_processes,
+    weights_line,
 )
 from part4.output.results_files import (
     Log,

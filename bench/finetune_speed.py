@@ -4,7 +4,7 @@ The same model and the same rows of the paper's random batches (batch 32) for al
 (AdamW with its fused kernel where torch has one, for both of ours and for the Trainer, whose default it is; bf16
 autocast on CUDA, fp32 elsewhere; with --dtype bf16 every way twice, in fp32 and in bf16, side by side, and the ratio
 of each way's bf16 to its fp32: ours in bf16 as bert_part4_finetune.py --dtype bf16 runs it, its masks as
-part4/run/packing.py's dropout_masks says):
+part4/data/batches.py's dropout_masks says):
   padded        bert_part4_finetune.py --padding-free off: each batch padded to its own longest input
   padding-free  bert_part4_finetune.py's default: every layer but attention on the real tokens only
   Trainer       transformers.Trainer with DataCollatorWithPadding (dynamic padding) on the same rows, in the same
@@ -50,7 +50,7 @@ from transformers import (  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 from part4.data import readers  # noqa: E402
-from part4.data.batches import collate, epoch_batches  # noqa: E402
+from part4.data.batches import collate, dropout_masks, epoch_batches, make_padding_free  # noqa: E402  # noqa: E402
 from part4.models.loading import (  # noqa: E402
     ALONE,
     DTYPE_NAMES,
@@ -61,7 +61,6 @@ from part4.models.loading import (  # noqa: E402
     native_bf16,
     pick_device,
 )
-from part4.run.packing import dropout_masks, make_padding_free  # noqa: E402
 from part4.run.training_run import shard, wrapped  # noqa: E402
 from part4.tasks import families, squad_spans  # noqa: E402
 

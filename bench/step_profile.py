@@ -23,9 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune_speed import add_model_flags, synchronize, time_steps, tokenizer_and_models  # noqa: E402
 
 from part4.data import readers  # noqa: E402
-from part4.data.batches import epoch_batches  # noqa: E402
+from part4.data.batches import (  # noqa: E402
+    dropout_masks,
+    epoch_batches,  # noqa: E402
+    make_padding_free,
+)
 from part4.models.loading import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402
-from part4.run.packing import dropout_masks, make_padding_free  # noqa: E402
 from part4.tasks import families  # noqa: E402
 
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")

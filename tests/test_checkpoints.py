@@ -46,12 +46,11 @@ import bert_part4_finetune as ft
 import bert_part4_heads as heads
 import bert_part4_math as bm
 import bert_part4_squad as sq
-from part4.data import readers
+from part4.data import batches, readers
 from part4.data.batches import collate
-from part4.models import folders, loading
+from part4.models import loading
 from part4.models.loading import run_cli
 from part4.output.results_files import fingerprint, weight_files
-from part4.run import packing
 from part4.tasks import families
 
 CPU = torch.device("cpu")
@@ -315,14 +314,14 @@ def batch_of(lengths, seed=0):
 def packed(model):
     """Does the model's BERT run packed_bert's forward (make_padding_free applied, and it held)?"""
     forward = model.base_model.forward
-    return getattr(forward, "func", None) is packing.packed_or_padded
+    return getattr(forward, "func", None) is batches.packed_or_padded
 
 
 def test_an_eager_bert_trains_padding_free_as_the_padded_one():
     """A BERT with eager attention: softmax(Q K^T * scaling + mask) V with its dropout at (B, h, M, M), as SDPA's."""
     torch.manual_seed(1)
     padded = BertForSequenceClassification(tiny_config(100, num_labels=2, attn_implementation="eager")).train()
-    free = packing.make_padding_free(copy.deepcopy(padded)).train()
+    free = batches.make_padding_free(copy.deepcopy(padded)).train()
     assert padded.config._attn_implementation == "eager" and packed(free)
     batch = batch_of([1, 13, 4, 9, 2, 13])
     losses = []
@@ -359,16 +358,16 @@ def test_a_bert_configured_otherwise_keeps_padded_steps(change, reason):
     model = BertForSequenceClassification(config)
     for key, value in change.items():
         setattr(model.config, "_attn_implementation" if key == "attn_implementation" else key, value)
-    assert packing.padding_free_problem(model) == f"its configuration is not the one padding-free steps re-implement {reason}"
-    assert not packed(packing.make_padding_free(model))
+    assert batches.padding_free_problem(model) == f"its configuration is not the one padding-free steps re-implement {reason}"
+    assert not packed(batches.make_padding_free(model))
 
 
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_other_types_keep_their_own_forward(checkpoints, model_type):
     model = AutoModelForQuestionAnswering.from_pretrained(checkpoints[model_type][1])
     forward = model.base_model.forward
-    assert packing.make_padding_free(model) is model and model.base_model.forward == forward
-    assert packing.padding_free_problem(model).startswith(f"model type {model_type} (")
+    assert batches.make_padding_free(model) is model and model.base_model.forward == forward
+    assert batches.padding_free_problem(model).startswith(f"model type {model_type} (")
 
 
 @pytest.mark.parametrize("inputs", [{"output_attentions": True}, {"output_hidden_states": True},
@@ -378,7 +377,7 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
     torch.manual_seed(1)
     padded = BertForQuestionAnswering(tiny_config(100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                                   attn_implementation="eager")).train()
-    free = packing.make_padding_free(copy.deepcopy(padded)).train()
+    free = batches.make_padding_free(copy.deepcopy(padded)).train()
     batch = batch_of([3, 7, 5])
     batch.pop("labels")
     if inputs.get("position_ids") == "reversed":
@@ -393,7 +392,7 @@ def test_inputs_the_packing_does_not_compute_take_the_padded_forward(inputs):
 def test_the_packed_forward_takes_only_the_inputs_it_computes(monkeypatch):
     """A training batch with its attention mask takes the packed forward when every other input is return_dict=True
     or empty; any input with a value that the packing does not compute takes the padded one."""
-    monkeypatch.setattr(packing, "packed_bert", lambda *args, **kwargs: "packed")
+    monkeypatch.setattr(batches, "packed_bert", lambda *args, **kwargs: "packed")
     ids = torch.ones(2, 3, dtype=torch.long)
 
     class Training:                                     # a BertModel in training, whose own forward is the padded one
@@ -403,7 +402,7 @@ def test_the_packed_forward_takes_only_the_inputs_it_computes(monkeypatch):
             return "padded"
 
     def forward(**inputs):
-        return packing.packed_or_padded(Training(), packing.MASKS_PADDED, ids, ids, **inputs)
+        return batches.packed_or_padded(Training(), batches.MASKS_PADDED, ids, ids, **inputs)
     assert forward(return_dict=True, output_attentions=False, use_cache=None, position_ids=None) == "packed"
     for extra in ({"output_attentions": True}, {"output_hidden_states": True}, {"head_mask": torch.ones(2)},
                   {"encoder_hidden_states": torch.ones(1)}, {"return_dict": False}):
@@ -422,7 +421,7 @@ def test_a_tokenizer_laid_out_otherwise_is_refused(tiny_qa_dir, tmp_path, pair, 
         single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
     assert loading.layout_problem(tok).startswith(problem)
     load = loading.load_pretrained              # the folder's tokenizer, laid out otherwise
-    monkeypatch.setattr(folders, "load_pretrained",
+    monkeypatch.setattr(loading, "load_pretrained",
                         lambda loader, *a, **kw: tok if loader is AutoTokenizer else load(loader, *a, **kw))
     out = tmp_path / "r"
     err = fails_in_one_line(sq.main, ["--v1-model", folder, "--v1-data", squad_file(tmp_path / "v1.json", False),
@@ -593,26 +592,26 @@ def test_a_truncated_shard_is_named(tiny_bert_dir, tmp_path):
     transformers.BertModel.from_pretrained(tiny_bert_dir).save_pretrained(folder, max_shard_size="60KB")
     files = weight_files(folder)
     assert files[0] == "model.safetensors.index.json" and len(files) >= 3
-    assert folders.weights_problem(folder) is None
+    assert loading.weights_problem(folder) is None
     cut(os.path.join(folder, files[-1]))
-    assert folders.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
+    assert loading.weights_problem(folder).startswith(f"{files[-1]} is truncated or corrupt (")
     os.remove(os.path.join(folder, files[-1]))
-    assert folders.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
+    assert loading.weights_problem(folder) == f"{files[-1]}, named by its shard index, is missing: download it again"
 
 
 def test_the_probe_counts_the_words_a_tokenizer_makes_unknown(tmp_path):
     """The casing check against a hand count: an uncased vocabulary, with and without lower-casing, and a cased one."""
     vocab = write_vocab(str(tmp_path))
     lowering, keeping = BertTokenizer(vocab=vocab), BertTokenizer(vocab=vocab, do_lower_case=False)
-    assert folders.casing_problem(lowering) == (None, None)
-    capitalised = [w for w in folders.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
-    problem, note = folders.casing_problem(keeping)
-    assert note is None and f"{len(capitalised)} of the {len(folders.PROBE.split())} words" in problem
+    assert loading.casing_problem(lowering) == (None, None)
+    capitalised = [w for w in loading.PROBE.split() if w[0].isupper()]            # BERT, Bidirectional, ..., Transformers.
+    problem, note = loading.casing_problem(keeping)
+    assert note is None and f"{len(capitalised)} of the {len(loading.PROBE.split())} words" in problem
     with open(vocab, "a") as f:                                                 # a cased vocabulary
         f.write("".join(w.capitalize() + "\n" for w in tiny_vocab_words() if w.isalpha() and len(w) > 3))
-    problem, note = folders.casing_problem(BertTokenizer(vocab=vocab))
+    problem, note = loading.casing_problem(BertTokenizer(vocab=vocab))
     assert problem is None and note == (f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of "
-                                        f"the 8 words of the probe sentence \"{folders.PROBE}\" become [UNK] (0%)")
+                                        f"the 8 words of the probe sentence \"{loading.PROBE}\" become [UNK] (0%)")
 
 
 # --- the dtype: loaded in fp32 whatever the file was saved in, said in one line, recorded as computed ---
@@ -877,7 +876,7 @@ def test_a_tokenizer_that_lower_cases_a_cased_vocabulary_is_a_warning_line(tiny_
     assert heads.main(["--model", folder, "--results-dir", out, "--device", "cpu"]) == 0
     assert open(os.path.join(out, "part4_heads.log")).read().splitlines()[2] == (
         f"warning: the tokenizer lower-cases every text, but its vocabulary is cased: 0 of the 8 words of the probe "
-        f"sentence \"{folders.PROBE}\" become [UNK] (0%)")
+        f"sentence \"{loading.PROBE}\" become [UNK] (0%)")
 
 
 def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_path, monkeypatch, capsys):
@@ -888,8 +887,8 @@ def test_a_hub_id_in_the_local_cache_is_read_as_a_folder_is(tiny_bert_dir, tmp_p
     snapshot = edited_config(tiny_bert_dir, str(repo / "snapshots" / commit))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
-    assert folders.local_folder("someone/tiny-bert") == snapshot
-    line = folders.weights_line(folders.read_model_folder("someone/tiny-bert"))
+    assert loading.local_folder("someone/tiny-bert") == snapshot
+    line = loading.weights_line(loading.read_model_folder("someone/tiny-bert"))
     assert line == "model weights: model.safetensors (fp32)"
     cut(os.path.join(snapshot, "model.safetensors"))
     out = tmp_path / "r"

@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering, BertForSequenc
 import bert_part4_math as bm
 from part4.command_line import script_settings
 from part4.command_line.declarations import Fatal
-from part4.models import folders, loading, section_inputs
+from part4.models import loading, section_inputs
 from part4.output.results_files import Log
 
 REFERENCE = os.path.join(ROOT, "..", "shared", "article", "reference_logs", "part4_math_stdout.txt")
@@ -264,9 +264,8 @@ def test_offline_local_models_and_no_flow_data_leave_out_section_2_alone(tiny_ss
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty_datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
     loaded, checked = [], []
-    for room in (loading, folders):                  # the weights, and a folder's config and tokenizer
-        real = room.load_pretrained
-        monkeypatch.setattr(room, "load_pretrained", lambda *a, real=real, **k: loaded.append(a) or real(*a, **k))
+    real = loading.load_pretrained                   # the weights, and a folder's config and tokenizer
+    monkeypatch.setattr(loading, "load_pretrained", lambda *a, **k: loaded.append(a) or real(*a, **k))
     real_problem = bm.file_problem
     monkeypatch.setattr(bm, "file_problem", lambda *a: checked.append(len(loaded)) or real_problem(*a))
     out = tmp_path / "r"

@@ -1,4 +1,4 @@
-"""Padding-free steps (part4/run/packing.py): packed against padded on tiny models, every head family, then main()."""
+"""Padding-free steps (part4/data/batches.py): packed against padded on tiny models, every head family, then main()."""
 
 import copy
 import json
@@ -14,10 +14,10 @@ from test_finetune import write_sst2
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification, BertTokenizer
 
 import bert_part4_finetune as ft
-from part4.data import readers
+from part4.data import batches, readers
 from part4.data.batches import collate, epoch_batches, to_device
 from part4.models.loading import ALONE, has_fused_adamw
-from part4.run import packing, training_run
+from part4.run import training_run
 from part4.tasks import families, squad_spans
 
 CPU = torch.device("cpu")
@@ -62,7 +62,7 @@ FAMILIES = [("classification", 2), ("classification", 1), ("multiple_choice", 2)
 def pair(model_class, kwargs, dropout):
     torch.manual_seed(1)
     padded = model_class(tiny_config(100, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs))
-    return padded.train(), packing.make_padding_free(copy.deepcopy(padded)).train()
+    return padded.train(), batches.make_padding_free(copy.deepcopy(padded)).train()
 
 
 def outputs(out):
@@ -123,7 +123,7 @@ def test_a_packed_model_in_eval_mode_is_the_padded_model():
     padded.eval(), packed.eval()
     assert torch.equal(padded(**batch).logits, packed(**batch).logits)         # evaluation stays padded
     bert = packed.bert                                                         # the packed forward itself, in eval mode
-    T = packing.packed_bert(bert, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    T = batches.packed_bert(bert, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     ref = padded.bert(**{k: v for k, v in batch.items() if k != "labels"})
     real = batch["attention_mask"].bool()
     assert (T.last_hidden_state - ref.last_hidden_state)[real].abs().max() < 1e-5
@@ -135,8 +135,8 @@ def test_a_packed_model_in_eval_mode_is_the_padded_model():
 def test_the_hidden_dropout_keeps_the_padded_masks_rows():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
     keep = mask.bool()
-    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
-                           mask_draw=packing.MASKS_PADDED)
+    pack = batches.Packing(batches.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
+                           mask_draw=batches.MASKS_PADDED)
     x = torch.randn(3, 4, 6)
     torch.manual_seed(3)
     padded = F.dropout(x, 0.3, True)
@@ -154,7 +154,7 @@ def test_the_hidden_dropout_keeps_the_padded_masks_rows():
 def test_a_15_bit_mask_keeps_one_minus_p_and_its_two_halves_are_independent(p):
     torch.manual_seed(0)
     n = 1 << 21
-    keep = packing.keep_mask((n,), p, CPU)
+    keep = batches.keep_mask((n,), p, CPU)
     assert keep.dtype == torch.bool and keep.shape == (n,)
     rate = round((1 - p) * 2 ** 15) / 2 ** 15                  # 1 - p to 15 bits: 0.899994 for p 0.1
     sigma = (rate * (1 - rate) / n) ** 0.5
@@ -163,9 +163,9 @@ def test_a_15_bit_mask_keeps_one_minus_p_and_its_two_halves_are_independent(p):
     both = (even * odd).mean().item()
     assert abs(both - even.mean().item() * odd.mean().item()) < 5 * (rate * (1 - rate) / (n // 2)) ** 0.5
     torch.manual_seed(0)
-    assert torch.equal(packing.keep_mask((n,), p, CPU), keep)      # the seeded generator's draw: a resumed run's too
+    assert torch.equal(batches.keep_mask((n,), p, CPU), keep)      # the seeded generator's draw: a resumed run's too
     x = torch.ones(1000)
-    values = packing.dropped(x, p).unique()
+    values = batches.dropped(x, p).unique()
     assert values.tolist() == [0.0, pytest.approx(1 / (1 - p))]       # dropped, or kept and scaled by 1 / (1 - p)
 
 
@@ -174,17 +174,17 @@ def test_the_written_out_attention_is_scaled_dot_product_attention(monkeypatch):
     attn = tiny_bert_layer_attention(dropout=0.25)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
     keep = mask.bool()
-    pack = packing.Packing(packing.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
-                           mask_draw=packing.MASKS_BF16)
+    pack = batches.Packing(batches.real_token_index(keep), tuple(mask.shape), keep[:, None, None, :],
+                           mask_draw=batches.MASKS_BF16)
     x = torch.randn(int(mask.sum()), attn.query.in_features)
-    monkeypatch.setattr(packing, "keep_mask", lambda shape, p, device: torch.ones(shape, dtype=torch.bool))
-    written = packing.packed_attention(attn, x, pack)               # every element kept: scaled by 1 / (1 - p)
+    monkeypatch.setattr(batches, "keep_mask", lambda shape, p, device: torch.ones(shape, dtype=torch.bool))
+    written = batches.packed_attention(attn, x, pack)               # every element kept: scaled by 1 / (1 - p)
     attn.eval()
-    sdpa = packing.packed_attention(attn, x, pack)                  # dropout off: scaled_dot_product_attention's branch
+    sdpa = batches.packed_attention(attn, x, pack)                  # dropout off: scaled_dot_product_attention's branch
     assert (written - sdpa / (1 - 0.25)).abs().max() < 1e-5
-    monkeypatch.setattr(packing, "keep_mask", lambda shape, p, device: torch.zeros(shape, dtype=torch.bool))
+    monkeypatch.setattr(batches, "keep_mask", lambda shape, p, device: torch.zeros(shape, dtype=torch.bool))
     attn.train()
-    assert (packing.packed_attention(attn, x, pack) == 0).all()     # every element dropped: the mask is applied
+    assert (batches.packed_attention(attn, x, pack) == 0).all()     # every element dropped: the mask is applied
 
 
 def tiny_bert_layer_attention(dropout):
@@ -200,7 +200,7 @@ def test_a_bf16_padding_free_step_is_as_near_fp32_as_the_padded_bf16_step(kind, 
     batch, model_class, kwargs, loss_fn = family_batch(kind, labels)
     torch.manual_seed(1)
     fp32 = model_class(tiny_config(100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kwargs)).train()
-    padded, packed = copy.deepcopy(fp32), packing.make_padding_free(copy.deepcopy(fp32), packing.MASKS_BF16)
+    padded, packed = copy.deepcopy(fp32), batches.make_padding_free(copy.deepcopy(fp32), batches.MASKS_BF16)
     losses, grads = {}, {}
     for name, model in (("fp32", fp32), ("padded", padded), ("packed", packed)):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name != "fp32"):
@@ -212,15 +212,15 @@ def test_a_bf16_padding_free_step_is_as_near_fp32_as_the_padded_bf16_step(kind, 
     assert abs(losses["packed"] - losses["fp32"]) <= 2 * abs(losses["padded"] - losses["fp32"]) + 1e-2 * losses["fp32"]
     with torch.autocast("cpu", dtype=torch.bfloat16):                 # the hidden states in bf16: not autocast's fp32
         flat = {k: batch[k].flatten(0, -2) for k in ("input_ids", "attention_mask", "token_type_ids")}
-        T = packing.packed_bert(packed.base_model, **flat, mask_draw=packing.MASKS_BF16).last_hidden_state
+        T = batches.packed_bert(packed.base_model, **flat, mask_draw=batches.MASKS_BF16).last_hidden_state
     assert T.dtype == torch.bfloat16
 
 
 def test_which_masks_a_device_and_dtype_draw():
-    assert packing.dropout_masks(CPU, None) == packing.MASKS_PADDED            # fp32 on the CPU: the padded run's
-    assert packing.dropout_masks(CPU, torch.bfloat16) == packing.MASKS_BF16
-    assert packing.dropout_masks(torch.device("cuda"), torch.bfloat16) == packing.MASKS_PACKED   # fused kernels
-    assert packing.dropout_masks(torch.device("mps"), None) == packing.MASKS_PACKED
+    assert batches.dropout_masks(CPU, None) == batches.MASKS_PADDED            # fp32 on the CPU: the padded run's
+    assert batches.dropout_masks(CPU, torch.bfloat16) == batches.MASKS_BF16
+    assert batches.dropout_masks(torch.device("cuda"), torch.bfloat16) == batches.MASKS_PACKED   # fused kernels
+    assert batches.dropout_masks(torch.device("mps"), None) == batches.MASKS_PACKED
 
 
 @pytest.mark.slow
@@ -235,8 +235,8 @@ def test_a_bf16_run_records_its_masks_and_a_cpu_without_bf16_says_it_is_slow(tin
     name = "part4_sst2_lr1e-3_bs8_ep1"
     bf16, fp32 = (json.loads((tmp_path / d / f"{name}.json").read_text()) for d in ("bf16", "fp32"))
     assert bf16["settings"]["dtype"] == "bf16" and fp32["settings"]["dtype"] == "fp32"
-    assert bf16["computation"]["dropout_masks"] == packing.MASKS_BF16
-    assert fp32["computation"]["dropout_masks"] == packing.MASKS_PADDED
+    assert bf16["computation"]["dropout_masks"] == batches.MASKS_BF16
+    assert fp32["computation"]["dropout_masks"] == batches.MASKS_PADDED
     assert bf16["curve"][-1]["train_loss"] != fp32["curve"][-1]["train_loss"]        # another computation, other masks
     log = (tmp_path / "bf16" / f"{name}.log").read_text()
     assert "autocast bf16, padding-free steps (every layer but attention on the real tokens only; dropout masks: " \
@@ -293,9 +293,9 @@ def test_an_epoch_makes_far_fewer_distinct_widths_rounded():
     g = torch.Generator().manual_seed(0)
     lengths = [min(66, 3 + int(x)) for x in torch.empty(3000).exponential_(1 / 14, generator=g).tolist()]
     enc = {"input_ids": [[7] * n for n in lengths], "targets": ()}
-    batches = epoch_batches(len(lengths), 32, 1, seed=0)[0]
-    longest = [max(lengths[i] for i in idx) for idx in batches]
-    widths = {m: [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in batches]
+    epoch = epoch_batches(len(lengths), 32, 1, seed=0)[0]
+    longest = [max(lengths[i] for i in idx) for idx in epoch]
+    widths = {m: [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in epoch]
               for m in (1, 8, 16)}
     assert widths[1] == longest
     for m in (8, 16):
@@ -316,10 +316,10 @@ def test_the_width_count_counts_the_widths_collate_makes(tiny_bert_dir, tmp_path
     out = capsys.readouterr().out.splitlines()
     tok = BertTokenizer(vocab=os.path.join(tiny_bert_dir, "vocab.txt"))
     enc = families.encode_glue(tok, readers.read_split(glue, "sst2", "train"), 128)
-    batches = [idx for epoch in epoch_batches(300, 8, 2, 0) for idx in epoch]
-    assert out[0] == f"sst2: 300 rows, batch 8, 2 epoch(s) = {len(batches)} batches"
+    run_batches = [idx for epoch in epoch_batches(300, 8, 2, 0) for idx in epoch]
+    assert out[0] == f"sst2: 300 rows, batch 8, 2 epoch(s) = {len(run_batches)} batches"
     for line, m in zip(out[1:], (1, 8, 16), strict=True):
-        made = [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in batches]
+        made = [collate(enc, idx, CPU, multiple=m, max_width=128)["input_ids"].shape[1] for idx in run_batches]
         assert line.split(": ")[1] == f"{len(set(made)):3d} distinct, mean {sum(made) / len(made):.1f} tokens"
 
 
@@ -341,9 +341,9 @@ def test_a_padding_free_step_reads_nothing_back_from_the_device(kind, labels):
     model = pair(model_class, kwargs, 0.1)[1].to(META)
     opt = torch.optim.AdamW(ft.decay_groups(model, 0.01), lr=1e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ft.warmup_then_linear_decay(s, 2, 10))
-    sent = to_device(packing.with_real_tokens(batch), META)
-    assert torch.equal(packing.with_real_tokens(batch)["real_tokens"],
-                       packing.real_token_index(batch["attention_mask"].view(-1, 13).bool()))   # the index the step used to find
+    sent = to_device(batches.with_real_tokens(batch), META)
+    assert torch.equal(batches.with_real_tokens(batch)["real_tokens"],
+                       batches.real_token_index(batch["attention_mask"].view(-1, 13).bool()))   # the index the step used to find
     loss = loss_fn(model, sent)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -22,7 +22,7 @@ from part4.reproduction import report as report_text
 RESULTS = os.path.join(ROOT, "results")
 
 
-# all-MiniLM-L6-v2's model.safetensors, as a run on it records it (part4/models/folders.py's loaded_record)
+# all-MiniLM-L6-v2's model.safetensors, as a run on it records it (part4/models/loading.py's loaded_record)
 MINILM = {"sha256": {"model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"},
           "architecture": {"model_type": "bert", "layers": 6, "hidden": 384, "heads": 12, "vocab": 30522,
                            "parameters": 22713728}}

@@ -1,8 +1,8 @@
 """Loading a model, and where it runs (the device, and this process's place among those torchrun starts):
 
     hub             the Hugging Face Hub, asked as little as possible: offline or reachable, a model in its cache
-    folders         a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer)
-    loading         a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
+    loading         a model folder read for what it holds before any weight is loaded (config, weight files, tokenizer);
+                    a model loaded from a Hub id or a folder, its loading report checked, its task head as asked; the
                     device, the autocast dtype, the seeds; the processes torchrun starts (joined, left, an error every
                     one stops on), this process's place and what they share; run_cli, the frame of each script that
                     loads torch

@@ -5,8 +5,7 @@ still reads it; an input that cannot be used (a model refused, a data file missi
 it, each said in one line and marked in the results (not_run), and the run ends with one line naming them all."""
 
 from part4.command_line.declarations import Fatal, preflight
-from part4.models.folders import not_bert, read_model_folder, weights_line
-from part4.models.loading import model_problem
+from part4.models.loading import model_problem, not_bert, read_model_folder, weights_line
 from part4.output.results_files import portable
 
 

@@ -76,7 +76,7 @@ def read_requirements(path=REQUIREMENTS):
 # --- The model ours ran on, judged by what it is: its weights' sha256, its architecture ---
 
 def loaded_of(entry, data):
-    """The record of the model ours was computed on (part4/models/folders.py's loaded_record), or None where the file
+    """The record of the model ours was computed on (part4/models/loading.py's loaded_record), or None where the file
     holds none: the heads' and a fine-tune's `weights`, the SQuAD script's `models` by part (v1, v2), the math
     script's by flag (--sst2-model)."""
     if entry.script in (article.HEADS, article.FINETUNE):

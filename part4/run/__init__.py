@@ -9,6 +9,5 @@
     training_run       one run around the loop, each step of it a call fine_tune makes: begun or resumed, its preamble,
                        the untrained head's score and its cost; its share of each batch; its evaluations, checkpoints
                        and clean stop; the FINAL line and its results saved
-    packing            padding-free training steps: every layer but attention on the real tokens only
     summaries          what a command's runs add up to: restarts' means, a grid ranked, Table 1's GLUE row (the lr chosen
                        on dev, the table beside the paper's, the server's files zipped)"""

@@ -16,8 +16,8 @@ import torch
 
 from part4.command_line.declarations import RUN, Fatal, preflight, recorded_in
 from part4.command_line.fine_tune_settings import computation_on
+from part4.data.batches import padding_free_problem
 from part4.data.readers import Sources
-from part4.models.folders import read_model_folder
 from part4.models.loading import (
     ALONE,
     DTYPE_NAMES,
@@ -28,12 +28,12 @@ from part4.models.loading import (
     has_fused_adamw,
     load_model,
     model_problem,
+    read_model_folder,
     start_processes,
 )
 from part4.output.results_files import Log, check_model_target, check_writable_dir, portable
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
 from part4.run import summaries
-from part4.run.packing import padding_free_problem
 from part4.run.run_files import (
     Config,
     RunSettings,
@@ -206,7 +206,7 @@ class TaskData:
     train: dict                        # the training set encoded: {"input_ids": [...], ...} (its family's encode)
     devs: dict                         # {dev set name: its encoded examples}
     tok: object                        # the model folder's tokenizer
-    model_folder: object               # the model folder read (part4/models/folders.py read_model_folder)
+    model_folder: object               # the model folder read (part4/models/loading.py read_model_folder)
     n_train: int                       # training examples used (after --max-train-examples)
     n_train_all: int                   # training examples in the data
     n_dev: dict                        # {dev set name: examples used} (after --max-dev-examples)

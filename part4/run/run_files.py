@@ -80,7 +80,7 @@ class RunSettings:
     device: torch.device
     dtype: object                      # the autocast dtype, a torch dtype (None: fp32), from --dtype's word
     padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
-    #                                    allows it: part4/run/packing.py padding_free_problem)
+    #                                    allows it: part4/data/batches.py padding_free_problem)
     fused_adamw: bool                  # AdamW's fused kernel (--fused-adamw, where torch has one)
     pad_to_multiple_of: int            # each batch's width rounded up to a multiple of it (1: its own longest row)
     cudnn_attention: bool              # the training steps' attention may run on cuDNN's kernels (CUDA)

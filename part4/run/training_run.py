@@ -24,10 +24,18 @@ import torch
 from tqdm import tqdm
 
 from part4.command_line.declarations import Fatal, Stopped, readable_time, shown_duration
-from part4.data.batches import collate, epoch_batches, to_device
+from part4.data.batches import MASKS_PADDED, collate, dropout_masks, epoch_batches, to_device, with_real_tokens
 from part4.data.readers import TASKS
-from part4.models.folders import loaded_record, weights_line
-from part4.models.loading import DTYPE_NAMES, WithoutCudnnAttention, autocast, model_type_note, precision_note, summed
+from part4.models.loading import (
+    DTYPE_NAMES,
+    WithoutCudnnAttention,
+    autocast,
+    loaded_record,
+    model_type_note,
+    precision_note,
+    summed,
+    weights_line,
+)
 from part4.output.results_files import (
     ADAMW_MOMENTS,
     CHECKPOINT_SIZE,
@@ -51,7 +59,6 @@ from part4.paper.article import (
     article_runs,
 )
 from part4.paper.recipe import eval_every, evaluations_made
-from part4.run.packing import MASKS_PADDED, dropout_masks, with_real_tokens
 from part4.run.run_files import Checkpoint, article_setting
 
 HOST = torch.device("cpu")
