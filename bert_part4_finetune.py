@@ -87,7 +87,7 @@ def fine_tune(run, data):
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
     if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
-        model = make_padding_free(model, dropout_masks(run.device, run.dtype))   # (part4/data/batches.py)
+        model = make_padding_free(model, dropout_masks(run.device, run.autocast_dtype))   # (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
@@ -103,7 +103,7 @@ def fine_tune(run, data):
     net = wrapped(model, run.processes, run.device, run.cudnn_attention)   # itself alone; under torchrun DDP's
     with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
         for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
-            with autocast(run.device, run.dtype):
+            with autocast(run.device, run.autocast_dtype):
                 # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E); share: 1 alone, under torchrun this
                 # process's rows x the processes / the batch's rows (DDP averages the processes' gradients)
                 loss = family.loss(net, batch) * share

@@ -54,8 +54,7 @@ from part4.output.results_files import (
     portable,
     write_atomic,
 )
-from part4.paper.article import PASSAGE, SQUAD_V1, SQUAD_V2, WINDOWS_LABEL
-from part4.paper.article import SQUAD_LABELS as ARTICLE
+from part4.paper.article import PASSAGE, SQUAD_LABELS, SQUAD_V1, SQUAD_V2, WINDOWS_LABEL
 from part4.tasks.squad_spans import (
     SpanSearch,
     coverage_line,
@@ -72,7 +71,7 @@ V2_QUESTIONS = ["What does BERT stand for?", "What is the GLUE score of BERT?",
                 "Who won the football world cup in 2018?", "How many layers does BERT have?"]
 VERSIONS = {"v1": "1.1", "v2": "2.0"}   # the parts of --only that score a dev set, and their SQuAD version
 ARTICLE_MODELS = {"v1": SQUAD_V1, "v2": SQUAD_V2}      # the article's public checkpoints (part4/paper/article.py)
-# What the article printed (ARTICLE, from part4/paper/article.py) is shown
+# What the article printed (SQUAD_LABELS, from part4/paper/article.py) is shown
 # beside ours on every route. The passage of every demo is the article's, the BERT abstract (PASSAGE, in
 # part4/paper/article.py).
 
@@ -115,14 +114,14 @@ def demo_v1(model, tok, *, device, search, log):
     log.say(f"SQuAD v1.1 model: the output layer is {tuple(W.shape)} -> row 0 is the start vector S, "
                f"row 1 the end vector E (H = {W.shape[1]})")
     log.say(f"  it also has a bias: start {b[0].item():+.4f}, end {b[1].item():+.4f} (a constant added to every "
-               f"position, so it cancels in the softmax)" + beside_article(ARTICLE["bias"]))
+               f"position, so it cancels in the softmax)" + beside_article(SQUAD_LABELS["bias"]))
     results = []
     for q in V1_QUESTIONS:
         d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
         (text, i, j, score), runners = d["spans"][0], d["spans"][1:]
         log.say(f"Q: {q}")
         log.say(f'   answer: "{text}"  (tokens {i}..{j}, span score S.T_i + E.T_j = {score:.2f})'
-                   + beside_article(ARTICLE["v1_demo"][q]))
+                   + beside_article(SQUAD_LABELS["v1_demo"][q]))
         log.say("   runner-up spans: " + "; ".join(f'"{t}" {s:.2f}' for t, _, _, s in runners))
         log.say("   most likely start tokens: " + ", ".join(f"{t} {p:.3f}" for t, p in d["start_top"]))
         log.say(f"   check: |S.T_i by hand - model start logit| max = {d['hand_gap']:.1e}; "
@@ -148,15 +147,15 @@ def dev_v1(model, tok, examples, scoring, log):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
     search, label = scoring.search, scoring.label
     answers, timing = predict(model, tok, examples, search, device=scoring.device, processes=scoring.processes)
-    em, f1, per_q = score_v1(examples, answers)
+    em, f1, f1_per_question = score_v1(examples, answers)
     secs = timing["seconds"]
     log.say(f"SQuAD v1.1 dev: {len(examples)} questions ({timing['windows']} windows of {search.max_len} tokens, "
                f"stride {search.stride}): EM {em:.2f}, F1 {f1:.2f}  ({minutes_or_seconds(secs)})"
-               + f"   [{label}: {ARTICLE['v1_dev']}]")
+               + f"   [{label}: {SQUAD_LABELS['v1_dev']}]")
     log.say("   " + window_breakdown(timing["per_question"]) + f"   [{label}: {WINDOWS_LABEL}]")
     if timing["uncovered"]:
         log.say("   " + coverage_line(timing["uncovered"], len(examples)))
-    misses = [k for k in range(len(examples)) if per_q[k] == 0][:3]
+    misses = [k for k in range(len(examples)) if f1_per_question[k] == 0][:3]
     for k in misses:
         log.say(f'   a miss: Q "{examples[k]["question"]}" predicted "{answers[k]["text"]}", '
                    f'gold "{examples[k]["golds"][0]}"')
@@ -184,13 +183,13 @@ def demo_v2(model, tok, *, device, search, log):
     """s_null against the best span on the four abstract questions: the log lines and the results."""
     results = []
     for q in V2_QUESTIONS:
-        d = demo_one(model, tok, q, PASSAGE, device=device, search=search)
+        d = demo_one(model, tok, q, PASSAGE, device=device, search=search)   # its logits and s_null (its span: v1's)
         start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
         s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)     # the article's line, every i and j
         text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
         log.say(f"SQuAD 2.0 Q: {q}")
         log.say(f'   s_null = S.C + E.C = {d["s_null"]:.2f};  best span "{text}" scores {s_hat:.2f};  '
-                   f"difference {s_hat - d['s_null']:+.2f}" + beside_article(ARTICLE["v2_demo"][q]))
+                   f"difference {s_hat - d['s_null']:+.2f}" + beside_article(SQUAD_LABELS["v2_demo"][q]))
         results.append({"question": q, "s_null": d["s_null"], "best_span": text, "s_hat": s_hat,
                         "difference": s_hat - d["s_null"]})
     return {"v2_demo": results}
@@ -209,10 +208,10 @@ def dev_v2(model, tok, examples, scoring, log):
     if timing["uncovered"]:
         log.say("   " + coverage_line(timing["uncovered"], len(examples)))
     log.say(f"   tau = 0:    F1 {at0['f1']:.2f}, EM {at0['em']:.2f}, answers {at0['answered']:.1f}% of questions"
-               + f"   [{label}: {ARTICLE['v2_at0']}]")
+               + f"   [{label}: {SQUAD_LABELS['v2_at0']}]")
     log.say(f"   best tau = {best['tau']:+.2f}: F1 {best['f1']:.2f}, EM {best['em']:.2f}, answers "
                f"{best['answered']:.1f}% of questions  ({minutes_or_seconds(secs)})"
-               + f"   [{label}: {ARTICLE['v2_best']}]")
+               + f"   [{label}: {SQUAD_LABELS['v2_best']}]")
     log.say(f"   at the best tau: HasAns ({r['has_ans']['n']}) EM {fmt(r['has_ans']['em'])} "
                f"F1 {fmt(r['has_ans']['f1'])};  NoAns ({r['no_ans']['n']}) EM {fmt(r['no_ans']['em'])} "
                f"F1 {fmt(r['no_ans']['f1'])}")

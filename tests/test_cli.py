@@ -31,7 +31,7 @@ CPU = torch.device("cpu")
 def recorded_settings(config, family, job, dtype=None, train_rows=10):
     """What a run of this job records (part4/run/run_files.py RunSettings.recorded), made as the command makes it
     (Command.run_settings) on the CPU, alone, on a task of train_rows rows."""
-    where = SimpleNamespace(device=CPU, dtype=dtype, processes=ALONE)
+    where = SimpleNamespace(device=CPU, autocast_dtype=dtype, processes=ALONE)
     data = SimpleNamespace(family=family, train={"input_ids": [[0]] * train_rows}, padding_free_problem=None,
                            n_train=train_rows, n_train_all=train_rows)
     return command.Command.run_settings(where, config, job, data, ALONE).recorded

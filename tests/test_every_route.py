@@ -150,7 +150,7 @@ def test_committed_results_hold_no_absolute_paths():
 def test_the_article_final_line_and_its_repeat():
     assert article.article_final("mrpc", 2e-5) == (
         "   [article (bert-base-uncased, batch 32, 3 epochs, seed 0): 0.8333 (340/408), "
-        "F1 0.8847; the same job run again: 0.8186 (334/408), F1 0.8741]")
+        "F1 0.8847; the same job run before the grid: 0.8186 (334/408), F1 0.8741]")
     assert "0.8701 (355/408)" in article.article_final("mrpc", 5e-5) and article.article_final("rte", 2e-5) == ""
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                                     "{2, 3, 4} = 2 x 3 x 3 = 18 runs")

@@ -336,7 +336,7 @@ def test_one_run_against_the_articles_lines(tmp_path, capsys):
     assert report.main([str(tmp_path / "part4_mrpc_lr2e-5.json")]) == 0
     out = capsys.readouterr().out
     assert "mrpc dev accuracy at the end, lr 2e-05: article 0.8333   ours 0.8260   within spread" in out
-    assert "MRPC 2e-5 dev accuracy, the same job run again: article 0.8186   ours 0.8260   within spread" in out
+    assert "MRPC 2e-5 dev accuracy, the same job run before the grid: article 0.8186   ours 0.8260   within spread" in out
     assert out.splitlines()[-1].startswith("This run, ")
     assert not (tmp_path / report.REPORT_MD).exists()
     with pytest.raises(Fatal, match="no run block"):

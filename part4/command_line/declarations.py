@@ -325,7 +325,8 @@ def recorded_defaults(settings_class, place):
 
 # --- The settings several scripts take, each declared once here and taken by every script that takes it (shared) ---
 
-FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}
+FAMILY_NAMES = {"cola": "GLUE", "squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "swag": "SWAG"}   # a task of each
+# recipe, by the name --help gives it (cola: any GLUE task, whose recipes are one)
 # Each setting the recipe sets per head family (RECIPES), as --help says it: PAPER_DEFAULTS["batch_size"] is
 # 'GLUE 32, SQuAD v1.1 32, SQuAD v2.0 48, SWAG 16'; learning rates as the article writes them (2e-5).
 PAPER_DEFAULTS = {name: ", ".join(f"{label} {shown(getattr(RECIPES[task], name))}" for task, label in FAMILY_NAMES.items())
@@ -345,7 +346,8 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
                                                 "and the report reads them and writes REPRODUCTION.md (default: results/)"),
     "dtype": dict(default="auto", choices=DTYPES, means="the autocast of a fine-tune's or a dev set's forward passes",
                   # resolved on the device: part4/models/loading.py's autocast_dtype
-                  help="autocast: auto (the default: bf16 on CUDA, fp16 on MPS for evaluation only, fp32 elsewhere), "
+                  help="autocast: auto (the default: bf16 on CUDA; on MPS fp16 for SQuAD's evaluation, fp32 for a fine-tune, "
+                       "its dev evaluations too; fp32 elsewhere), "
                        "fp32, bf16, or fp16 for evaluation only (training in fp16 needs loss scaling, which this suite "
                        "does not do)"),
     "dtype_fp32": dict(default="fp32", choices=("fp32", "bf16"), means="the autocast of the hand checks' forward passes",
@@ -358,8 +360,9 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
                     help=f"longest input in tokens (default: {PAPER_DEFAULTS['max_len']}: run_classifier.py's inputs, "
                          "run_squad.py's windows)"),
     "stride": dict(default=STRIDE, check=Range(0),
-                   help=f"SQuAD: tokens two consecutive windows share (default {STRIDE}: run_squad.py's doc_stride, "
-                        "which there is the step from one window to the next)"),
+                   help=f"SQuAD: tokens two consecutive windows share (default {STRIDE}, the article's; run_squad.py's "
+                        "doc_stride is the same number but the step from one window to the next, so its windows "
+                        "differ)"),
     "max_dev_examples": dict(check=POSITIVE, cuts=True, metavar="N",
                              help="only the first N examples of each dev set, in file order (SQuAD: questions)"),
     "max_train_examples": dict(check=POSITIVE, cuts=True, metavar="N",

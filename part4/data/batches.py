@@ -197,7 +197,9 @@ def real_token_index(attention_mask):
 def with_real_tokens(batch):
     """A batch made on the host with its real tokens' positions beside it ("real_tokens", what packed_bert takes), for
     a padding-free model: the index travels to the device with the batch, and no training step waits for the device
-    to find it. The same index, bit for bit, as packed_bert finds from the mask."""
+    to find it. The same index, bit for bit, as packed_bert finds from the mask. The head families' losses call
+    model(**batch): each head passes the keys it does not take on to its BertModel's forward (the library's **kwargs),
+    which make_padding_free replaced with packed_or_padded, the one that reads "real_tokens"."""
     return {**batch, "real_tokens": real_token_index(batch["attention_mask"])}
 
 

@@ -386,7 +386,7 @@ def load_model(loader, name, flag="--model", *, head, **kwargs):
     checked: weights of the checkpoint's encoder that the model does not use, encoder weights the checkpoint does not
     hold (they would be random) and encoder weights of another shape than its config.json gives are each a one-line
     refusal naming how many and where (--init random is the one way to ask for random weights). The task head is as
-    asked (task_head: "new", "checkpoint" or "either"). Returns the model and its Head."""
+    asked (head: "new", "checkpoint" or "either"; task_head checks it). Returns the model and its Head."""
     model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True,
                                   dtype=torch.float32, **kwargs)
     refused = ("; refusing to run the model on weights that are not the checkpoint's (--init random is the way to ask "

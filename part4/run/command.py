@@ -65,7 +65,7 @@ class Command:
     def __init__(self, settings):
         self.settings, self.rows = settings, {}
         self.device, self.processes = start_processes(settings.device, settings.backend)
-        self.dtype = autocast_dtype(self.device, settings.dtype)       # None: fp32
+        self.autocast_dtype = autocast_dtype(self.device, settings.dtype)       # None: fp32
         self.in_table = settings.task == "glue"    # every GLUE task, the lr chosen on dev, beside Table 1 (§4.1)
         if self.in_table:
             to_run, self.absent = summaries.runnable(settings)
@@ -123,16 +123,17 @@ class Command:
         AdamW) changes its numbers by float rounding only: its results record that apart (computation), so that
         results of either way stay valid."""
         c, device, family, name = config.settings, self.device, data.family, run_name(config, job)
+        dtype = self.autocast_dtype
         rows = len(data.train["input_ids"])
         how = computation_on(c, device.type)
         ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
-               "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(self.dtype, str(self.dtype))}
+               "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
         recorded = {**recorded_in(c, RUN, portable), **ran, "grouped": config.grouped,
                     "dev_evaluations": job.dev_evaluations, "train_rows": rows, "processes": processes.world}
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
-                           clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device, dtype=self.dtype,
-                           padding_free=c.padding_free and data.padding_free_problem is None,
+                           clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device,
+                           autocast_dtype=dtype, padding_free=c.padding_free and data.padding_free_problem is None,
                            fused_adamw=c.fused_adamw and has_fused_adamw(device),
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,

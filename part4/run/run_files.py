@@ -78,7 +78,7 @@ class RunSettings:
     dev_evaluations: int               # dev evaluations during the run
     seed: int
     device: torch.device
-    dtype: object                      # the autocast dtype, a torch dtype (None: fp32), from --dtype's word
+    autocast_dtype: object             # a torch dtype (None: fp32), --dtype as it resolves on the device
     padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
     #                                    allows it: part4/data/batches.py padding_free_problem)
     fused_adamw: bool                  # AdamW's fused kernel (--fused-adamw, where torch has one)

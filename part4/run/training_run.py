@@ -110,7 +110,7 @@ class TrainingRun:
         # attention kernels allowed or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran,
         # beside the flags as given (padding_free_steps ran; the flag --padding-free is the command's padding_free)
         self.computation = {"padding_free_steps": run.padding_free, "fused_adamw": bool(self.opt.param_groups[0].get("fused")),
-                            "dropout_masks": dropout_masks(run.device, run.dtype) if run.padding_free else MASKS_PADDED,
+                            "dropout_masks": dropout_masks(run.device, run.autocast_dtype) if run.padding_free else MASKS_PADDED,
                             "pad_to_multiple_of": run.pad_to_multiple_of, "cudnn_attention": run.cudnn_attention}
         self.step, self.curve, self.before, self.t0 = 0, [], None, time.time()
         self.losses, self.received, self.handlers = [], None, {}          # the signal received while the loop runs
@@ -162,13 +162,13 @@ class TrainingRun:
         config = self.model.config
         lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {run.clip}, "
                   f"dropout {getattr(config, 'hidden_dropout_prob', getattr(config, 'dropout', None))}, seed {run.seed}, "
-                  f"autocast {DTYPE_NAMES[run.dtype] if run.dtype else 'off (fp32)'}, {padding}"
+                  f"autocast {DTYPE_NAMES[run.autocast_dtype] if run.autocast_dtype else 'off (fp32)'}, {padding}"
                   + "".join(", " + k for k in kernels)
                   + (", batches grouped by length (paper: random batches)" if run.grouped else "")
                   + f"; model {portable(run.model)}{model_type_note(self.model)}"
                   + (", random weights (--init random)" if run.init == "random" else "") + f", article: {ARTICLE_MODEL})",
                   f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
-        if note := precision_note(device, run.dtype):                       # bf16 where it is emulated: slow
+        if note := precision_note(device, run.autocast_dtype):                       # bf16 where it is emulated: slow
             lines.append(note)
         # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
         cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
@@ -197,7 +197,7 @@ class TrainingRun:
         beside it where it printed one: 'before fine-tuning (random classifier layer): dev accuracy 0.4908'."""
         run, family, data = self.run, self.family, self.data
         start = time.perf_counter()
-        self.before = (family.evaluate(self.model, data.devs, data.tok, device=run.device, dtype=run.dtype)
+        self.before = (family.evaluate(self.model, data.devs, data.tok, device=run.device, dtype=run.autocast_dtype)
                        if run.processes.is_main else None)
         self.evaluation_seconds = time.perf_counter() - start
         if run.init == "random":
@@ -223,7 +223,7 @@ class TrainingRun:
         accelerators = [run.device] if run.device.type != "cpu" else []
         with torch.random.fork_rng(accelerators, device_type=run.device.type if accelerators else "cuda"):
             start = time.perf_counter()
-            with autocast(run.device, run.dtype):
+            with autocast(run.device, run.autocast_dtype):
                 self.family.loss(self.model, batch).backward()
             if run.device.type == "cuda":
                 torch.cuda.synchronize(run.device)
@@ -300,7 +300,7 @@ class TrainingRun:
             raise Fatal(f"the training loss became {window[k].item()} at step {self.step - len(self.losses) + 1 + k} "
                         f"(lr {run.lr}): stopped, no results written", code=1)
         self.losses, mean = [], window.mean().item()
-        scores = (self.family.evaluate(self.model, self.data.devs, self.data.tok, device=run.device, dtype=run.dtype)
+        scores = (self.family.evaluate(self.model, self.data.devs, self.data.tok, device=run.device, dtype=run.autocast_dtype)
                   if run.processes.is_main else None)
         seconds = time.time() - self.t0
         self.curve.append({"step": self.step, "epoch": epoch, "train_loss": mean, "dev": scores, "seconds": round(seconds, 1)})

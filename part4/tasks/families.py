@@ -375,7 +375,7 @@ def predict_tests(training, test_dir):
     majority = data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
     for server_file, enc in data.tests.items():
-        out = predict_logits(training.model, enc, run.device, dtype=run.dtype, batch_size=family.eval_batch_size)
+        out = predict_logits(training.model, enc, run.device, dtype=run.autocast_dtype, batch_size=family.eval_batch_size)
         labels = prediction_strings(out, task, majority)
         path = os.path.join(test_dir, run.name, server_file)
         os.makedirs(os.path.dirname(path), exist_ok=True)
