@@ -7,4 +7,7 @@
                     one stops on), this process's place and what they share; run_cli, the frame of each script that
                     loads torch
     section_inputs  the models a script's sections read, each read and loaded where it can be: a refused one stops
-                    only the sections that read it"""
+                    only the sections that read it
+
+(BERT's forward on a batch's real tokens only, for padding-free training steps, stands beside the batches it packs:
+part4/data/batches.py.)"""
