@@ -12,7 +12,7 @@ from conftest import ROOT
 
 import bert_part4_math as math_script
 import bert_part4_squad as squad
-from part4.data.readers import TASKS
+from part4.data.readers import GLUE
 from part4.paper import article
 
 ARTICLE_DIR = os.path.join(ROOT, "..", "shared", "article")
@@ -109,9 +109,9 @@ def test_the_labels_are_built_from_the_entries():
 
 def test_the_tasks_paper_numbers_are_table_1s():
     """part4/tasks/readers.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
-    for name, task in TASKS.items():
+    for name, task in GLUE.items():
         assert task.paper_test == article.TABLE1_BASE.get(name, ()), name
-    assert TASKS["sst2"].paper_dev == article.value("sst2.paper_dev") and TASKS["mrpc"].paper_dev == article.value(
+    assert GLUE["sst2"].paper_dev == article.value("sst2.paper_dev") and GLUE["mrpc"].paper_dev == article.value(
         "mrpc.paper_dev")
     columns = [v for values in article.TABLE1_BASE.values() for v in values]      # MNLI-m and MNLI-mm: two columns
     assert len(columns) == 9 and round(sum(columns) / 9, 1) == article.PAPER_AVERAGE

@@ -120,7 +120,7 @@ def test_the_command_line_room_imports_no_torch():
 
 
 def test_the_recipes_task_names_are_the_tasks_rooms():
-    assert recipe.GLUE_TASKS == tuple(readers.TASKS)
+    assert recipe.GLUE_TASKS == tuple(readers.GLUE)
     assert set(recipe.RECIPES) == set(families.FAMILIES)
     assert recipe.MAX_LEN == recipe.RECIPES["squad"].max_len == 384
     assert recipe.STRIDE == fine_tune_settings.parse(["squad"]).stride == 128

@@ -266,7 +266,7 @@ def test_ctrl_c_leaves_no_finished_looking_result(tiny_bert_dir, glue_dir, tmp_p
 def test_glue_readers_on_the_real_files(task, split, rows):
     examples = readers.read_split(os.path.join(SHARED_DATA, "glue_data"), task, split)
     assert len(examples) == rows
-    n_texts = len(readers.TASKS[task].columns)
+    n_texts = len(readers.GLUE[task].columns)
     assert all(len(texts) == n_texts and all(isinstance(t, str) and t for t in texts) for texts, _ in examples[:200])
 
 
@@ -323,10 +323,10 @@ def test_qqp_tsv_layout(tmp_path):
     assert readers.read_split(str(tmp_path), "qqp", "dev") == [(["Is it good?", "Is it great?"], 1), (["Why?", "How?"], 0)]
 
 
-@pytest.mark.parametrize("task", sorted(readers.TASKS))
+@pytest.mark.parametrize("task", sorted(readers.GLUE))
 def test_hub_rows_map_to_the_same_examples(task, monkeypatch):
     """Without --data-dir the Hub dataset nyu-mll/glue is read; its columns map onto (texts, label)."""
-    spec = readers.TASKS[task]
+    spec = readers.GLUE[task]
     rows = [{**{c: f"{c} {k}" for c in spec.hub_columns}, "label": k % max(2, len(spec.labels))} for k in range(4)]
     asked = []
 

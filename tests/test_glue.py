@@ -230,7 +230,7 @@ def test_the_average_leaves_wnli_out_and_is_table_1s():
     """Table 1's BERT-base average 79.6 is the mean of its nine columns (MNLI matched and mismatched apart)."""
     assert round(summaries.average(list(summaries.paper_columns().values())), 1) == article.PAPER_AVERAGE == 79.6
     assert "wnli" not in summaries.paper_columns() and len(summaries.paper_columns()) == 9
-    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in readers.TASKS}
+    rows = {t: {"dev": [50.0, 40.0] if t == "mnli" else [60.0]} for t in readers.GLUE}
     rows["wnli"] = {"dev": [0.0]}
     cols = summaries.columns(rows)
     assert "wnli" not in cols and summaries.average(list(cols.values())) == pytest.approx((50 + 40 + 7 * 60) / 9)
@@ -242,17 +242,17 @@ def test_glue_writes_the_table_and_the_servers_files(tiny_bert_dir, glue_data, t
     sub = tmp_path / "submission"
     assert ft.main(glue_cmd(tiny_bert_dir, glue_data, tmp_path, ["1e-3", "--glue-submission", str(sub)])) == 0
     table = json.loads((tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.json").read_text())
-    assert all(table["tasks"][t]["run"] for t in readers.TASKS) and table["average"]["ours"] is not None
+    assert all(table["tasks"][t]["run"] for t in readers.GLUE) and table["average"]["ours"] is not None
     for t, row in table["tasks"].items():
         run = json.loads((tmp_path / f"{row['runs'][0]}.json").read_text())
-        metric = readers.TASKS[t].selection_metric
+        metric = readers.GLUE[t].selection_metric
         assert row["dev"] == pytest.approx([100 * s[metric] for s in run["final"].values()])
         assert row["paper_test"] == families.paper_test_text(t)
     md = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.md").read_text()
     assert "| MRPC | F1 | 1e-3 |" in md and "| CoLA | MCC |" in md and "| STS-B | Spearman |" in md
     log = (tmp_path / "part4_glue_table_lr1e-3_bs8_ep1.log").read_text()
     assert "not the same quantity" in log and "the paper's QNLI is v1" in log and "GLUE's QNLI is v2" in log
-    servers = {f for t in readers.TASKS.values() for _, f, _ in t.tests}
+    servers = {f for t in readers.GLUE.values() for _, f, _ in t.tests}
     assert servers == {"CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
                        "QNLI.tsv", "RTE.tsv", "WNLI.tsv", "AX.tsv"}
     inputs = {"CoLA.tsv": "CoLA/test.tsv", "SST-2.tsv": "SST-2/test.tsv", "MRPC.tsv": "MRPC/test.tsv",
@@ -320,11 +320,11 @@ def test_the_submitted_labels_are_the_models_classes_by_name(tiny_bert_dir, glue
 
 
 def test_prediction_strings_map_classes_by_name_and_clip_stsb():
-    logits, TASKS = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), readers.TASKS
-    assert families.prediction_strings(logits, TASKS["mnli"]) == ["contradiction", "entailment", "neutral"]
-    assert families.prediction_strings(logits[:, :2], TASKS["rte"]) == ["not_entailment", "entailment", "not_entailment"]
-    assert families.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), TASKS["stsb"]) == ["0.000", "2.346", "5.000"]
-    assert families.prediction_strings(logits[:, :2], TASKS["wnli"], majority=0) == ["0", "0", "0"]
+    logits, GLUE = np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.5]]), readers.GLUE
+    assert families.prediction_strings(logits, GLUE["mnli"]) == ["contradiction", "entailment", "neutral"]
+    assert families.prediction_strings(logits[:, :2], GLUE["rte"]) == ["not_entailment", "entailment", "not_entailment"]
+    assert families.prediction_strings(np.array([[-1.0], [2.3456], [7.0]]), GLUE["stsb"]) == ["0.000", "2.346", "5.000"]
+    assert families.prediction_strings(logits[:, :2], GLUE["wnli"], majority=0) == ["0", "0", "0"]
 
 
 def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
@@ -338,7 +338,7 @@ def test_hub_labels_are_read_by_name_not_by_index(monkeypatch):
     rows = Rows([{"premise": "p", "hypothesis": "h", "label": k} for k in range(3)])
     monkeypatch.setattr(readers, "load_hub_dataset", lambda *a: rows)
     got = [y for _, y in readers.read_split(None, "mnli", "dev_matched")]
-    assert [readers.TASKS["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
+    assert [readers.GLUE["mnli"].labels[y] for y in got] == ["contradiction", "entailment", "neutral"]
     Names.names = ["entailment", "maybe"]
     with pytest.raises(Fatal, match="unknown label name"):
         readers.read_split(None, "rte", "dev")
@@ -507,7 +507,7 @@ def test_bad_glue_inputs_fail_before_any_training(tiny_bert_dir, glue_data, tmp_
 def test_the_shared_glue_folder_runs_six_tasks():
     """../shared/data/glue_data has training files for six tasks; MNLI, QNLI and QQP are named as not run."""
     data = os.path.join(SHARED_DATA, "glue_data")
-    absent = {t: summaries.missing_data(t, data) for t in readers.TASKS}
+    absent = {t: summaries.missing_data(t, data) for t in readers.GLUE}
     assert [t for t, why in absent.items() if why is None] == ["cola", "sst2", "mrpc", "stsb", "rte", "wnli"]
     assert absent["mnli"] == "no MNLI/train.tsv in --data-dir"
 

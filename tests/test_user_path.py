@@ -80,7 +80,7 @@ def test_the_table_shows_every_setting_the_cut_and_where_it_wrote(tiny_bert_dir,
         # the majority class of the whole training file, scored on the dev file, beside the chosen score
         train = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "train.tsv"))[1:]]
         dev = [r[-1] for r in read_tsv(os.path.join(two_tasks, folder, "dev.tsv"))[1:]]
-        names = readers.TASKS[task].labels
+        names = readers.GLUE[task].labels
         majority = max(names, key=lambda y: (train.count(y), -names.index(y)))          # the first of any ties
         baseline = 100 * dev.count(majority) / len(dev)
         assert row["majority"]["dev"] == pytest.approx([baseline])

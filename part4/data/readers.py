@@ -82,7 +82,8 @@ class Task:
     hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
 
 
-TASKS = {       # the published numbers (paper_test, paper_dev, hf_dev) from part4/paper/article.py
+GLUE = {       # GLUE's nine tasks, in GLUE_TASKS' order; the published numbers (paper_test, paper_dev, hf_dev) from
+               # part4/paper/article.py
     "cola": Task(folder="CoLA", columns=(3,), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
                  metrics=("accuracy", "mcc"), selection_metric="mcc", tests=(("test", "CoLA.tsv", 1063),),
                  paper_test=TABLE1_BASE.get("cola", ()), hf_dev=HF_DEV_NUMBERS["cola"]),
@@ -122,7 +123,7 @@ TEST_INDEX = {"qqp": "id"}              # the column GLUE's test files are index
 LABEL_COLUMN = {"cola": 1, "sst2": "label", "mrpc": "Quality", "stsb": "score", "qqp": "is_duplicate",
                 "mnli": "gold_label", "qnli": "label", "rte": "label", "wnli": "label"}
 
-# The Hub's name of each of our labels (TASKS[name].labels, GLUE's TSV strings), in our order: the Hub dataset's
+# The Hub's name of each of our labels (GLUE[name].labels, GLUE's TSV strings), in our order: the Hub dataset's
 # labels are read by name, so a dataset whose label order differs from ours is still read right.
 HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "positive"),
               "mrpc": ("not_equivalent", "equivalent"), "qqp": ("not_duplicate", "duplicate"),
@@ -133,7 +134,7 @@ HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "posi
 def label_name(name, k):
     """'equivalent (1)', 'entailment': label k of a task by the Hub's name, and as GLUE's file writes it where that is a
     number."""
-    raw, named = TASKS[name].labels[k], HUB_LABELS[name][k]
+    raw, named = GLUE[name].labels[k], HUB_LABELS[name][k]
     return raw if raw == named else f"{named} ({raw})"
 
 
@@ -194,7 +195,7 @@ def parse_label(raw, task, where):
 
 def read_split(data_dir, task_name, split):
     """(texts, label) pairs of one split; from the Hub when data_dir is None."""
-    task = TASKS[task_name]
+    task = GLUE[task_name]
     if data_dir is None:
         hub_split = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
                      "dev_mismatched": "validation_mismatched"}[split]
@@ -224,7 +225,7 @@ def hub_label_order(rows, task_name):
 def read_glue(sources):
     train = read_split(sources.data_dir, sources.task, "train")
     devs = {}
-    for name in TASKS[sources.task].dev_files:
+    for name in GLUE[sources.task].dev_files:
         if name == "dev_mismatched" and sources.data_dir and not any(
                 os.path.isfile(os.path.join(sources.data_dir, "MNLI", name + ext)) for ext in (".tsv", ".jsonl")):
             continue                                     # mismatched is optional locally
@@ -264,7 +265,7 @@ def read_test_tsv(path, task, task_name):
 
 def test_path(sources, split):
     """DIR/<task folder>/<split>.tsv, and MNLI's diagnostic set AX in DIR/diagnostic/diagnostic.tsv."""
-    folder = "diagnostic" if split == "diagnostic" else TASKS[sources.task].folder
+    folder = "diagnostic" if split == "diagnostic" else GLUE[sources.task].folder
     return os.path.join(sources.data_dir, folder, split + ".tsv")
 
 
@@ -273,9 +274,9 @@ def test_problems(sources):
     if sources.data_dir is None:
         return []
     problems = []
-    for split, _, _ in TASKS[sources.task].tests:
+    for split, _, _ in GLUE[sources.task].tests:
         try:
-            read_test_tsv(test_path(sources, split), TASKS[sources.task], sources.task)
+            read_test_tsv(test_path(sources, split), GLUE[sources.task], sources.task)
         except Fatal as e:
             problems.append(str(e))
     return problems
@@ -284,7 +285,7 @@ def test_problems(sources):
 def read_glue_tests(sources):
     """Every test set of a GLUE task, by the server's file name: {"CoLA.tsv": [(index, texts), ...]}; MNLI has
     three (matched, mismatched, and the diagnostic set AX, which the MNLI model predicts)."""
-    task, out = TASKS[sources.task], {}
+    task, out = GLUE[sources.task], {}
     for split, server_file, _ in task.tests:
         if sources.data_dir is None:
             config, hub_split = ("ax", "test") if split == "diagnostic" else (sources.task, split)

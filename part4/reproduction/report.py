@@ -156,7 +156,7 @@ def warn_unusable(table, folder):
 def one_run(path, requirements):
     """The article's lines beside one results file's, in the report's order (article, then ours): printed, nothing
     written. The file is checked as a folder's files are."""
-    from part4.data.readers import TASKS  # GLUE's task names, for one line: imported here, not with the report
+    from part4.data.readers import GLUE  # GLUE's task names, for one line: imported here, not with the report
     if os.path.isdir(path):
         raise Fatal(f"{path}: a folder, not a results file (for every run in a folder: --results-dir {path})")
     data = read_results(path)
@@ -169,7 +169,7 @@ def one_run(path, requirements):
     warn_unusable(table, "")
     if not table:
         print(f"{path}: the article prints no number for this run ({script_of(data)}); it fine-tuned "
-              f"{article.article_runs({t: TASKS[t].folder for t in TASKS})}")
+              f"{article.article_runs({t: GLUE[t].folder for t in GLUE})}")
     for r in table:
         print(f"{r['what']}: article {r['article']}   ours {r['ours']}   {shown_status(r)}"
               + (f" ({r['note']})" if r["note"] else ""))

@@ -29,7 +29,7 @@ import numpy as np
 
 from part4.command_line.declarations import TABLE, Fatal, preflight, recorded_in
 from part4.command_line.fine_tune_settings import as_recorded_now
-from part4.data.readers import TASKS, Sources, label_name, test_problems
+from part4.data.readers import GLUE, Sources, label_name, test_problems
 from part4.output.results_files import Log, check_writable_dir, fmt, portable, write_atomic
 from part4.paper.article import HF_DEV, PAPER_AVERAGE, PAPER_DEV, PAPER_TEST, article_final
 from part4.paper.recipe import GLUE_BATCH_SIZE, GLUE_EPOCHS, GLUE_GRID_LRS, lr_tag
@@ -120,7 +120,7 @@ def summarise(config, family, results, *, log, device):
 
 # --- The GLUE row: every task, each with its learning rate chosen on dev ---
 
-AVERAGED = [name for name in TASKS if name != "wnli"]   # Table 1's average: WNLI left out
+AVERAGED = [name for name in GLUE if name != "wnli"]   # Table 1's average: WNLI left out
 
 
 # --- Which tasks: those of --tasks whose files are in --data-dir ---
@@ -129,7 +129,7 @@ def missing_data(name, data_dir):
     """Why a task cannot run from data_dir (its training or dev file is absent), or None; the Hub has every task."""
     if data_dir is None:
         return None
-    task = TASKS[name]
+    task = GLUE[name]
     ext = (".tsv", ".jsonl") if name == "mnli" else (".tsv",)             # MNLI also as JSON lines (../shared/data)
     wanted = [("train", ext), (task.dev_files[0], ext)]
     absent = [split + ext[0] for split, ext in wanted
@@ -243,7 +243,7 @@ def cut_line(rows, settings):
         (n, total), devs = row.get("train_examples", (0, 0)), row.get("dev_examples", {})
         cut = ([f"{n:,} of {total:,} training examples"] if n < total else []) + [
             f"{m:,} of {every:,} {name.replace('_', ' ')} examples" for name, (m, every) in devs.items() if m < every]
-        parts += [f"{TASKS[t].folder} " + ", ".join(cut)] if cut else []
+        parts += [f"{GLUE[t].folder} " + ", ".join(cut)] if cut else []
     flags = " ".join(f"{k} {v}" for k, v in settings.cuts.items() if v)
     evals = settings.evals
     lines = ([f"cut runs, not the paper's ({flags}): " + ("; ".join(parts) or "no example left out")] if flags else [])\
@@ -317,7 +317,7 @@ def average(values):
 
 def paper_columns():
     """Table 1's BERT-base row as {column: test score}: the nine columns its average is taken over."""
-    return columns({t: {"dev": TASKS[t].paper_test} for t in AVERAGED})
+    return columns({t: {"dev": GLUE[t].paper_test} for t in AVERAGED})
 
 
 def chosen_setting(row, grid):
@@ -339,7 +339,7 @@ def table_payload(rows, absent, settings, log):
     log.say(f"{'task':<6} {'metric':<9} {'lr':<6} {ours_label + ' (dev)':<17} {other_label + ' (dev)':<17} "
                f"{'majority class (dev)':<20} {'paper Table 1 (test)':<21} {'paper dev acc':<13} HF bert-base-cased (dev)")
     out = {}
-    for t, task in TASKS.items():
+    for t, task in GLUE.items():
         row = rows.get(t)
         if t in absent or row is None:
             why = absent.get(t, "not in --tasks")
@@ -374,7 +374,7 @@ def majority_dev(row):
 def below_majority(rows):
     """['RTE 47.29 <= 52.71', ...]: the tasks whose chosen dev score is not above always predicting the majority class
     (on any of its dev sets)."""
-    return [f"{TASKS[t].folder} {fmt(row['dev'])} <= {fmt(majority_dev(row))}" for t, row in rows.items()
+    return [f"{GLUE[t].folder} {fmt(row['dev'])} <= {fmt(majority_dev(row))}" for t, row in rows.items()
             if row and majority_dev(row) and any(d <= m for d, m in zip(row["dev"], majority_dev(row)))]
 
 
@@ -392,7 +392,7 @@ def every_setting(rows, settings):
         return []
     heading = ("every setting tried, dev in Table 1's metric" + (f" (mean +- std over {settings.seeds} seeds)" if settings.seeds
                                                                  else "") + ", * = chosen:")
-    return [heading] + [(TASKS[t].folder, METRIC_NAMES[row["metric"]], [
+    return [heading] + [(GLUE[t].folder, METRIC_NAMES[row["metric"]], [
         f"{chosen_setting(s, settings.grid)} {s['dev']:.2f}" + (f" +- {s['std']:.2f}" if settings.seeds else "")
         + ("*" + (" (tie: the first of the grid)" if row.get("tie") else "") if s["chosen"] else "")
         for s in row["settings"]]) for t, row in rows.items() if row.get("settings")]
@@ -437,11 +437,11 @@ def markdown(payload, settings):
              "|---|---|---|---|---|---|---|---|---|"]
     for t, row in payload["tasks"].items():
         if not row["run"]:
-            lines.append(f"| {TASKS[t].folder} | not run: {row['why']} | | | | | {paper_test_text(t)} | "
-                         f"{TASKS[t].paper_dev or '-'} | {TASKS[t].hf_dev} |")
+            lines.append(f"| {GLUE[t].folder} | not run: {row['why']} | | | | | {paper_test_text(t)} | "
+                         f"{GLUE[t].paper_dev or '-'} | {GLUE[t].hf_dev} |")
             continue
         other = row["other_init"]["dev"] if row["other_init"] else None
-        lines.append(f"| {TASKS[t].folder} | {METRIC_NAMES[row['metric']]} | {chosen_setting(row, settings.grid)} | "
+        lines.append(f"| {GLUE[t].folder} | {METRIC_NAMES[row['metric']]} | {chosen_setting(row, settings.grid)} | "
                      f"{fmt(row['dev'], '-')} | {fmt(other, '-')} | {fmt(majority_dev(row), '-')} | {paper_test_text(t)} | "
                      f"{row['paper_dev'] or '-'} | {row['hf_dev']} |")
     a = payload["average"]
@@ -469,7 +469,7 @@ def write_submission(folder, rows, log):
     and folder/submission.zip holding them, ready to upload."""
     runs_dir, written = runs_folder(folder), {}
     for t, row in rows.items():
-        expected = {f: n for _, f, n in TASKS[t].tests}
+        expected = {f: n for _, f, n in GLUE[t].tests}
         for rel in row["submitted"]["test_predictions"]:
             name = os.path.basename(rel)
             with open(os.path.join(runs_dir, rel), encoding="utf-8") as f:
@@ -482,7 +482,7 @@ def write_submission(folder, rows, log):
                           if t in MAJORITY_CLASS else "")
                        + ("" if n == expected[name] else f"   WARNING: the GLUE server's test set has {expected[name]} "
                                                          f"rows: it will not take this file"))
-    every = [f for t in TASKS for _, f, _ in TASKS[t].tests]
+    every = [f for t in GLUE for _, f, _ in GLUE[t].tests]
     missing = [f for f in every if f not in written]
     zip_path = os.path.join(folder, "submission.zip")
     write_atomic(zip_path, lambda tmp: write_zip(tmp, folder, [name for name in every if name in written]))

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from part4.command_line.declarations import Fatal, Stopped, readable_time, shown_duration
 from part4.data.batches import MASKS_PADDED, collate, dropout_masks, epoch_batches, to_device, with_real_tokens
-from part4.data.readers import TASKS
+from part4.data.readers import GLUE
 from part4.models.loading import (
     DTYPE_NAMES,
     WithoutCudnnAttention,
@@ -431,7 +431,7 @@ def final_line(task, family, job, final, seconds, init="pretrained"):
     line = f"FINAL {task} " + family.format(final, final=True) + f", training time {seconds / 60:.1f} minutes"
     article_run = article_setting(job, init)
     line += article_final(task, job.lr) if article_run else ""
-    if task in TASKS and not (article_run and (task, job.lr) in ARTICLE_FINAL):
-        ran = article_runs({t: TASKS[t].folder for t in TASKS})
+    if task in GLUE and not (article_run and (task, job.lr) in ARTICLE_FINAL):
+        ran = article_runs({t: GLUE[t].folder for t in GLUE})
         line += beside_article(f"no run with these settings (it ran {ran})")
     return line + "".join(f"   [{r}]" for r in family.references)

@@ -20,7 +20,7 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
 from part4.data.batches import batches_by_length, collate
-from part4.data.readers import HUB_LABELS, TASKS, file_problem, label_name, read_glue, read_glue_tests, read_swag
+from part4.data.readers import GLUE, HUB_LABELS, file_problem, label_name, read_glue, read_glue_tests, read_swag
 from part4.models.loading import autocast
 from part4.output.results_files import write_atomic
 from part4.paper.article import HF_DEV, PAPER_DEV, PAPER_TEST
@@ -171,7 +171,7 @@ QNLI_VERSION = "the paper's QNLI is v1; GLUE's QNLI is v2 today (the same questi
 
 def paper_test_text(name):
     """'MCC 52.1', 'accuracy 84.6/83.4 (matched/mismatched)': Table 1's BERT-base number for a task, in words."""
-    task = TASKS[name]
+    task = GLUE[name]
     if not task.paper_test:
         return "none: left out of Table 1 (for the server the paper predicted the majority class)"
     text = f"{METRIC_NAMES[task.selection_metric]} " + "/".join(f"{v:.1f}" for v in task.paper_test)
@@ -220,7 +220,7 @@ class Classification:
     read, read_tests = staticmethod(read_glue), staticmethod(read_glue_tests)     # the Family's read and read_tests
 
     def __init__(self, name, max_len, eval_batch_size=None):
-        task = TASKS[name]
+        task = GLUE[name]
         self.name, self.max_len = name, max_len
         self.eval_batch_size = eval_batch_size or type(self).eval_batch_size
         self.metrics, self.selection_metric = task.metrics, task.selection_metric   # runs chosen by Table 1's metric
@@ -272,9 +272,9 @@ class Classification:
     def majority(self, train):
         """The majority class of the whole training set (examples (texts, label)): the paper's WNLI submission, and
         what a model that learns nothing predicts (the first of any ties; None for STS-B's scores)."""
-        if not TASKS[self.name].labels:
+        if not GLUE[self.name].labels:
             return None
-        return int(np.bincount([y for _, y in train], minlength=len(TASKS[self.name].labels)).argmax())
+        return int(np.bincount([y for _, y in train], minlength=len(GLUE[self.name].labels)).argmax())
 
     def baseline(self, majority, devs):
         """'   (always the training set's majority class, equivalent (1): dev accuracy 0.6838)': what a model that learns
@@ -359,7 +359,7 @@ def span_extraction(name, max_len, stride, eval_batch_size=None):
 
 # Which family each task is in, each made by FAMILIES[task](task, max_len, ...): every GLUE task a classifier, SWAG
 # multiple choice, SQuAD v1.1 and v2.0 span extraction (their windows' stride too)
-FAMILIES = {**{name: Classification for name in TASKS}, "swag": MultipleChoice, "squad": span_extraction,
+FAMILIES = {**{name: Classification for name in GLUE}, "swag": MultipleChoice, "squad": span_extraction,
             "squad_v2": span_extraction}
 
 # --- GLUE's test sets (--glue-submission): each run's predictions, as the GLUE server takes them ---
@@ -371,7 +371,7 @@ def predict_tests(training, test_dir):
     """A training run's predictions (part4/run/training_run.py TrainingRun) on its task's test sets, written as the
     GLUE server takes them into test_dir/<run name>/<file> (header index, prediction; labels by name). WNLI: the
     training set's majority class, as the paper's submission. Returns the files, relative to test_dir."""
-    task, family, run, data = TASKS[training.family.name], training.family, training.run, training.data
+    task, family, run, data = GLUE[training.family.name], training.family, training.run, training.data
     majority = data.majority if family.name in MAJORITY_CLASS else None     # of the whole training set
     files = []
     for server_file, enc in data.tests.items():
