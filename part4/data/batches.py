@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from transformers import BertModel
 from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
 
+# --- Batches: rows padded to their own longest, the paper's random batches of every epoch, batches by length ---
 
 def padded(rows, length=None, value=0, dtype=torch.long):
     """Rows of different lengths as one (len(rows), length) tensor, each padded at its end with value

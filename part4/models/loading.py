@@ -131,7 +131,7 @@ def unusable(error, what):
     return f"{what} ({text.splitlines()[0] if text else type(error).__name__})"
 
 
-# --- A model folder read for what it holds, before any weight is loaded ---
+# --- a model folder read for what it holds, before any weight is loaded ---
 
 SAFETENSORS_DTYPES = {"F64": "fp64", "F32": "fp32", "BF16": "bf16", "F16": "fp16"}
 
