@@ -50,7 +50,7 @@ from transformers import (  # noqa: E402
 
 import bert_part4_finetune as ft  # noqa: E402
 from part4.data import readers  # noqa: E402
-from part4.data.batches import collate, dropout_masks, epoch_batches, make_padding_free  # noqa: E402  # noqa: E402
+from part4.data.batches import collate, dropout_masks, epoch_batches, make_padding_free  # noqa: E402
 from part4.models.loading import (  # noqa: E402
     ALONE,
     DTYPE_NAMES,

@@ -25,7 +25,7 @@ from finetune_speed import add_model_flags, synchronize, time_steps, tokenizer_a
 from part4.data import readers  # noqa: E402
 from part4.data.batches import (  # noqa: E402
     dropout_masks,
-    epoch_batches,  # noqa: E402
+    epoch_batches,
     make_padding_free,
 )
 from part4.models.loading import autocast_dtype, has_fused_adamw, pick_device  # noqa: E402

@@ -108,7 +108,7 @@ def test_the_labels_are_built_from_the_entries():
 
 
 def test_the_tasks_paper_numbers_are_table_1s():
-    """part4/tasks/readers.py keeps each task's Table 1 number with the task; they must be the row this room quotes."""
+    """part4/data/readers.py (GLUE) keeps each task's Table 1 number with the task; they must be the row this room quotes."""
     for name, task in GLUE.items():
         assert task.paper_test == article.TABLE1_BASE.get(name, ()), name
     assert GLUE["sst2"].paper_dev == article.value("sst2.paper_dev") and GLUE["mrpc"].paper_dev == article.value(

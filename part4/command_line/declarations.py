@@ -346,8 +346,9 @@ SHARED = {           # {name: its declaration}: what setting() takes, the same i
                                                 "and the report reads them and writes REPRODUCTION.md (default: results/)"),
     "dtype": dict(default="auto", choices=DTYPES, means="the autocast of a fine-tune's or a dev set's forward passes",
                   # resolved on the device: part4/models/loading.py's autocast_dtype
-                  help="autocast: auto (the default: bf16 on CUDA; on MPS fp16 for SQuAD's evaluation, fp32 for a fine-tune, "
-                       "its dev evaluations too; fp32 elsewhere), "
+                  help="autocast: auto (the default: bf16 on CUDA, or on a card without bf16 fp16 for SQuAD's evaluation "
+                       "and fp32 for a fine-tune; on MPS fp16 for SQuAD's evaluation, fp32 for a fine-tune, its dev "
+                       "evaluations too; fp32 elsewhere), "
                        "fp32, bf16, or fp16 for evaluation only (training in fp16 needs loss scaling, which this suite "
                        "does not do)"),
     "dtype_fp32": dict(default="fp32", choices=("fp32", "bf16"), means="the autocast of the hand checks' forward passes",

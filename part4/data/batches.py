@@ -7,7 +7,7 @@ tokens. The embeddings, the Q/K/V projections, the attention output, the feed-fo
 LayerNorms act on each token alone: packed into one (N, H) matrix they do the same work on N rows instead of
 B * M. Attention needs each sequence's own tokens side by side: q, k, v are scattered back into (B, h, M, d),
 scaled_dot_product_attention runs with the key mask, and its output is gathered back to (N, H) (attention is
-S / (6H + S) of a layer's matmul work: a few percent). The heads read what they read today: the hidden states are
+M / (6H + M) of a layer's matmul work: a few percent). The heads read what they read today: the hidden states are
 scattered back into (B, M, H) (zeros at padding) before the pooler and the output layers, so the pooled [CLS]
 vector C, SWAG's C_k and SQuAD's S.T_i, E.T_j are those of the padded model.
 

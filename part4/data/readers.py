@@ -82,8 +82,8 @@ class Task:
     hf_dev: str = ""       # Hugging Face's text-classification README, bert-base-cased dev, one run
 
 
-GLUE = {       # GLUE's nine tasks, in GLUE_TASKS' order; the published numbers (paper_test, paper_dev, hf_dev) from
-               # part4/paper/article.py
+GLUE = {       # GLUE's nine tasks, in part4/paper/recipe.py's GLUE_TASKS order; the published numbers (paper_test,
+               # paper_dev, hf_dev) from part4/paper/article.py
     "cola": Task(folder="CoLA", columns=(3,), hub_columns=("sentence",), labels=("0", "1"), dev_files=("dev",),
                  metrics=("accuracy", "mcc"), selection_metric="mcc", tests=(("test", "CoLA.tsv", 1063),),
                  paper_test=TABLE1_BASE.get("cola", ()), hf_dev=HF_DEV_NUMBERS["cola"]),

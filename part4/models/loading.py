@@ -1,11 +1,12 @@
-"""A model read and loaded. First its folder read for what it holds, before any work and without loading a weight:
-its config (a key the installed transformers would ignore is refused), its weight files each read whole and the dtype
-they hold, its tokenizer (refused where it is not the model's); and the lines and records that say which weights a run
-started from and what they are (each file's sha256, the architecture, what a stand-in stands in for). Then the model
-loaded from a Hub id or a local folder, with one line for any failure; its weights in fp32, the loading
-report checked (no encoder weight random, unused or of another shape), the task head as asked, the task's label names;
-a new head's size, and a question-answering model loaded as the span search reads it (`load_qa_model`); and where it
-runs, chosen once here for every script:
+"""A model read and loaded, in the order a script meets it: a Hub id or a local folder checked before any work
+(`model_problem`), and loaded through the library with one line for any failure (`load_pretrained`); its folder read
+for what it holds, before any work and without loading a weight (`read_model_folder`: its config, a key the installed
+transformers would ignore refused; its weight files each read whole and the dtype they hold; its tokenizer, refused
+where it is not the model's), and the lines and records that say which weights a run started from and what they are
+(each file's sha256, the architecture, what a stand-in stands in for); then its weights loaded in fp32 (`load_model`),
+the loading report checked (no encoder weight random, unused or of another shape), the task head as asked, the task's
+label names; a new head's size, and a question-answering model loaded as the span search reads it (`load_qa_model`);
+and where it runs, chosen once here for every script:
 the device (cuda, then mps, then cpu; the calibration, part4/reproduction/calibration.py, picks its --device here too),
 the autocast dtype there, the attention kernels of a training step on CUDA, the seeds, and the processes torchrun
 starts (one per device): their group joined (`start_processes`) and left (`run_cli`, the frame of each script that
