@@ -78,20 +78,17 @@ def new_model(family, name, init, head):
 
 
 def fine_tune(run, data):
-    """One run of the paper's recipe, the article's lines in its order. run: its settings (part4/run/run_files.py
-    RunSettings); data: the task's data and head family (part4/run/command.py TaskData). What the paper does not say
-    (the log, resuming, the cost, this process's share, the dev scores, checkpoints) is part4/run/training_run.py's,
-    each step of it a call here. Returns the run's results (None on the other processes that share it)."""
-    family, train = data.family, data.train["input_ids"]
+    """One run of the paper's recipe, the article's lines in its order (run: a RunSettings; data: the task's TaskData).
+    What the paper does not say is part4/run/training_run.py's, each step of it a call here. Returns the results."""
     seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
-    model = new_model(family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
+    model = new_model(data.family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
     if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
         model = make_padding_free(model, dropout_masks(run.device, run.autocast_dtype))   # (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
-    steps = run.epochs * math.ceil(len(train) / run.batch_size)   # 3 epochs, batch 32: 3 * math.ceil(len(train) / 32)
+    steps = run.epochs * math.ceil(run.train_rows / run.batch_size)   # 3 epochs, batch 32: 3 * math.ceil(len(train) / 32)
     warm = int(run.warmup * steps)                                # 10% warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
@@ -104,9 +101,8 @@ def fine_tune(run, data):
     with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
         for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
             with autocast(run.device, run.autocast_dtype):
-                # model(input_ids=ids, ..., labels=y).loss (SQuAD: S and E); share: 1 alone, under torchrun this
-                # process's rows x the processes / the batch's rows (DDP averages the processes' gradients)
-                loss = family.loss(net, batch) * share
+                # model(..., labels=y).loss; share: 1 alone, under torchrun rows here x processes / batch rows (DDP)
+                loss = data.family.loss(net, batch) * share
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)
             opt.step()

@@ -527,8 +527,7 @@ def main(argv=None):
     runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
     payload = {"glue_toy": glue_toy(log)}
     payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}, "dtype": args.dtype} if m else {}
-    # each section that runs a model runs it under autocast (--dtype; fp32 by default); the toys never do
-    if runs["glue_real"]:
+    if runs["glue_real"]:        # each section that runs a model: under autocast (--dtype; fp32 by default); no toy
         sst2, head = m.loaded["--sst2-model"]
         with autocast(m.device, m.dtype):
             payload["glue_real"] = glue_real(sst2, m.folders["--sst2-model"].tokenizer, name["--sst2-model"],
@@ -542,24 +541,20 @@ def main(argv=None):
                 payload["attention"]["dev"] = flow_over_dev(qa, tok, m.flow_examples, device=m.device, log=log,
                                                             source=portable(m.flow_data) or "rajpurkar/squad (validation)")
     payload["span_toy"] = span_toy(log)
-    if runs["span_real"]:
-        qa, tok = m.loaded["--squad-model"]
+    if runs["span_real"]:                                   # the model and its tokenizer, as loaded
         with autocast(m.device, m.dtype):
-            payload["span_real"] = span_real(qa, tok, name["--squad-model"], device=m.device, log=log)
+            payload["span_real"] = span_real(*m.loaded["--squad-model"], name["--squad-model"], device=m.device, log=log)
     if runs["null"]:
-        qa2, tok2 = m.loaded["--squad2-model"]
         with autocast(m.device, m.dtype):
-            payload["null"] = null_scores(qa2, tok2, name["--squad2-model"], device=m.device, chosen=m.chosen, log=log)
-    payload["f1_examples"] = f1_examples(log)
-    payload["swag_toy"] = swag_toy(log)
-    payload["tables"] = table_arithmetic(log)
+            payload["null"] = null_scores(*m.loaded["--squad2-model"], name["--squad2-model"], device=m.device,
+                                          chosen=m.chosen, log=log)
+    payload |= {"f1_examples": f1_examples(log), "swag_toy": swag_toy(log), "tables": table_arithmetic(log)}   # in order
     payload |= {"not_run": m.not_run} if m else {}
     os.makedirs(args.results_dir, exist_ok=True)
     plots(payload, args.results_dir)
-    log.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)
+    written = log.save(payload, cli=command_line(argv, vars(args)), device=m.device if m else None)   # its .json
     if m and m.not_run:
-        path = portable(os.path.join(args.results_dir, "part4_math.json"))
-        raise Fatal(section_inputs.not_run_error(SECTION_INPUTS, m.problems, m.not_run, path))
+        raise Fatal(section_inputs.not_run_error(SECTION_INPUTS, m.problems, m.not_run, portable(written)))
     return 0
 
 

@@ -213,9 +213,7 @@ def estimated(chosen, inputs, log, steps=(), off_hub=None, names=None):
             why[e.name] = "; ".join(blocked[e.name])
         elif parts[e.name] is None:
             why[e.name] = "; ".join(f"{m}: {p}" for m, p in problems.items() if m in models) or "?"
-    for step in steps:
-        if parts[step.name] is None:
-            why[step.name] = "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?"
+    why |= {step.name: "; ".join(f"{m}: {p}" for m, p in problems.items()) or "?" for step in steps if parts[step.name] is None}
     if not cache.get(estimates.NATIVE_BF16):
         return Times(parts, why, cache)
     other = estimates.beside(inputs.dtype)                 # the same sizes, their steps and passes in the other dtype

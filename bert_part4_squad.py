@@ -281,8 +281,7 @@ def main(argv=None):
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
     if note := precision_note(device, dtype):      # bf16 where it is emulated: one line, slow
         log.say(note)
-    cut = args.max_dev_examples
-    label = "article" if cut is None else f"article, on the full dev set (this run: the first {cut})"
+    label = "article" if (cut := args.max_dev_examples) is None else f"article, on the full dev set (this run: the first {cut})"
     search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
                         max_answer=args.max_answer, dtype=dtype)
     scoring = DevScoring(search=search, device=device, processes=processes, label=label,

@@ -123,17 +123,17 @@ class Command:
         AdamW) changes its numbers by float rounding only: its results record that apart (computation), so that
         results of either way stay valid."""
         c, device, family, name = config.settings, self.device, data.family, run_name(config, job)
-        dtype = self.autocast_dtype
         rows = len(data.train["input_ids"])
         how = computation_on(c, device.type)
         ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
-               "max_len": family.max_len, "stride": family.stride, "dtype": DTYPE_NAMES.get(dtype, str(dtype))}
+               "max_len": family.max_len, "stride": family.stride,
+               "dtype": DTYPE_NAMES.get(self.autocast_dtype, str(self.autocast_dtype))}
         recorded = {**recorded_in(c, RUN, portable), **ran, "grouped": config.grouped,
                     "dev_evaluations": job.dev_evaluations, "train_rows": rows, "processes": processes.world}
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
                            clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device,
-                           autocast_dtype=dtype, padding_free=c.padding_free and data.padding_free_problem is None,
+                           autocast_dtype=self.autocast_dtype, padding_free=c.padding_free and data.padding_free_problem is None,
                            fused_adamw=c.fused_adamw and has_fused_adamw(device),
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,
