@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import platform
+import secrets
 import shutil
 import sys
 import tempfile
@@ -153,47 +154,39 @@ def check_writable_dir(path, flag):
 
 
 def write_atomic(path, content, kept="", folder=False):
-    """path written whole or not at all: content (a text, or write(tmp), which fills the temporary file it is given;
-    with folder, the temporary folder) goes to a temporary file or folder beside path, which then takes path's place,
-    so that a reader never sees half a file or half a model folder; on any failure the temporary one goes. What is
-    written gets the ordinary permissions of the user's umask (mkstemp makes 0600, mkdtemp 0700). A write that fails
-    for want of room or rights is one line (not_written; kept: what is kept and how to go on). Returns path (a
-    folder's made absolute)."""
-    if folder:
-        path = os.path.abspath(os.path.expanduser(path))
-    parent, tmp, old = os.path.dirname(os.path.abspath(path)), None, None
+    """path written whole or not at all: content (a text, or write(tmp), which fills the temporary file or, with
+    folder, folder it is given) goes to a temporary one beside path, which then takes path's place: a reader never sees
+    half a file or half a model folder; on any failure the temporary one goes. What is written has the ordinary
+    permissions of the user's umask. A write that fails for want of room or rights is one line (not_written; kept:
+    what is kept and how to go on). Returns path (a folder's made absolute)."""
+    path = os.path.abspath(os.path.expanduser(path)) if folder else path
+    parent, old = os.path.dirname(os.path.abspath(path)), None
+    tmp = os.path.join(parent, f".tmp-{secrets.token_hex(8)}-{os.path.basename(path)}")   # no other write's; x.png's end kept
     try:
         if folder:
-            os.makedirs(parent, exist_ok=True)
-            tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-model-")
-        else:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=os.path.basename(path))
-            os.close(fd)
+            os.makedirs(tmp)                            # and the folders above it
         if isinstance(content, str):
-            with open(tmp, "w", encoding="utf-8") as f:
+            with open(tmp, "x", encoding="utf-8") as f:
                 f.write(content)
         else:
             content(tmp)
         umask = os.umask(0)
         os.umask(umask)
-        if folder:
-            for where, _, files in os.walk(tmp):
-                os.chmod(where, 0o777 & ~umask)
-                for name in files:
-                    os.chmod(os.path.join(where, name), 0o666 & ~umask)
-            if os.path.isdir(path):                     # the old folder moved aside: a folder cannot replace one
-                old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
-                os.rename(path, os.path.join(old, "model"))
-        else:
-            os.chmod(tmp, 0o666 & ~umask)
+        for where, _, files in os.walk(tmp):          # a folder's files as the umask makes them (a library's may be 0600)
+            os.chmod(where, 0o777 & ~umask)
+            for name in files:
+                os.chmod(os.path.join(where, name), 0o666 & ~umask)
+        if folder and os.path.isdir(path):              # the old folder moved aside: a folder cannot replace one
+            old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
+            os.rename(path, os.path.join(old, "model"))
         os.replace(tmp, path)
         if old:
             shutil.rmtree(old)
     except BaseException as e:
         line = not_written(path, e, kept)             # measured before the temporary one goes: a full disk is full now
-        if folder and tmp:
+        if folder:
             shutil.rmtree(tmp, ignore_errors=True)
-        elif tmp and os.path.exists(tmp):
+        elif os.path.exists(tmp):
             os.remove(tmp)
         if line:
             raise Fatal(line) from e
