@@ -143,33 +143,7 @@ class TrainingRun:
                  *family.describe(data.train),
                  f"batch {run.batch_size}, {run.epochs} epochs = {steps} steps, learning rate {run.lr}, warmup {self.warm} "
                  f"steps, weight decay {run.weight_decay}"]
-        # how its steps are computed, as its results record it (computation), then the AdamW the paper used:
-        # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not compute trains padded,
-        # and a line before it says why; widths rounded and cuDNN's attention where that is not the recipe's plain padded
-        # batches (nothing on the CPU by default); a flag that has no effect on this device says so
-        if run.asked["padding_free"] and not run.padding_free:
-            lines.append(f"padded steps, not padding-free: {data.padding_free_problem}")
-        kernels = ([f"widths rounded up to multiples of {run.pad_to_multiple_of} tokens"]
-                   if run.pad_to_multiple_of > 1 else [])
-        if device.type == "cuda":
-            kernels.append("attention on cuDNN's kernels where SDPA picks them" if run.cudnn_attention
-                           else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
-        elif run.asked["cudnn_attention"] is not None:
-            kernels.append(f"--cudnn-attention has no effect on {device.type}: no cuDNN attention there")
-        padding = ("padding-free steps (every layer but attention on the real tokens only"
-                   + (f"; dropout masks: {how['dropout_masks']}" if how["dropout_masks"] != MASKS_PADDED else "") + ")"
-                   if run.padding_free else "dynamic padding")
-        config = self.model.config
-        lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {run.clip}, "
-                  f"dropout {getattr(config, 'hidden_dropout_prob', getattr(config, 'dropout', None))}, seed {run.seed}, "
-                  f"autocast {DTYPE_NAMES[run.autocast_dtype] if run.autocast_dtype else 'off (fp32)'}, {padding}"
-                  + "".join(", " + k for k in kernels)
-                  + (", batches grouped by length (paper: random batches)" if run.grouped else "")
-                  + f"; model {portable(run.model)}{model_type_note(self.model)}"
-                  + (", random weights (--init random)" if run.init == "random" else "") + f", article: {ARTICLE_MODEL})",
-                  f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
-        if note := precision_note(device, run.autocast_dtype):                       # bf16 where it is emulated: slow
-            lines.append(note)
+        lines += computation_lines(run, data, self.model, how)    # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'
         # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
         cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
                + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
@@ -380,6 +354,38 @@ class TrainingRun:
                   {"train loss": [p["train_loss"] for p in curve]}, "step",
                   right=("dev score", [family.selection(p["dev"]) for p in curve]))
         return result
+
+
+def computation_lines(run, data, model, how):
+    """How a run's steps are computed, as its results record it (how: its computation), in the preamble's words, then
+    the AdamW the paper used: '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not
+    compute trains padded, and a line before it says why; widths rounded and cuDNN's attention where that is not the
+    recipe's plain padded batches (nothing on the CPU by default); a flag that has no effect on this device says so;
+    bf16 where the device emulates it (slow) says so after."""
+    lines = []
+    if run.asked["padding_free"] and not run.padding_free:
+        lines.append(f"padded steps, not padding-free: {data.padding_free_problem}")
+    kernels = [f"widths rounded up to multiples of {run.pad_to_multiple_of} tokens"] if run.pad_to_multiple_of > 1 else []
+    if run.device.type == "cuda":
+        kernels.append("attention on cuDNN's kernels where SDPA picks them" if run.cudnn_attention
+                       else "attention on SDPA's flash or memory-efficient kernels, not cuDNN's")
+    elif run.asked["cudnn_attention"] is not None:
+        kernels.append(f"--cudnn-attention has no effect on {run.device.type}: no cuDNN attention there")
+    padding = ("padding-free steps (every layer but attention on the real tokens only"
+               + (f"; dropout masks: {how['dropout_masks']}" if how["dropout_masks"] != MASKS_PADDED else "") + ")"
+               if run.padding_free else "dynamic padding")
+    config = model.config
+    lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {run.clip}, "
+              f"dropout {getattr(config, 'hidden_dropout_prob', getattr(config, 'dropout', None))}, seed {run.seed}, "
+              f"autocast {DTYPE_NAMES[run.autocast_dtype] if run.autocast_dtype else 'off (fp32)'}, {padding}"
+              + "".join(", " + k for k in kernels)
+              + (", batches grouped by length (paper: random batches)" if run.grouped else "")
+              + f"; model {portable(run.model)}{model_type_note(model)}"
+              + (", random weights (--init random)" if run.init == "random" else "") + f", article: {ARTICLE_MODEL})",
+              f"  (AdamW is torch's: eps 1e-8, bias-corrected moments; paper: {PAPER_OPTIMISER})"]
+    if note := precision_note(run.device, run.autocast_dtype):
+        lines.append(note)
+    return lines
 
 
 def best_seen(curve, family):
