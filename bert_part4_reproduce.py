@@ -55,9 +55,6 @@ LOG = "reproduce.log"                   # in the results folder: each invocation
 ARTICLE_RESULTS = os.path.join(ROOT, "results")     # the article's committed results, which the report reads
 
 
-build_parser, parse_args = script_settings.reproduce_parser, script_settings.parse_reproduce   # part4/command_line
-
-
 # --- The inputs: the flags checked, the mirror's folders named, the log opened ---
 
 def results_folder(given, models, building):
@@ -508,13 +505,13 @@ def closing(outcomes, left, inputs, log, *, mirror=None, again=""):
 # --- The command: the stand-ins and the plan, then each unless done, then how it went ---
 
 def main(argv=None):
-    args = parse_args(argv)                     # the command line as settings (part4/command_line)
+    args = script_settings.parse_reproduce(argv)   # the command line as settings (part4/command_line)
     argv = sys.argv[1:] if argv is None else argv
     building = args.stand_in is not None
+    given_dir = script_settings.reproduce_parser().parse_args(argv).results_dir     # None: --results-dir not given
     inputs = check_inputs(Inputs(models=args.models, data=args.data, max_train_examples=args.max_train_examples,
                                  max_dev_examples=args.max_dev_examples, device=args.device, dtype=args.dtype,
-                                 results_dir=results_folder(build_parser().parse_args(argv).results_dir, args.models,
-                                                            building)), building=building)
+                                 results_dir=results_folder(given_dir, args.models, building)), building=building)
     mirror, steps = stand_in_mirror(args.stand_in, inputs)
     inputs = replace(inputs, stand_in=mirror.base) if mirror else inputs
     log = opened_log(args.plan, inputs.results_dir, argv)

@@ -123,13 +123,14 @@ class NameParts:
     tag: str = None
 
 
-def file_name(head, parts=NameParts(), paper=(None, None)):
+def file_name(subject, parts=NameParts(), paper=(None, None)):
     """The one builder of result names, for runs, summaries and tables alike:
-    part4_<head>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>]; the batch size and
-    epochs left out where they are the paper's (paper: its batch size and epochs for the task)."""
+    part4_<subject>[_lr<lr>][_bs<b>][_ep<e>][_seed<s>][_grid_<g>][_seeds<N>][_random-init][_<tag>] (subject: the task,
+    or glue_table); the batch size and epochs left out where they are the paper's (paper: its batch size and epochs
+    for the task)."""
     p = parts
     batch, epochs = (None if given == ours else given for given, ours in zip((p.batch, p.epochs), paper))
-    words = [f"part4_{head}", p.lr is not None and f"lr{lr_tag(p.lr)}", batch is not None and f"bs{batch}",
+    words = [f"part4_{subject}", p.lr is not None and f"lr{lr_tag(p.lr)}", batch is not None and f"bs{batch}",
              epochs is not None and f"ep{epochs}", p.seed is not None and f"seed{p.seed}", p.grid and f"grid_{p.grid}",
              p.seeds and f"seeds{p.seeds}", p.init == "random" and "random-init", p.tag]
     return "_".join(w for w in words if w)
