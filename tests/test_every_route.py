@@ -118,9 +118,9 @@ def strings(obj):
 
 
 def results_files():
-    """The JSON and log files under results/, as a commit would take them: not the temp files (.tmp-*, and the
-    .tmp-model-* folders) that a run writing there right now fills and then renames into place, and not a file
-    that such a run replaces or removes between the listing and the reading."""
+    """The JSON and log files under results/, as a commit would take them: not the temporary files and folders
+    (.tmp-*) that a run writing there right now fills and then renames into place, and not a file that such a run
+    replaces or removes between the listing and the reading."""
     for folder, dirs, files in os.walk(os.path.join(ROOT, "results")):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in files:

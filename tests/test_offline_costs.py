@@ -130,6 +130,32 @@ def test_a_model_folder_that_cannot_be_written_is_one_line_and_none_is_left(tmp_
     assert not os.path.exists((tmp_path / "seen").read_text()) and os.listdir(target) == ["config.json"]
 
 
+
+def test_a_model_folder_that_cannot_take_the_old_ones_place_leaves_the_old_one_as_it_was(tmp_path, monkeypatch):
+    """The old folder moved aside, the new one refused its place (a rename that fails): one line, the old folder back
+    where it was with its files, and nothing else left beside it (no temporary folder, no folder moved aside)."""
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "config.json").write_text('{"old": true}')
+
+    def refused(src, dst):
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(results_files.os, "replace", refused)
+    with pytest.raises(Fatal, match=r"model: not written \(Permission denied\); nothing half-written is left"):
+        results_files.write_atomic(str(target), lambda tmp: (tmp_path / "seen").write_text(tmp), folder=True)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["model", "seen"] and os.listdir(target) == ["config.json"]
+    assert (target / "config.json").read_text() == '{"old": true}'
+
+
+def test_a_file_whose_folder_is_gone_is_one_line_whatever_writes_it(tmp_path):
+    """The results folder removed under a run: torch.save, which says so as a RuntimeError of its own, never reaches
+    it; the file cannot be made where it goes, and that is one line."""
+    with pytest.raises(Fatal, match=r"x\.pt: not written \(No such file or directory\); nothing half-written is left$"):
+        results_files.write_atomic(str(tmp_path / "gone" / "x.pt"), lambda tmp: torch.save({"a": 1}, tmp))
+    assert os.listdir(tmp_path) == []
+
 def test_free_space_adds_up_on_one_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(results_files.shutil, "disk_usage", lambda path: Usage(10**10, 0, 3 * 10**9))
     results_files.check_room([(str(tmp_path / "a"), 2 * 10**9, "one"), (str(tmp_path / "b" / "c"), 10**9, "two")])

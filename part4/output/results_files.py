@@ -17,6 +17,7 @@ The fine-tuning command's own lines are part4/run/'s, a family's part4/tasks/fam
 import hashlib
 import json
 import os
+import pathlib
 import platform
 import secrets
 import shutil
@@ -154,21 +155,19 @@ def check_writable_dir(path, flag):
 
 
 def write_atomic(path, content, kept="", folder=False):
-    """path written whole or not at all: content (a text, or write(tmp), which fills the temporary file or, with
-    folder, folder it is given) goes to a temporary one beside path, which then takes path's place: a reader never sees
-    half a file or half a model folder; on any failure the temporary one goes. What is written has the ordinary
-    permissions of the user's umask. A write that fails for want of room or rights is one line (not_written; kept:
-    what is kept and how to go on). Returns path (a folder's made absolute)."""
+    """path written whole or not at all: content (a text, or write(tmp), filling the temporary file or folder it is
+    given) goes to a temporary one beside path, which then takes its place with the umask's ordinary permissions; on any
+    failure the temporary one goes, an old folder stays, and want of room or rights is one line (not_written; kept: what
+    is kept and how to go on). Returns path (a folder's made absolute)."""
     path = os.path.abspath(os.path.expanduser(path)) if folder else path
     parent, old = os.path.dirname(os.path.abspath(path)), None
-    tmp = os.path.join(parent, f".tmp-{secrets.token_hex(8)}-{os.path.basename(path)}")   # no other write's; x.png's end kept
+    tmp = os.path.join(parent, f".tmp-{secrets.token_hex(8)}-{os.path.basename(path)}")   # ends as path does: x.png
     try:
         if folder:
             os.makedirs(tmp)                            # and the folders above it
-        if isinstance(content, str):
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(content)
-        else:
+        else:                                           # made as any file is (no folder there: an OSError, one line)
+            pathlib.Path(tmp).write_text(content if isinstance(content, str) else "", encoding="utf-8")
+        if not isinstance(content, str):
             content(tmp)
         umask = os.umask(0)
         os.umask(umask)
@@ -180,17 +179,20 @@ def write_atomic(path, content, kept="", folder=False):
             old = tempfile.mkdtemp(dir=parent, prefix=".old-model-")
             os.rename(path, os.path.join(old, "model"))
         os.replace(tmp, path)
-        if old:
-            shutil.rmtree(old)
     except BaseException as e:
         line = not_written(path, e, kept)             # measured before the temporary one goes: a full disk is full now
         if folder:
             shutil.rmtree(tmp, ignore_errors=True)
         elif os.path.exists(tmp):
             os.remove(tmp)
+        if old and not os.path.exists(path):            # the old folder back in its place
+            os.rename(os.path.join(old, "model"), path)
         if line:
             raise Fatal(line) from e
         raise
+    finally:
+        if old:                                         # gone once the new folder, or the old one again, is in place
+            shutil.rmtree(old, ignore_errors=True)
     return path
 
 
