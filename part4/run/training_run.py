@@ -143,7 +143,8 @@ class TrainingRun:
                  *family.describe(data.train),
                  f"batch {run.batch_size}, {run.epochs} epochs = {steps} steps, learning rate {run.lr}, warmup {self.warm} "
                  f"steps, weight decay {run.weight_decay}"]
-        lines += computation_lines(run, data, self.model, how)    # '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'
+        # how its steps are computed (computation_lines, below the class): '(also: AdamW fused, clip 1.0, ...)'
+        lines += computation_lines(run, data, self.model, how)
         # what a cut run leaves out (and the flags that cut it), and how often it evaluates when that is not the recipe's
         cut = [f"{n} of {whole:,} {what} examples" for n, whole, what in [(data.n_train, data.n_train_all, "training")]
                + [(data.n_dev[k], data.n_dev_all[k], k.replace("_", " ")) for k in data.devs] if n < whole]
@@ -356,12 +357,29 @@ class TrainingRun:
         return result
 
 
+def best_seen(curve, family):
+    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
+    the first of any ties: reported beside the result, never taken for it."""
+    return max(curve, key=lambda c: family.selection(c["dev"]))
+
+
+def save_model_folder(model, tok, path, kept=""):
+    """save_pretrained into a temporary folder beside path, then rename: never half a model folder (one that cannot be
+    written is one line, ending with kept)."""
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return write_atomic(path, write, kept, folder=True)
+
+
+# --- say_preamble's lines: how a run's steps are computed ---
+
 def computation_lines(run, data, model, how):
-    """How a run's steps are computed, as its results record it (how: its computation), in the preamble's words, then
-    the AdamW the paper used: '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model the padding-free steps do not
-    compute trains padded, and a line before it says why; widths rounded and cuDNN's attention where that is not the
-    recipe's plain padded batches (nothing on the CPU by default); a flag that has no effect on this device says so;
-    bf16 where the device emulates it (slow) says so after."""
+    """How a run's steps are computed, as its results record it (how: TrainingRun.computation), in the preamble's
+    words, then torch's AdamW beside the paper's optimiser: '(also: AdamW fused, clip 1.0, dropout 0.1, ...)'. A model
+    the padding-free steps do not compute trains padded, and a line before it says why; widths rounded and cuDNN's
+    attention where that is not the recipe's plain padded batches (nothing on the CPU by default); a flag that has no
+    effect on this device says so; bf16 where the device emulates it (slow) says so after."""
     lines = []
     if run.asked["padding_free"] and not run.padding_free:
         lines.append(f"padded steps, not padding-free: {data.padding_free_problem}")
@@ -386,21 +404,6 @@ def computation_lines(run, data, model, how):
     if note := precision_note(run.device, run.autocast_dtype):
         lines.append(note)
     return lines
-
-
-def best_seen(curve, family):
-    """The evaluation with the best dev score in Table 1's metric (MCC for CoLA, F1 for MRPC, Spearman for STS-B),
-    the first of any ties: reported beside the result, never taken for it."""
-    return max(curve, key=lambda c: family.selection(c["dev"]))
-
-
-def save_model_folder(model, tok, path, kept=""):
-    """save_pretrained into a temporary folder beside path, then rename: never half a model folder (one that cannot be
-    written is one line, ending with kept)."""
-    def write(tmp):
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    return write_atomic(path, write, kept, folder=True)
 
 
 # --- the processes that share a run: each its rows of every batch, the model DDP-wrapped ---
