@@ -22,6 +22,7 @@ from part4.command_line.fine_tune_settings import Settings, computation_on
 from part4.data import readers
 from part4.models.loading import ALONE
 from part4.paper import recipe
+from part4.reproduction import experiments
 from part4.run import command, run_files, summaries
 from part4.tasks import families
 
@@ -167,6 +168,9 @@ def test_a_cut_run_evaluates_at_most_every_few_steps_a_full_run_as_the_recipe(st
     assert all(b - a >= min(recipe.CUT_EVAL_EVERY, steps) for a, b in zip(points, points[1:-1]))
     assert len(points) <= max(1, -(-steps // recipe.CUT_EVAL_EVERY)) and cut >= full
     assert recipe.evaluations_made(steps, cut) == len(points)        # what the preamble and the cost line say
+    for cut_run, every in ((False, full), (True, cut)):              # the reproduce script's estimate: one more, before
+        made = sum(1 for s in range(1, steps + 1) if s % every == 0 or s == steps)    # fine_tune's condition, step by step
+        assert experiments.estimated_evaluations(steps, cut_run, evals) == made + 1
 
 
 def test_a_cut_run_says_how_often_it_evaluates(tiny_bert_dir, tmp_path):

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 
 from part4.output.results_files import portable, read_json
 from part4.paper import article
-from part4.paper.recipe import EVAL_BATCH_SIZE, GLUE_RECIPE, GRIDS, MAX_LEN, RECIPES, SPAN_BATCH_SIZE, eval_every, lr_tag
+from part4.paper.recipe import (
+    EVAL_BATCH_SIZE,
+    GLUE_RECIPE,
+    GRIDS,
+    MAX_LEN,
+    RECIPES,
+    SPAN_BATCH_SIZE,
+    eval_every,
+    evaluations_made,
+    lr_tag,
+)
 from part4.reproduction import stand_in
 from part4.reproduction.estimates import ByTheClock, Work
 
@@ -75,9 +85,10 @@ def squad_questions(path):
 
 
 def estimated_evaluations(steps, cut, evals=GLUE_RECIPE.evals):
-    """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps; a run cut by
+    """A fine-tune's dev evaluations: the article's 30 (SQuAD's: one per epoch) spread over its steps, as the run makes
+    them (its last step's too, where that is not one of its cadence: the SST-2 run's 31); a run cut by
     --max-train-examples no more often than every CUT_EVAL_EVERY steps; and one before training."""
-    return steps // eval_every(evals, steps, cut) + 1
+    return evaluations_made(steps, eval_every(evals, steps, cut)) + 1
 
 
 def fine_tune_size(task, inputs, model):
