@@ -36,7 +36,7 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import AutoConfig
 
-from part4.data.batches import dropout_masks, make_padding_free
+from part4.data.batches import make_padding_free
 from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
 from part4.paper.recipe import grid_settings
 from part4.run.command import Command
@@ -84,7 +84,7 @@ def fine_tune(run, data):
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(data.family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
     if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
-        model = make_padding_free(model, dropout_masks(run.device, run.autocast_dtype))   # (part4/data/batches.py)
+        model = make_padding_free(model, run.dropout_masks)                             # (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)

@@ -16,7 +16,7 @@ import torch
 
 from part4.command_line.declarations import RUN, Fatal, preflight, recorded_in
 from part4.command_line.fine_tune_settings import computation_on
-from part4.data.batches import padding_free_problem
+from part4.data.batches import MASKS_PADDED, dropout_masks, padding_free_problem
 from part4.data.readers import Sources
 from part4.models.loading import (
     ALONE,
@@ -56,9 +56,10 @@ class Command:
 
         command = Command(settings)
         for inputs in command.task_inputs:
-            plan = command.plan_task(inputs, jobs)          # every input checked, the data read once, the runs done before
-            ...                                      # each run of this process's share (plan.runs[k], its settings),
-            command.collect(plan, results)           # unless in plan.done_before
+            plan = command.plan_task(inputs, jobs)   # every input checked, the data read once, the runs done before
+            ...                                      # each run of this process's share (plan.runs[k], its settings)
+            #                                          unless in plan.done_before
+            command.collect(plan, results)
         return command.finish()
     """
 
@@ -123,7 +124,7 @@ class Command:
         AdamW) changes its numbers by float rounding only: its results record that apart (computation), so that
         results of either way stay valid."""
         c, device, family, name = config.settings, self.device, data.family, run_name(config, job)
-        rows = len(data.train["input_ids"])
+        rows, padding_free = len(data.train["input_ids"]), c.padding_free and data.padding_free_problem is None
         how = computation_on(c, device.type)
         ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
                "max_len": family.max_len, "stride": family.stride,
@@ -133,7 +134,8 @@ class Command:
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
                            clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device,
-                           autocast_dtype=self.autocast_dtype, padding_free=c.padding_free and data.padding_free_problem is None,
+                           autocast_dtype=self.autocast_dtype, padding_free=padding_free,
+                           dropout_masks=dropout_masks(device, self.autocast_dtype) if padding_free else MASKS_PADDED,
                            fused_adamw=c.fused_adamw and has_fused_adamw(device),
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,

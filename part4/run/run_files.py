@@ -31,7 +31,8 @@ class Job:
     batch_size: int
     epochs: int
     seed: int
-    dev_evaluations: int               # dev evaluations during the run (--evals resolved: planned_runs)
+    dev_evaluations: int               # dev evaluations asked of the run (--evals resolved: planned_runs); a short
+    #                                    run makes fewer (part4/paper/recipe.py evaluations_made)
 
 
 def job_of(result):
@@ -75,12 +76,14 @@ class RunSettings:
     warmup: float                      # the share of the steps with a rising learning rate
     weight_decay: float                # AdamW's, none on biases and LayerNorm
     clip: float                        # the gradients' global norm, at most
-    dev_evaluations: int               # dev evaluations during the run
+    dev_evaluations: int               # dev evaluations asked of it (a cut run makes fewer: evaluations_made)
     seed: int
     device: torch.device
     autocast_dtype: object             # a torch dtype (None: fp32), --dtype as it resolves on the device
     padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
     #                                    allows it: part4/data/batches.py padding_free_problem)
+    dropout_masks: str                 # how its padding-free steps draw their dropout masks on its device and dtype
+    #                                    (part4/data/batches.py dropout_masks; MASKS_PADDED where its steps are padded)
     fused_adamw: bool                  # AdamW's fused kernel (--fused-adamw, where torch has one)
     pad_to_multiple_of: int            # each batch's width rounded up to a multiple of it (1: its own longest row)
     cudnn_attention: bool              # the training steps' attention may run on cuDNN's kernels (CUDA)

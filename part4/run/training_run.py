@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from part4.command_line.declarations import Fatal, Stopped, readable_time, shown_duration
-from part4.data.batches import MASKS_PADDED, collate, dropout_masks, epoch_batches, to_device, with_real_tokens
+from part4.data.batches import MASKS_PADDED, collate, epoch_batches, to_device, with_real_tokens
 from part4.data.readers import GLUE
 from part4.models.loading import (
     DTYPE_NAMES,
@@ -67,25 +67,10 @@ STOP_SIGNALS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)
 
 
 class TrainingRun:
-    """One run around the loop, as bert_part4_finetune.py's fine_tune calls it:
-
-        training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)
-        if not training.resume():                    # from its checkpoint, when one was saved
-            training.say_preamble()
-            training.score_before()
-            training.time_and_say_cost()
-        with training.stoppable():                   # Ctrl-C and SIGTERM: a flag, read after the step
-            for epoch, batch, share in training.batches():
-                ...                                  # the recipe's step
-                training.step_done(loss)
-                if training.step % training.eval_every == 0 or training.step == steps:
-                    training.score_dev(epoch)
-                stop, save = training.stop_or_save()
-                if save:
-                    training.save_checkpoint(stop)
-                if stop:
-                    training.stop()
-        return training.final_results()
+    """One run around the loop. Each method is a step that bert_part4_finetune.py's fine_tune calls by name, in its
+    order: resume, or else say_preamble, score_before and time_and_say_cost; stoppable around the loop, whose batches
+    it draws; step_done after each step, score_dev at the run's cadence, stop_or_save (then save_checkpoint, stop);
+    final_results at the end. fine_tune is where the loop itself stands, written once.
 
     What it holds: the run's settings (run: RunSettings), the task's data, head family and how the output layer comes
     (data: TaskData, its output_layer), the model, the schedule and its optimiser (sched.optimizer: AdamW); its log,
@@ -110,7 +95,7 @@ class TrainingRun:
         # attention kernels allowed or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran,
         # beside the flags as given (padding_free_steps ran; the flag --padding-free is the command's padding_free)
         self.computation = {"padding_free_steps": run.padding_free, "fused_adamw": bool(self.opt.param_groups[0].get("fused")),
-                            "dropout_masks": dropout_masks(run.device, run.autocast_dtype) if run.padding_free else MASKS_PADDED,
+                            "dropout_masks": run.dropout_masks,
                             "pad_to_multiple_of": run.pad_to_multiple_of, "cudnn_attention": run.cudnn_attention}
         self.step, self.curve, self.before, self.t0 = 0, [], None, time.time()
         self.losses, self.received, self.handlers = [], None, {}          # the signal received while the loop runs
@@ -188,11 +173,12 @@ class TrainingRun:
         self.log.say(f"before fine-tuning ({fresh}): {scores}" + family.baseline(data.majority, data.devs) + theirs)
 
     def time_and_say_cost(self):
-        """What the run will cost here, said before its first step: its steps times one step timed (the first batch's
-        loss forward and back, its update left out; the RNG forked and the gradients cleared after: nothing of the run
-        changes), its dev evaluations times the one before training, and its memory at the peak where it is large, as a
-        range (this process's so far, after the step, with AdamW's two moments to come; up to `later` times that, for the
-        wider batches and the allocator's leftovers of the steps after it). The training time counts from here."""
+        """What the run will cost here, said before its first step; then the training clock started. The cost: its steps
+        times one step timed (the first batch's loss forward and back, its update left out; the RNG forked and the
+        gradients cleared after: nothing of the run changes), its dev evaluations times the one before training, and
+        its memory at the peak where it is large, as a range (this process's so far, after the step, with AdamW's two
+        moments to come; up to `later` times that, for the wider batches and the allocator's leftovers of the steps
+        after it)."""
         run = self.run
         _, batch, _ = next(self.batches())                                   # the first batch, as the loop gets it
         accelerators = [run.device] if run.device.type != "cpu" else []
@@ -254,7 +240,7 @@ class TrainingRun:
         every_batch = [(epoch, idx) for epoch, in_epoch in enumerate(epochs, start=1) for idx in in_epoch]
         for epoch, idx in every_batch[self.step:]:
             rows, share = shard(idx, run.processes)
-            batch = collate(train, rows, HOST, multiple=run.pad_to_multiple_of, max_width=self.family.max_len)
+            batch = collate(train, rows, HOST, multiple=run.pad_to_multiple_of, max_width=run.max_len)
             yield epoch, to_device(with_real_tokens(batch) if run.padding_free else batch, run.device), share
 
     def step_done(self, loss):
