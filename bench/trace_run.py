@@ -7,6 +7,7 @@ and comprehensions are not). By default it is
 and 32 dev examples on the CPU, its results in a temporary folder:
 
     python bench/trace_run.py                      # the MRPC run: files and functions, then the count of each file
+    python bench/trace_run.py --names              # and each function under its file, by its first line
     python bench/trace_run.py --script bert_part4_squad.py -- --v1-model M --only v1 --max-dev-examples 8 --device cpu
 """
 
@@ -126,6 +127,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--script", default="bert_part4_finetune.py", help="the script to trace (default: the fine-tune)")
     parser.add_argument("--quiet", action="store_true", help="only the totals, not each file's count")
+    parser.add_argument("--names", action="store_true", help="each function counted, under its file, in line order")
     parser.add_argument("--follow", action="store_true",
                         help="follow fine_tune's parameters instead: each one's calls that pass it (or its parts) on, "
                              "their files, how often the trail returns up docs/layout.md's order and enters run/")
@@ -151,6 +153,9 @@ def main():
     if not args.quiet:
         for path, names in sorted(seen.items(), key=lambda item: -len(item[1])):
             print(f"  {len(names):4d}  {path}", file=sys.__stdout__)
+            if args.names:
+                for name in sorted(names, key=lambda n: int(n.rsplit(":", 1)[1])):
+                    print(f"            {name}", file=sys.__stdout__)
 
 
 if __name__ == "__main__":
