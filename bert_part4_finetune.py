@@ -83,7 +83,7 @@ def fine_tune(run, data):
     seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(data.family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
-    if run.padding_free:    # real tokens only (--padding-free): packed_bert in training; masks as device and dtype ask
+    if run.padding_free_steps:   # real tokens only (--padding-free): packed_bert in training; masks as device, dtype ask
         model = make_padding_free(model, run.dropout_masks)                             # (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm

@@ -124,7 +124,7 @@ class Command:
         AdamW) changes its numbers by float rounding only: its results record that apart (computation), so that
         results of either way stay valid."""
         c, device, family, name = config.settings, self.device, data.family, run_name(config, job)
-        rows, padding_free = len(data.train["input_ids"]), c.padding_free and data.padding_free_problem is None
+        rows, packed = len(data.train["input_ids"]), c.padding_free and data.padding_free_problem is None
         how = computation_on(c, device.type)
         ran = {"task": config.task, "lr": job.lr, "batch_size": job.batch_size, "epochs": job.epochs, "seed": job.seed,
                "max_len": family.max_len, "stride": family.stride,
@@ -134,8 +134,8 @@ class Command:
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
                            clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device,
-                           autocast_dtype=self.autocast_dtype, padding_free=padding_free,
-                           dropout_masks=dropout_masks(device, self.autocast_dtype) if padding_free else MASKS_PADDED,
+                           autocast_dtype=self.autocast_dtype, padding_free_steps=packed,
+                           dropout_masks=dropout_masks(device, self.autocast_dtype) if packed else MASKS_PADDED,
                            fused_adamw=c.fused_adamw and has_fused_adamw(device),
                            pad_to_multiple_of=how["pad_to_multiple_of"], cudnn_attention=how["cudnn_attention"],
                            processes=processes, quiet=not self.processes.is_main, grouped=config.grouped,
@@ -258,8 +258,8 @@ def check_task_inputs(config, family, sources):
     if c.init == "pretrained":
         _, output_layer = load_model(family.model_class, c.model, head=c.head, **family.model_kwargs)
     with torch.device("meta"):      # the architecture alone, no weights: can padding-free steps compute it?
-        padding_free = padding_free_problem(family.model_class.from_config(model_folder.config))
-    return model_folder, output_layer, padding_free
+        why_padded = padding_free_problem(family.model_class.from_config(model_folder.config))
+    return model_folder, output_layer, why_padded
 
 
 def read_data(config, family, sources, checked):
@@ -267,7 +267,7 @@ def read_data(config, family, sources, checked):
     tokenizer, for every run of the command, beside what check_task_inputs found (checked). What a cut run leaves out is
     kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
     c = config.settings
-    model_folder, output_layer, padding_free = checked
+    model_folder, output_layer, why_padded = checked
     train_all, devs_all = family.read(sources)
     train = train_all[:c.max_train_examples]
     devs = {name: d[:c.max_dev_examples] for name, d in devs_all.items()}
@@ -282,7 +282,7 @@ def read_data(config, family, sources, checked):
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {},
-                    padding_free_problem=padding_free, output_layer=output_layer)
+                    padding_free_problem=why_padded, output_layer=output_layer)
 
 
 def runs_done_before(config, runs):

@@ -80,7 +80,7 @@ class RunSettings:
     seed: int
     device: torch.device
     autocast_dtype: object             # a torch dtype (None: fp32), --dtype as it resolves on the device
-    padding_free: bool                 # each training step on the real tokens only (--padding-free, where the model
+    padding_free_steps: bool           # each training step on the real tokens only (--padding-free, where the model
     #                                    allows it: part4/data/batches.py padding_free_problem)
     dropout_masks: str                 # how its padding-free steps draw their dropout masks on its device and dtype
     #                                    (part4/data/batches.py dropout_masks; MASKS_PADDED where its steps are padded)

@@ -93,9 +93,10 @@ class TrainingRun:
         # ones and how their dropout masks are drawn, AdamW's fused kernel or its loop of tensor operations (a resumed
         # run's: its checkpoint's), the multiple its batches' widths were rounded up to (1: each its own longest), cuDNN's
         # attention kernels allowed or left out (on CUDA; none elsewhere). Recorded under names of their own: what ran,
-        # beside the flags as given (padding_free_steps ran; the flag --padding-free is the command's padding_free)
-        self.computation = {"padding_free_steps": run.padding_free, "fused_adamw": bool(self.opt.param_groups[0].get("fused")),
-                            "dropout_masks": run.dropout_masks,
+        # beside the flags as given (padding_free_steps ran, as RunSettings names it; the flag --padding-free is the
+        # command's padding_free)
+        self.computation = {"padding_free_steps": run.padding_free_steps,
+                            "fused_adamw": bool(self.opt.param_groups[0].get("fused")), "dropout_masks": run.dropout_masks,
                             "pad_to_multiple_of": run.pad_to_multiple_of, "cudnn_attention": run.cudnn_attention}
         self.step, self.curve, self.before, self.t0 = 0, [], None, time.time()
         self.losses, self.received, self.handlers = [], None, {}          # the signal received while the loop runs
@@ -241,7 +242,7 @@ class TrainingRun:
         for epoch, idx in every_batch[self.step:]:
             rows, share = shard(idx, run.processes)
             batch = collate(train, rows, HOST, multiple=run.pad_to_multiple_of, max_width=run.max_len)
-            yield epoch, to_device(with_real_tokens(batch) if run.padding_free else batch, run.device), share
+            yield epoch, to_device(with_real_tokens(batch) if run.padding_free_steps else batch, run.device), share
 
     def step_done(self, loss):
         """A step done: its loss kept (this process's share of the batch's mean loss, on the device until the next
@@ -367,7 +368,7 @@ def computation_lines(run, data, model, how):
     attention where that is not the recipe's plain padded batches (nothing on the CPU by default); a flag that has no
     effect on this device says so; bf16 where the device emulates it (slow) says so after."""
     lines = []
-    if run.asked["padding_free"] and not run.padding_free:
+    if run.asked["padding_free"] and not run.padding_free_steps:
         lines.append(f"padded steps, not padding-free: {data.padding_free_problem}")
     kernels = [f"widths rounded up to multiples of {run.pad_to_multiple_of} tokens"] if run.pad_to_multiple_of > 1 else []
     if run.device.type == "cuda":
@@ -377,7 +378,7 @@ def computation_lines(run, data, model, how):
         kernels.append(f"--cudnn-attention has no effect on {run.device.type}: no cuDNN attention there")
     padding = ("padding-free steps (every layer but attention on the real tokens only"
                + (f"; dropout masks: {how['dropout_masks']}" if how["dropout_masks"] != MASKS_PADDED else "") + ")"
-               if run.padding_free else "dynamic padding")
+               if run.padding_free_steps else "dynamic padding")
     config = model.config
     lines += [f"  (also: AdamW{' fused' if how['fused_adamw'] else ''}, clip {run.clip}, "
               f"dropout {getattr(config, 'hidden_dropout_prob', getattr(config, 'dropout', None))}, seed {run.seed}, "
