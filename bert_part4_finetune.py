@@ -38,7 +38,7 @@ from transformers import AutoConfig
 
 from part4.data.batches import make_padding_free
 from part4.models.loading import autocast, load_model, load_pretrained, run_cli, seed_everything, task_labels
-from part4.paper.recipe import grid_settings
+from part4.paper.recipe import grid_points
 from part4.run.command import Command
 from part4.run.run_files import Job
 from part4.run.training_run import TrainingRun, wrapped
@@ -121,13 +121,13 @@ def fine_tune(run, data):
 
 # --- Beyond one run: restarts over seeds (paper §5.2), and the paper's grids (§4.1, A.3) ---
 
-def planned_runs(config):
-    """The Job of every run this command asks of a task: each setting of the grid (grid glue: its learning rates at
+def planned_jobs(config):
+    """The Job of every run this command asks of a task: each point of the grid (grid glue: its learning rates at
     the batch size and epochs given, the task's recipe's by default: GLUE's 32 and 3), or the one given, with each seed; each with
     its count of dev evaluations (--evals, else the task's recipe: GLUE's 30, else once per epoch)."""
     settings = config.settings
     seeds = range(settings.seeds) if settings.seeds else [settings.seed]
-    points = (grid_settings(settings.grid, settings.batch_size, settings.epochs) if settings.grid
+    points = (grid_points(settings.grid, settings.batch_size, settings.epochs) if settings.grid
               else [(settings.batch_size, settings.lr, settings.epochs)])
     return [Job(lr=lr, batch_size=b, epochs=e, seed=s, dev_evaluations=settings.evals or config.recipe.evals or e)
             for b, lr, e in points for s in seeds]
@@ -138,7 +138,7 @@ def planned_runs(config):
 def main(argv=None):
     command = Command(fine_tune_settings.parse(argv))   # the command line as Settings (part4/command_line); its device, processes
     for inputs in command.task_inputs:                  # each task's share, and with glue the table beside Table 1 (§4.1)
-        plan = command.plan_task(inputs, planned_runs(inputs.config))   # every input checked, the data read once
+        plan = command.plan_task(inputs, planned_jobs(inputs.config))   # every input checked, the data read once
         results = {}
         for k in plan.mine:                     # this process's share of the runs
             if k in plan.done_before:           # a grid's, restarts' or glue's run whose result exists: skipped

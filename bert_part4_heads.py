@@ -85,7 +85,7 @@ def classification_loss(logits, y):
 
 def load_head(model_class, folder, prefix, *, seed, device, **kwargs):
     """The model with its head: the checkpoint's where it has one of the shape asked, else a new random one (seeded),
-    bias included; folder: the model folder, read. Returns the model and its Head."""
+    bias included; folder: the model folder, read. Returns the model and its OutputLayer."""
     seed_everything(seed)                                 # the new W is random: seed it
     model, head = load_model(model_class, folder.name, folder.flag, head="either", **kwargs)   # its loading report checked
     if not head.kept:

@@ -137,8 +137,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     mnli, _, _ = command.task_inputs(settings, "mnli", ("mnli",))
     rte, _, sources = command.task_inputs(settings, "rte", ("mnli",))
     assert mnli.settings is settings and rte.settings is settings
-    assert [job.dev_evaluations for job in ft.planned_runs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
-    assert [job.dev_evaluations for job in ft.planned_runs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
+    assert [job.dev_evaluations for job in ft.planned_jobs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
+    assert [job.dev_evaluations for job in ft.planned_jobs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
     assert {f.name for f in dataclasses.fields(run_files.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
     defaults = fine_tune_settings.parse(["mrpc"])
@@ -146,12 +146,12 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
 
 
 def test_the_grids_are_the_papers_and_glue_varies_the_lr_only():
-    assert recipe.grid_settings("glue", 32, 3) == [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
-    assert recipe.grid_settings("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
-    a3 = recipe.grid_settings("a3", 32, 3)
+    assert recipe.grid_points("glue", 32, 3) == [(32, lr, 3) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
+    assert recipe.grid_points("glue", 16, 2) == [(16, lr, 2) for lr in (5e-5, 4e-5, 3e-5, 2e-5)]
+    a3 = recipe.grid_points("a3", 32, 3)
     assert a3 == [(b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)] and len(a3) == 18
     settings = fine_tune_settings.parse(["rte", "--grid", "glue", "--seeds", "2", "--batch-size", "8"])
-    jobs = ft.planned_runs(command.task_inputs(settings, "rte")[0])
+    jobs = ft.planned_jobs(command.task_inputs(settings, "rte")[0])
     assert [(j.batch_size, j.lr, j.seed) for j in jobs[:3]] == [(8, 5e-5, 0), (8, 5e-5, 1), (8, 4e-5, 0)]
     assert recipe.grid_description("a3", 32, 3) == ("grid a3 (paper A.3): batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs "
                                              "{2, 3, 4} = 2 x 3 x 3 = 18 runs")
@@ -216,7 +216,7 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     import torch
     settings = fine_tune_settings.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
     config, family, _ = command.task_inputs(settings, "rte")
-    job = ft.planned_runs(config)[0]
+    job = ft.planned_jobs(config)[0]
     ours = recorded_settings(config, family, job, dtype=None, train_rows=10)
     assert ours["dtype"] == "fp32" and recorded_settings(config, family, job, dtype=torch.bfloat16)["dtype"] == "bf16"
     path = tmp_path / "earlier.json"
@@ -266,7 +266,7 @@ def test_a_setting_is_one_declaration_parsed_checked_recorded_and_in_help(monkey
     ours = {}
     for name, settings in (("given", given), ("default", default)):
         config, family, _ = command.task_inputs(settings, "rte")
-        ours[name] = recorded_settings(config, family, ft.planned_runs(config)[0], dtype=None, train_rows=10)
+        ours[name] = recorded_settings(config, family, ft.planned_jobs(config)[0], dtype=None, train_rows=10)
     assert (ours["given"]["dummy_share"], ours["default"]["dummy_share"]) == (0.5, 0.25)
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"settings": {k: v for k, v in ours["default"].items() if k != "dummy_share"}}))
@@ -291,7 +291,7 @@ def test_the_flag_as_given_and_the_count_of_evaluations_have_two_names(tiny_bert
                         (["squad", "--evals", "7"], 7)):
         settings = fine_tune_settings.parse(argv)
         config, family, _ = command.task_inputs(settings, settings.task)
-        job = ft.planned_runs(config)[0]
+        job = ft.planned_jobs(config)[0]
         assert job.dev_evaluations == count and type(job.dev_evaluations) is int
         recorded = recorded_settings(config, family, job, dtype=None, train_rows=10)
         assert recorded["dev_evaluations"] == count and "evals" not in recorded
@@ -322,7 +322,7 @@ def test_a_run_written_before_has_the_settings_its_command_has_now(path, monkeyp
     settings = fine_tune_settings.parse(saved["run"]["argv"][1:])
     once = recipe.ONCE_PER_EPOCH if settings.task == "glue" else ()
     config, family, _ = command.task_inputs(settings, saved["task"], once)
-    job = next(j for j in ft.planned_runs(config) if run_files.run_name(config, j) == saved["name"])
+    job = next(j for j in ft.planned_jobs(config) if run_files.run_name(config, j) == saved["name"])
     assert saved["device"] == "cpu"                                              # fp32: no autocast
     ours = recorded_settings(config, family, job, dtype=None, train_rows=saved["settings"]["train_rows"])
     assert run_files.existing_result(path, ours) is not None

@@ -192,7 +192,7 @@ def test_grid_glue_runs_four_learning_rates_sorted(tiny_bert_dir, glue_dir, tmp_
     assert acc == sorted(acc, reverse=True)
     for lr in ("2e-5", "3e-5", "4e-5", "5e-5"):
         assert (tmp_path / f"part4_sst2_lr{lr}.json").exists()
-    assert len(recipe.grid_settings("a3", 32, 3)) == 18
+    assert len(recipe.grid_points("a3", 32, 3)) == 18
 
 
 # --- bad input: one line, non-zero exit, nothing that looks finished ---

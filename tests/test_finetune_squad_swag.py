@@ -267,7 +267,7 @@ def test_squad_defaults_are_the_papers():
     assert fine_tune_settings.parse(["squad"]).max_len == 384 and fine_tune_settings.parse(["squad"]).stride == 128
     for task, evals in (("squad", 3), ("squad_v2", 2), ("sst2", 30)):      # SQuAD once per epoch, GLUE the article's 30
         settings = fine_tune_settings.parse([task])
-        assert [job.dev_evaluations for job in ft.planned_runs(command.task_inputs(settings, task)[0])] == [evals]
+        assert [job.dev_evaluations for job in ft.planned_jobs(command.task_inputs(settings, task)[0])] == [evals]
 
 
 # --- SWAG: a CSV in the official layout whose right ending follows a learnable rule ---

@@ -445,9 +445,9 @@ def test_flags_a_command_would_ignore_are_refused(argv, message, capsys):
 
 def test_once_per_epoch_follows_each_runs_epochs():
     """Under --grid a3, a SWAG run of 2 or 4 epochs is evaluated 2 or 4 times, not 3."""
-    jobs = ft.planned_runs(config_for(["swag", "--grid", "a3"]))
+    jobs = ft.planned_jobs(config_for(["swag", "--grid", "a3"]))
     assert {(job.epochs, job.dev_evaluations) for job in jobs} == {(2, 2), (3, 3), (4, 4)} and len(jobs) == 18
-    assert {job.dev_evaluations for job in ft.planned_runs(config_for(["mrpc", "--grid", "a3"]))} == {30}
+    assert {job.dev_evaluations for job in ft.planned_jobs(config_for(["mrpc", "--grid", "a3"]))} == {30}
 
 
 def test_the_glue_command_evaluates_mnli_and_qqp_once_per_epoch(tiny_bert_dir, glue_data, tmp_path):

@@ -374,9 +374,10 @@ def loaded_record(model_folder, head=None):
 # --- the weights in fp32, the loading report checked, the task head as asked ---
 
 @dataclass(frozen=True)
-class Head:
-    """A loaded model's task head: the checkpoint's own, kept, or a new layer; note: what the checkpoint had there,
-    where that is not nothing ("the checkpoint's own left out ...", "the checkpoint's has another shape ...")."""
+class OutputLayer:
+    """A loaded model's output layer (its task head, as --head asks it): the checkpoint's own, kept, or a new one;
+    note: what the checkpoint had there, where that is not nothing ("the checkpoint's own left out ...", "the
+    checkpoint's has another shape ...")."""
     kept: bool
     note: str = ""
 
@@ -387,7 +388,7 @@ def load_model(loader, name, flag="--model", *, head, **kwargs):
     checked: weights of the checkpoint's encoder that the model does not use, encoder weights the checkpoint does not
     hold (they would be random) and encoder weights of another shape than its config.json gives are each a one-line
     refusal naming how many and where (--init random is the one way to ask for random weights). The task head is as
-    asked (head: "new", "checkpoint" or "either"; task_head checks it). Returns the model and its Head."""
+    asked (head: "new", "checkpoint" or "either"; task_head checks it). Returns the model and its OutputLayer."""
     model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True,
                                   dtype=torch.float32, **kwargs)
     refused = ("; refusing to run the model on weights that are not the checkpoint's (--init random is the way to ask "
@@ -436,7 +437,7 @@ def task_head(model, info, head, who):
     if head == "checkpoint" and not whole:
         raise Fatal(f"{who}: {head_problem(absent, reshaped)}; --head new starts a new one, as the paper does")
     if whole and head != "new":
-        return Head(kept=True)
+        return OutputLayer(kept=True)
     # The head's weights drawn again as from_pretrained draws a weight the checkpoint lacks (the model's own
     # initialisation, from the global random state): a head left out is the head a checkpoint without one gets.
     for key in loaded:
@@ -448,7 +449,7 @@ def task_head(model, info, head, who):
         model.initialize_weights()
     note = "the checkpoint's own left out; --head checkpoint keeps it" if whole and keys else \
         head_problem(absent, reshaped) if reshaped else ""
-    return Head(kept=False, note=note)
+    return OutputLayer(kept=False, note=note)
 
 
 def head_problem(absent, reshaped):

@@ -73,7 +73,7 @@ def lr_tag(lr):
 GLUE_GRID_LRS = ", ".join(lr_tag(lr) for lr in GRIDS["glue"]["lr"])
 
 
-def grid_settings(name, batch_size, epochs):
+def grid_points(name, batch_size, epochs):
     """The (batch_size, lr, epochs) of every run of a grid, in its order; what it does not vary, as given."""
     axes = {"batch_size": (batch_size,), "epochs": (epochs,), **GRIDS[name]}
     return [(b, lr, e) for b in axes["batch_size"] for lr in axes["lr"] for e in axes["epochs"]]
@@ -86,4 +86,4 @@ def grid_description(name, batch_size, epochs):
              for key, label in (("batch_size", "batch"), ("lr", "lr"), ("epochs", "epochs")) if key in axes]
     product = f" = {' x '.join(str(len(a)) for _, a in named)}" if len(named) > 1 else ""
     return (f"grid {name} ({GRID_SOURCES[name]}): " + " x ".join(f"{n} {{{', '.join(a)}}}" for n, a in named)
-            + f"{product} = {len(grid_settings(name, batch_size, epochs))} runs")
+            + f"{product} = {len(grid_points(name, batch_size, epochs))} runs")

@@ -31,7 +31,7 @@ class Job:
     batch_size: int
     epochs: int
     seed: int
-    dev_evaluations: int               # dev evaluations asked of the run (--evals resolved: planned_runs); a short
+    dev_evaluations: int               # dev evaluations asked of the run (--evals resolved: planned_jobs); a short
     #                                    run makes fewer (part4/paper/recipe.py evaluations_made)
 
 
@@ -265,11 +265,12 @@ def save_atomic(obj, path, kept=""):
 # --- the checkpoint of one run: written, read back, refused when of other settings ---
 
 class Checkpoint:
-    """The checkpoint file of one run (path: results/<run name>.checkpoint) of these settings, shared by the processes
-    that train the run together (each keeps its own RNG states and losses in it) on device."""
+    """The checkpoint file of one run (path: results/<run name>.checkpoint) of these settings (recorded: as the run's
+    results record them, RunSettings.recorded), shared by the processes that train the run together (each keeps its
+    own RNG states and losses in it) on device."""
 
-    def __init__(self, path, settings, processes, device, again=""):
-        self.path, self.settings, self.processes, self.device = path, settings, processes, device
+    def __init__(self, path, recorded, processes, device, again=""):
+        self.path, self.recorded, self.processes, self.device = path, recorded, processes, device
         self.again, self.step_kept = again, None        # the command that resumes it; the step of the one on disk
         # results/<run name>.progress, beside it: {"step", "settings"}, the step the run last reached (reached). What an
         # interrupted run of these settings had reached is read once, here: a run resumed from an older checkpoint, or
@@ -282,7 +283,7 @@ class Checkpoint:
             step = int(kept["step"])
         except (OSError, ValueError, TypeError, KeyError):
             return
-        if as_recorded_now(kept.get("settings")) == as_recorded_now(settings):
+        if as_recorded_now(kept.get("settings")) == as_recorded_now(recorded):
             self.reached_before = step
 
     def write_checkpoint(self, model, opt, sched, state, *, losses):
@@ -315,7 +316,7 @@ class Checkpoint:
         except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
-        saved, ours = as_recorded_now(saved), as_recorded_now(self.settings)
+        saved, ours = as_recorded_now(saved), as_recorded_now(self.recorded)
         if saved != ours:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, ours)}): refusing to "
                         f"resume from it; delete it to start this run over")
@@ -341,7 +342,7 @@ class Checkpoint:
         process), so that a run killed past its last checkpoint says, resumed, how many steps it repeats."""
         if self.processes.is_main:
             os.makedirs(os.path.dirname(os.path.abspath(self.progress)), exist_ok=True)
-            write_atomic(self.progress, json.dumps({"step": step, "settings": self.settings}) + "\n")
+            write_atomic(self.progress, json.dumps({"step": step, "settings": self.recorded}) + "\n")
 
     def remove(self):
         """The checkpoint and its step reached removed: the results are written, the checkpoint is spent."""
