@@ -128,7 +128,7 @@ def test_the_recipes_task_names_are_the_tasks_rooms():
 
 
 def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
-    """Every field of Settings comes from the command line (or the recipe where it is not given); a task's Config
+    """Every field of Settings comes from the command line (or the recipe where it is not given); a task's TaskConfig
     holds the command's Settings itself (no copy of its values) and what is the task's own."""
     settings = fine_tune_settings.parse(["glue", "--tasks", "mnli,rte", "--seeds", "2", "--warmup", "0.2",
                                        "--group-by-length", "on"])
@@ -140,7 +140,8 @@ def test_settings_are_made_by_keyword_once_and_a_tasks_for_that_task():
     assert [job.dev_evaluations for job in ft.planned_jobs(mnli)] == [recipe.GLUE_EPOCHS] * 8      # once per epoch (mnli here)
     assert [job.dev_evaluations for job in ft.planned_jobs(rte)] == [recipe.RECIPES["rte"].evals] * 8 and rte.grouped is True
     assert sources == readers.Sources(task="rte", data_dir=None, train_data=None, dev_data=None)
-    assert {f.name for f in dataclasses.fields(run_files.Config)} == {"task", "settings", "recipe", "grouped", "test_dir"}
+    assert {f.name for f in dataclasses.fields(run_files.TaskConfig)} == {"task", "settings", "recipe", "grouped",
+                                                                          "test_dir"}
     defaults = fine_tune_settings.parse(["mrpc"])
     assert (defaults.warmup, defaults.weight_decay, defaults.clip) == (recipe.WARMUP, recipe.WEIGHT_DECAY, recipe.CLIP)
 

@@ -68,9 +68,9 @@ class Settings:
     part4/paper/recipe.py, where the paper sets it), help, range or choices and where it is recorded
     (part4/command_line/declarations.py's setting; those several scripts take, part4/command_line/declarations.py's).
     The parser, the checks, --help and the recorded settings are made from these declarations; parse makes the
-    Settings once, by keyword. The command's plan reads what it needs from here (or from a task's Config, which holds
-    these), never the flags, and makes each run's settings from it (part4/run/run_files.py RunSettings): all that
-    bert_part4_finetune.py's fine_tune reads. Adding a setting: one declaration here, and the line that reads it."""
+    Settings once, by keyword. The command's plan reads what it needs from here (or from a task's TaskConfig, which
+    holds these), never the flags, and makes each run's settings from it (part4/run/run_files.py RunSettings): all
+    that bert_part4_finetune.py's fine_tune reads. Adding a setting: one declaration here, and the line that reads it."""
 
     # --- the article's command: the task and the learning rate ---
     task: str = setting(flag="positional", record=(RUN,),

@@ -35,8 +35,8 @@ from part4.output.results_files import Log, check_model_target, check_writable_d
 from part4.paper.recipe import ONCE_PER_EPOCH, RECIPES, grid_description
 from part4.run import summaries
 from part4.run.run_files import (
-    Config,
     RunSettings,
+    TaskConfig,
     check_not_replaced,
     existing_result,
     given_flags,
@@ -176,23 +176,23 @@ class Command:
         return 0
 
 
-# --- Each task of the command: its Config, its head family, where its data comes from ---
+# --- Each task of the command: its TaskConfig, its head family, where its data comes from ---
 
 class TaskInputs(NamedTuple):
     """One task's share of the command."""
-    config: Config                     # its Config, made for it
+    config: TaskConfig                 # its TaskConfig, made for it
     family: Family                     # its head family
     sources: Sources                   # where its data comes from
 
 
 def task_inputs(settings, task, once_per_epoch=()):
-    """One task's share of the command: its Config (the task's recipe, evaluated once per epoch for the tasks in
+    """One task's share of the command: its TaskConfig (the task's recipe, evaluated once per epoch for the tasks in
     once_per_epoch: the glue command's MNLI and QQP; --group-by-length, else the family's), its head family and where
     its data comes from."""
     windows = {"stride": settings.stride} if FAMILIES[task] is span_extraction else {}     # SQuAD's alone
     family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
     recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
-    config = Config(task=task, settings=settings, recipe=recipe,
+    config = TaskConfig(task=task, settings=settings, recipe=recipe,
                     grouped=family.grouped if settings.group_by_length is None else settings.group_by_length,
                     test_dir=runs_folder(settings.glue_submission))
     sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
@@ -224,10 +224,10 @@ class TaskData:
 
 @dataclass(frozen=True)
 class Plan:
-    """The runs of one task, as planned: its Config and family, each run's settings, the data read and tokenised once
-    for all of them, how the processes share the work ("data": every run by all of them, each taking part of every
+    """The runs of one task, as planned: its TaskConfig and family, each run's settings, the data read and tokenised
+    once for all of them, how the processes share the work ("data": every run by all of them, each taking part of every
     batch; "runs": run k by process k % N alone), and the log their skipped lines go to."""
-    config: Config
+    config: TaskConfig
     family: object
     runs: list                         # each run's RunSettings, in the order of the jobs planned
     data: TaskData

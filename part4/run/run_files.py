@@ -1,4 +1,4 @@
-"""One fine-tuning run's settings and files: what a run is (Job: what a grid or restarts vary; Config: what a task's
+"""One fine-tuning run's settings and files: what a run is (Job: what a grid or restarts vary; TaskConfig: what a task's
 runs share, made from the command's Settings; RunSettings: everything one run reads, in the recipe's words, made once
 by the plan, and the settings its files record, derived from it), the name its files share, its results reused for the
 same settings and never replaced by other ones, and its checkpoint written and read back to resume bitwise (refused
@@ -21,7 +21,7 @@ from part4.output.results_files import command_line, portable, read_results, wri
 from part4.paper.article import ARTICLE_RUN
 from part4.paper.recipe import lr_tag
 
-# --- a run's settings: what a grid varies (Job), what a task's runs share (Config), all one run reads (RunSettings) ---
+# --- a run's settings: what a grid varies (Job), a task's runs share (TaskConfig), one run reads (RunSettings) ---
 
 @dataclass(frozen=True)
 class Job:
@@ -42,7 +42,7 @@ def job_of(result):
 
 
 @dataclass(frozen=True)
-class Config:
+class TaskConfig:
     """What every run of one task shares: the command's Settings (declared in part4/command_line/fine_tune_settings.py,
     made once by part4/command_line/fine_tune_settings.py; each value there, once) and what is the task's own, made for
     the task (part4/run/command.py task_inputs)."""
