@@ -93,7 +93,7 @@ def fine_tune(run, data):
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)   # AdamW: sched.optimizer
-    if not training.resume():               # from its checkpoint: the model, AdamW, the schedule, the RNG, its lines
+    if not training.resume():               # resumed from its checkpoint (model, AdamW, schedule, RNG, lines); else begun:
         training.say_preamble()             # the derived quantities first: the data, device, steps, warmup, ...
         training.score_before()             # the untrained head's dev score (the article's "before" line)
         training.time_and_say_cost()        # one step timed: what the run will cost here, said before it is paid
