@@ -127,12 +127,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--script", default="bert_part4_finetune.py", help="the script to trace (default: the fine-tune)")
     parser.add_argument("--quiet", action="store_true", help="only the totals, not each file's count")
-    parser.add_argument("--names", action="store_true", help="each function counted, under its file, in line order")
+    parser.add_argument("--names", action="store_true",
+                        help="each function counted, under its file, in line order (not with --quiet or --follow)")
     parser.add_argument("--follow", action="store_true",
                         help="follow fine_tune's parameters instead: each one's calls that pass it (or its parts) on, "
                              "their files, how often the trail returns up docs/layout.md's order and enters run/")
     parser.add_argument("argv", nargs="*", help="the script's own arguments (default: the MRPC run above)")
     args = parser.parse_args()
+    if args.names and (args.quiet or args.follow):
+        parser.error("--names lists each file's functions: not with --quiet (totals only) or --follow")
     sys.path.insert(0, ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         argv = args.argv or ["mrpc", "2e-5", "--model", tiny_bert(os.path.join(tmp, "tiny")), "--data-dir",

@@ -130,7 +130,6 @@ def test_a_model_folder_that_cannot_be_written_is_one_line_and_none_is_left(tmp_
     assert not os.path.exists((tmp_path / "seen").read_text()) and os.listdir(target) == ["config.json"]
 
 
-
 def test_a_model_folder_that_cannot_take_the_old_ones_place_leaves_the_old_one_as_it_was(tmp_path, monkeypatch):
     """The old folder moved aside, the new one refused its place (a rename that fails): one line, the old folder back
     where it was with its files, and nothing else left beside it (no temporary folder, no folder moved aside)."""
@@ -155,6 +154,7 @@ def test_a_file_whose_folder_is_gone_is_one_line_whatever_writes_it(tmp_path):
     with pytest.raises(Fatal, match=r"x\.pt: not written \(No such file or directory\); nothing half-written is left$"):
         results_files.write_atomic(str(tmp_path / "gone" / "x.pt"), lambda tmp: torch.save({"a": 1}, tmp))
     assert os.listdir(tmp_path) == []
+
 
 def test_free_space_adds_up_on_one_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(results_files.shutil, "disk_usage", lambda path: Usage(10**10, 0, 3 * 10**9))

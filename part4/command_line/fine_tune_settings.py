@@ -70,7 +70,7 @@ class Settings:
     The parser, the checks, --help and the recorded settings are made from these declarations; parse makes the
     Settings once, by keyword. The command's plan reads what it needs from here (or from a task's TaskConfig, which
     holds these), never the flags, and makes each run's settings from it (part4/run/run_files.py RunSettings): all
-    that bert_part4_finetune.py's fine_tune reads. Adding a setting: one declaration here, and the line that reads it."""
+    that bert_part4_finetune.py's fine_tune reads. Adding a setting: one declaration here, and the line reading it."""
 
     # --- the article's command: the task and the learning rate ---
     task: str = setting(flag="positional", record=(RUN,),

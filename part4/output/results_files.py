@@ -171,7 +171,7 @@ def write_atomic(path, content, kept="", folder=False):
             content(tmp)
         umask = os.umask(0)
         os.umask(umask)
-        for where, _, files in os.walk(tmp):          # a folder's files as the umask makes them (a library's may be 0600)
+        for where, _, files in os.walk(tmp):          # a folder's files as the umask makes them (a library's: 0600)
             os.chmod(where, 0o777 & ~umask)
             for name in files:
                 os.chmod(os.path.join(where, name), 0o666 & ~umask)
@@ -191,7 +191,7 @@ def write_atomic(path, content, kept="", folder=False):
             raise Fatal(line) from e
         raise
     finally:
-        if old:                                         # gone once the new folder, or the old one again, is in place
+        if old and os.path.exists(path):                # gone once the new folder, or the old one again, is in place
             shutil.rmtree(old, ignore_errors=True)
     return path
 

@@ -4,8 +4,8 @@
                        runs (every input checked and the data read once, each run's settings made, the work split, the
                        runs done before)
     run_files          one run's settings and files: Job, TaskConfig, RunSettings (all one run reads, and what its
-                       results record), its name, a results file reused for the same settings and never replaced by other
-                       ones, its checkpoint written and read back to resume
+                       results record), its name, a results file reused for the same settings and never replaced by
+                       other ones, its checkpoint written and read back to resume
     training_run       one run around the loop, each step of it a call fine_tune makes: begun or resumed, its preamble,
                        the untrained head's score and its cost; its share of each batch; its evaluations, checkpoints
                        and clean stop; the FINAL line and its results saved

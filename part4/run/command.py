@@ -218,8 +218,8 @@ class TaskData:
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
     padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
     output_layer: object               # how each run's output layer comes (part4/models/loading.py OutputLayer: a new
-    #                                    layer, or the checkpoint's kept; found when check_task_inputs loaded them); None:
-    #                                    --init random
+    #                                    layer, or the checkpoint's kept; found when check_task_inputs loaded them);
+    #                                    None: --init random
 
 
 @dataclass(frozen=True)

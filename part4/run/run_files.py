@@ -21,7 +21,7 @@ from part4.output.results_files import command_line, portable, read_results, wri
 from part4.paper.article import ARTICLE_RUN
 from part4.paper.recipe import lr_tag
 
-# --- a run's settings: what a grid varies (Job), a task's runs share (TaskConfig), one run reads (RunSettings) ---
+# --- a run's settings: what a grid varies (Job), what a task's runs share (TaskConfig), all one run reads ---
 
 @dataclass(frozen=True)
 class Job:
@@ -31,8 +31,9 @@ class Job:
     batch_size: int
     epochs: int
     seed: int
-    dev_evaluations: int               # dev evaluations asked of the run (--evals resolved: planned_jobs); a short
-    #                                    run makes fewer (part4/paper/recipe.py evaluations_made)
+    dev_evaluations: int               # dev evaluations asked of the run (--evals resolved: planned_jobs); it makes
+    #                                    part4/paper/recipe.py's evaluations_made of them: more where the cadence does
+    #                                    not divide its steps (RTE: 34 of 30), fewer when cut
 
 
 def job_of(result):
@@ -76,7 +77,7 @@ class RunSettings:
     warmup: float                      # the share of the steps with a rising learning rate
     weight_decay: float                # AdamW's, none on biases and LayerNorm
     clip: float                        # the gradients' global norm, at most
-    dev_evaluations: int               # dev evaluations asked of it (a cut run makes fewer: evaluations_made)
+    dev_evaluations: int               # dev evaluations asked of it (it makes evaluations_made of them, as Job says)
     seed: int
     device: torch.device
     autocast_dtype: object             # a torch dtype (None: fp32), --dtype as it resolves on the device

@@ -67,10 +67,10 @@ STOP_SIGNALS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)
 
 
 class TrainingRun:
-    """One run around the loop. Each method is a step that bert_part4_finetune.py's fine_tune calls by name, in its
-    order: resume, or else say_preamble, score_before and time_and_say_cost; stoppable around the loop, whose batches
-    it draws; step_done after each step, score_dev at the run's cadence, stop_or_save (then save_checkpoint, stop);
-    final_results at the end. fine_tune is where the loop itself stands, written once.
+    """One run around the loop. Each method but caught (the signal handler) is a step that bert_part4_finetune.py's
+    fine_tune calls by name, in its order: resume, or else say_preamble, score_before and time_and_say_cost; stoppable
+    around the loop, whose batches it draws; step_done after each step, score_dev at the run's cadence, stop_or_save
+    (then save_checkpoint, stop); final_results at the end. fine_tune is where the loop itself stands, written once.
 
     What it holds: the run's settings (run: RunSettings), the task's data, head family and how the output layer comes
     (data: TaskData, its output_layer), the model, the schedule and its optimiser (sched.optimizer: AdamW); its log,
