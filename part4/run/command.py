@@ -193,8 +193,8 @@ def task_inputs(settings, task, once_per_epoch=()):
     family = FAMILIES[task](task, settings.max_len, eval_batch_size=settings.eval_batch_size, **windows)
     recipe = replace(RECIPES[task], evals=None) if task in once_per_epoch else RECIPES[task]
     config = TaskConfig(task=task, settings=settings, recipe=recipe,
-                    grouped=family.grouped if settings.group_by_length is None else settings.group_by_length,
-                    test_dir=runs_folder(settings.glue_submission))
+                        grouped=family.grouped if settings.group_by_length is None else settings.group_by_length,
+                        test_dir=runs_folder(settings.glue_submission))
     sources = Sources(task=task, data_dir=settings.data_dir, train_data=settings.train_data, dev_data=settings.dev_data)
     return TaskInputs(config=config, family=family, sources=sources)
 
