@@ -1,27 +1,33 @@
 """BERT, explained - Part 4: SQuAD v1.1 and v2.0 with our own span search (paper §4.2, §4.3).
 
-Reproduces, in the article's order (each step's code in brackets):
+Reproduces, in the article's order (each step's code in brackets: this script's functions, and those of
+part4/tasks/squad_spans.py unless another file is named):
   1. the span head of a SQuAD v1.1 checkpoint: W is (2, H), row 0 = S, row 1 = E, plus a bias [demo_v1];
-  2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check [demo_v1, and
-     part4/tasks/squad_spans.py's demo_one: span_logits, n_best_span_search];
-  3. the full SQuAD v1.1 dev set: windows of 384 tokens, consecutive ones sharing 128 (the article's stride, beside
-     run_squad.py's doc_stride: part4/paper/recipe.py) [make_windows], the n_best best starts x n_best best ends per
-     window [score_windows, n_best_span_search: run_squad.py's search, where the article's best_span below tries every
-     i <= j], each question's best span over its windows [best_per_question], the official answer normalisation and
-     EM/F1 [score_v1; part4/tasks/squad_metric.py's normalize_answer, squad_f1], the article's beside ours [dev_v1];
+  2. the four abstract questions: answer, span score S.T_i + E.T_j, runners-up, P_start, a hand check [demo_v1;
+     demo_one, span_logits, n_best_span_search];
+  3. the full SQuAD v1.1 dev set [dev_v1]:
+     - windows of 384 tokens, consecutive ones sharing 128 (the article's stride, beside run_squad.py's doc_stride:
+       part4/paper/recipe.py) [make_windows];
+     - the n_best best starts x n_best best ends of each window, as run_squad.py searches (the article's best_span,
+       below, tries every i <= j) [score_windows, n_best_span_search];
+     - each question's best span over its windows [best_per_question];
+     - the official answer normalisation and EM/F1 [score_v1; part4/tasks/squad_metric.py's normalize_answer,
+       squad_f1], the article's beside ours;
   4. SQuAD v2.0: s_null = S.C + E.C against the best span on four abstract questions [demo_v2, with the article's own
      best_span];
-  5. the full SQuAD v2.0 dev set and the tau sweep: answer iff s_hat > s_null + tau, a question's s_hat its best span
-     over its windows and its s_null the least of its windows' (as run_squad.py takes them) [best_per_question], tau
-     chosen on dev to maximize F1 [score_v2, tau_sweep] (the article's best tau and F1 beside ours; every number of the
-     article in part4/paper/article.py) [dev_v2].
-Beyond the article's lines, the log gives the windows per question, the scores of the questions with and without an
-answer at the best tau, the exact best threshold (as evaluate-v2.0.py searches it) and the whole sweep. The article's
-rule with real numbers ('tau = +4.00: 23.25 > 14.18 ?  yes -> answer') and its EM/F1 worked examples ('shared words
-3, precision 1.000, ...') are bert_part4_math.py's sections 4 and 5.
+  5. the full SQuAD v2.0 dev set and the tau sweep [dev_v2]: answer iff s_hat > s_null + tau, where a question's s_hat
+     is the score of its best span over its windows and its s_null the smallest S.C + E.C among them (run_squad.py's
+     s_null; its max-context check on the spans is not applied) [best_per_question]; tau chosen on dev to maximize F1
+     [score_v2, tau_sweep]; the article's best tau and F1 beside ours (every number of the article is in
+     part4/paper/article.py).
+Beyond the article's lines, the log gives each part's model and its weight files, the windows per question, a warning
+where windows stop before the end of their passage, the scores of the questions with and without an answer at the best
+tau, the exact best threshold (as evaluate-v2.0.py searches it) and the whole sweep. The article's rule with real
+numbers ('tau = +4.00: 23.25 > 14.18 ?  yes -> answer') and its EM/F1 worked examples ('shared words 3, precision
+1.000, ...') are bert_part4_math.py's sections 4 and 5 [its null_scores, f1_examples].
 Writes the official prediction files (squad_v1_predictions.json, squad_v2_predictions.json,
-squad_v2_nonnull_predictions.json, squad_v2_null_odds.json; with --max-dev-examples N, of those N questions only) and
-results/part4_squad.{log,json}.
+squad_v2_nonnull_predictions.json, squad_v2_null_odds.json; with --max-dev-examples N, of the first N questions of each
+dev set only) and results/part4_squad.{log,json}.
 """
 
 import sys
@@ -101,7 +107,8 @@ def best_span(start, end, passage_tokens, max_len=30):   # max_len: the longest 
 
 def questions_by_windows(per_question):
     """{windows: questions with that many}, e.g. {1: 10387, 2: 152, 3: 31}: the 10,570 questions of the v1.1 dev set in
-    10,784 windows, as tokenizers cuts them today (the article's 10,753: docs/squad-evaluation.md)."""
+    10,784 windows at 384 / 128 with the bert-base-uncased vocabulary and any tokenizers but 0.23.1 and 0.23.2, which
+    cut them short: the article's 10,753 (docs/squad-evaluation.md)."""
     return dict(sorted(collections.Counter(per_question).items()))
 
 
@@ -193,8 +200,9 @@ def demo_v2(model, tok, *, device, search, log):
     for q in V2_QUESTIONS:
         d = demo_one(model, tok, q, PASSAGE, device=device, search=search)   # its logits and s_null = S.C + E.C
         start, end, passage_tokens = d["start"].cpu(), d["end"].cpu(), d["passage"].nonzero().flatten().tolist()
-        # s_hat as the article's v2.0 code takes it: best_span over every i <= j (demo_one's spans, which v1's lines
-        # print, come from the n_best x n_best search that the dev sets use)
+        # s_hat as the article's v2.0 code takes it: best_span over every i <= j. demo_one's spans (v1's lines here,
+        # bert_part4_math.py's section 4) come from the n_best x n_best search the dev sets use too, which finds this
+        # same span whenever its start and its end are each among the n_best best
         s_hat, i, j = best_span(start, end, passage_tokens, search.max_answer)
         text, s_hat = PASSAGE[d["offsets"][i][0]:d["offsets"][j][1]], float(s_hat)
         log.say(f"SQuAD 2.0 Q: {q}")
