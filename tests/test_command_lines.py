@@ -190,3 +190,20 @@ def test_in_process_a_script_parses_as_its_command_line(name):
         parse([*BEFORE.get(name, []), "--no-such-flag"])
     settings = parse([*BEFORE.get(name, []), "--results-dir", "elsewhere"])
     assert dataclasses.is_dataclass(settings) and settings.results_dir == "elsewhere"
+
+
+@pytest.mark.parametrize("device, bf16, said, dtype", [
+    ("cuda", True, "bf16 on CUDA", "bf16"), ("cuda", False, "fp16 on Apple MPS or a card without bf16", "fp16"),
+    ("mps", False, "fp16 on Apple MPS", "fp16"), ("cpu", False, "fp32 on the CPU", None)])
+def test_the_squad_help_says_what_its_window_and_auto_dtype_are(device, bf16, said, dtype, monkeypatch):
+    """The SQuAD script's --help says what its two flags shared with the fine-tune are there: the window's length is the
+    one it parses to, and --dtype auto is what autocast_dtype gives for an evaluation on each device."""
+    import torch
+
+    from part4.models.loading import autocast_dtype
+    text = " ".join(script_settings.squad_parser().format_help().split())
+    window = script_settings.parse_squad([]).max_len
+    assert f"--max-len is a window's length (default {window}," in text
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    assert said in text and autocast_dtype(torch.device(device), "auto", inference=True) == (
+        dtype and getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype]))

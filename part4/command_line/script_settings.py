@@ -83,7 +83,11 @@ class SquadSettings:
 def squad_parser():
     return parser_for(SquadSettings,
                       "Part 4, SQuAD: span search on SQuAD v1.1 and v2.0 dev, official EM/F1, the no-answer score "
-                      "s_null and the tau sweep (paper §4.2, §4.3).")
+                      "s_null and the tau sweep (paper §4.2, §4.3).",
+                      epilog=f"Here --max-len is a window's length (default {RECIPES['squad'].max_len}, run_squad.py's "
+                             "max_seq_length) and --dtype the autocast of the dev sets' forward passes (auto: bf16 on "
+                             "CUDA, fp16 on Apple MPS or a card without bf16, fp32 on the CPU); their help above is "
+                             "the fine-tuning script's too.")
 
 
 def parse_squad(argv):
