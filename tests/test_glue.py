@@ -552,6 +552,47 @@ def test_what_a_second_glue_command_meets(tiny_bert_dir, glue_data, tmp_path, ca
     assert "part4_glue_table_lr1e-3_bs8_ep1.json: a table of other settings (tasks ['qqp', 'rte'] -> ['rte'])" in err
 
 
+def test_save_model_replaces_only_a_model_a_run_of_its_settings_saved(tiny_bert_dir, glue_data, tmp_path, capsys):
+    """--save-model: the --model the run starts from and a model folder this script did not save are refused before
+    any training, as is one a run of other settings saved; the same command run again replaces its own. Each refusal
+    is one line, and leaves the folder as it was and no results file."""
+    import shutil
+    common = ["mrpc", "1e-3", "--data-dir", glue_data, "--device", "cpu", "--evals", "1", "--max-dev-examples", "8"]
+    start, other = tmp_path / "start", tmp_path / "other"
+    shutil.copytree(tiny_bert_dir, start)
+    shutil.copytree(tiny_bert_dir, other)
+
+    def files(folder):
+        return {f: (folder / f).read_bytes() for f in sorted(os.listdir(folder))}
+
+    kept = files(start)
+    for target, said in ((start, "the model this run starts from (--model)"),
+                         (other, "a model folder this script did not save (no part4_saved_by.json)")):
+        out = tmp_path / f"refused_{target.name}"
+        assert run_cli(ft.main, [*common, "--model", str(start), "--max-train-examples", "16", "--results-dir",
+                                 str(out), "--save-model", str(target)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: --save-model {target}: {said}; refusing to replace it: choose another folder" + (
+            "" if target == start else ", or delete it")
+        assert files(target) == kept and not out.exists()
+    saved = tmp_path / "saved"
+    argv = [*common, "--model", str(start), "--max-train-examples", "16", "--results-dir", str(tmp_path / "r"),
+            "--save-model", str(saved)]
+    assert ft.main(argv) == 0
+    by = json.loads((saved / "part4_saved_by.json").read_text())
+    result = json.loads((tmp_path / "r" / "part4_mrpc_lr1e-3.json").read_text())
+    assert by == {"name": result["name"], "settings": result["settings"]}
+    (saved / "model.safetensors").write_bytes(b"stale")
+    assert ft.main(argv) == 0 and (saved / "model.safetensors").read_bytes() != b"stale"     # its own: replaced
+    capsys.readouterr()
+    mine = files(saved)
+    assert run_cli(ft.main, [*common, "--model", str(start), "--max-train-examples", "12", "--results-dir",
+                             str(tmp_path / "r12"), "--save-model", str(saved)]) == 2
+    assert ("a model saved by a run of other settings (max_train_examples 16 -> 12; train_rows 16 -> 12)"
+            in capsys.readouterr().err)
+    assert files(saved) == mine and not (tmp_path / "r12").exists()
+
+
 def test_a_random_init_run_says_every_weight_is_random(tiny_bert_dir, glue_data, tmp_path):
     assert ft.main(["mrpc", "1e-3", "--init", "random", "--model", tiny_bert_dir, "--data-dir", glue_data,
                     "--results-dir", str(tmp_path), "--device", "cpu", "--evals", "1"]) == 0

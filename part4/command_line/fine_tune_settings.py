@@ -173,7 +173,8 @@ class Settings:
                                         "bert_part4_squad.py)")
     dtype: str = shared("dtype", record=(RUN, TABLE))     # fp16 refused: it does not train (refused below)
     save_model: str = setting(help="keep the fine-tuned model in this folder (config, safetensors weights, tokenizer; "
-                                   "several runs: one subfolder each)")
+                                   "several runs: one subfolder each); a model folder already there is replaced only by "
+                                   "a run of the settings that saved it")
     device: str = shared("device")
     results_dir: str = shared("results_dir")
     run_tag: str = setting(record=(TABLE,), help="appended to the results file names, e.g. the model's name")

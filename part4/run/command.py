@@ -37,6 +37,7 @@ from part4.run import summaries
 from part4.run.run_files import (
     RunSettings,
     TaskConfig,
+    check_model_not_replaced,
     check_not_replaced,
     existing_result,
     given_flags,
@@ -97,6 +98,9 @@ class Command:
             data = read_data(config, family, inputs.sources, checked)
             # the processes that train each run together: all of them in data mode, each process alone in runs mode
             runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
+            for run in runs:
+                if run.saved_model:                 # a model folder there: replaced only by a run of its settings
+                    check_model_not_replaced(run)
             earlier = runs_done_before(config, runs)
         if c.many and not self.in_table:            # the summary of --grid or --seeds: never one of other runs
             check_not_replaced(os.path.join(c.results_dir, log.name + ".json"),

@@ -17,7 +17,7 @@ import torch
 from part4.command_line.declarations import Fatal
 from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
 from part4.models.loading import gather
-from part4.output.results_files import command_line, portable, read_results, write_atomic
+from part4.output.results_files import command_line, portable, read_json, read_results, write_atomic
 from part4.paper.article import ARTICLE_RUN
 from part4.paper.recipe import lr_tag
 
@@ -219,6 +219,31 @@ def check_not_replaced(path, ours, what, held=None, ignore=("processes",)):
     if diff:
         raise Fatal(f"{portable(path)}: {what} ({diff}); refusing to overwrite it: pass --run-tag or --results-dir, or "
                     f"delete it")
+
+
+# A folder --save-model wrote holds, beside the model, the run that saved it: {"name": its name, "settings": as its
+# results record them}. Only a run of the same settings replaces it (the same command run again).
+SAVED_BY = "part4_saved_by.json"
+
+
+def check_model_not_replaced(run):
+    """The guard of a --save-model folder (run: a RunSettings): a model folder already there is replaced only by a run
+    of the same settings as the one that saved it (its SAVED_BY); the model the run starts from, a model this script
+    did not save and one saved by a run of other settings are refused before any training, naming which."""
+    folder = run.saved_model
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    refused = f"--save-model {folder}: "
+    if os.path.realpath(folder) == os.path.realpath(os.path.expanduser(run.model)):
+        raise Fatal(refused + "the model this run starts from (--model); refusing to replace it: choose another folder")
+    saved_by = read_json(os.path.join(folder, SAVED_BY))
+    if saved_by is None:
+        raise Fatal(refused + f"a model folder this script did not save (no {SAVED_BY}); refusing to replace it: "
+                              "choose another folder, or delete it")
+    diff = settings_diff(as_recorded_now(saved_by.get("settings") or {}), as_recorded_now(run.recorded), ("processes",))
+    if diff:
+        raise Fatal(refused + f"a model saved by a run of other settings ({diff[:400]}); refusing to replace it: "
+                              "choose another folder, or delete it")
 
 
 def rng_states():

@@ -8,6 +8,7 @@ checkpoint and a clean stop (the file itself: part4/run/run_files.py Checkpoint)
 (the JSON and log, the model kept when asked, the learning curve). Its settings are the run's RunSettings
 (part4/run/run_files.py), its data and head family the plan's TaskData (part4/run/command.py)."""
 
+import json
 import math
 import os
 import resource
@@ -59,7 +60,7 @@ from part4.paper.article import (
     article_runs,
 )
 from part4.paper.recipe import eval_every, evaluations_made
-from part4.run.run_files import Checkpoint, article_setting
+from part4.run.run_files import SAVED_BY, Checkpoint, article_setting
 
 HOST = torch.device("cpu")
 LARGE_MEMORY = 2e9      # bytes: a run that takes more says so before it starts (a laptop of 8 GB would feel it)
@@ -333,7 +334,7 @@ class TrainingRun:
                   "computation": self.computation}
         if run.saved_model:
             result["saved_model"] = portable(save_model_folder(self.model, self.data.tok, run.saved_model,
-                                                               self.checkpoint.kept()))
+                                                               self.checkpoint.kept(), saved_by=run))
             log.say(f"model saved to {result['saved_model']} (config, safetensors weights, tokenizer)")
         result |= family.extra_outputs(self, run.test_dir)
         log.save(result, cli=command_line(run.argv, run.flags), device=run.device)   # its paths as they stand now
@@ -350,12 +351,16 @@ def best_seen(curve, family):
     return max(curve, key=lambda c: family.selection(c["dev"]))
 
 
-def save_model_folder(model, tok, path, kept=""):
+def save_model_folder(model, tok, path, kept="", saved_by=None):
     """save_pretrained into a temporary folder beside path, then rename: never half a model folder (one that cannot be
-    written is one line, ending with kept)."""
+    written is one line, ending with kept). saved_by: the run that saves it (a RunSettings), its name and settings
+    written beside the model (run_files.SAVED_BY), by which a run of the same settings may replace it."""
     def write(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        if saved_by is not None:
+            with open(os.path.join(tmp, SAVED_BY), "w", encoding="utf-8") as f:
+                json.dump({"name": saved_by.name, "settings": saved_by.recorded}, f, indent=1)
     return write_atomic(path, write, kept, folder=True)
 
 
