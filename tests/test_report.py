@@ -90,6 +90,28 @@ def test_the_articles_own_spread_and_the_stated_tolerances():
     assert status("sst2.steps", finetune_run() | {"steps": 6316})[0] == "differs"        # counts have no tolerance
 
 
+def test_a_run_off_the_recipe_is_another_setting():
+    """A fine-tune that left the recipe (its input length, warmup, weight decay, clipping, or the checkpoint's own
+    output layer kept) is under another setting, whatever it scored; the recipe's own is judged."""
+    assert status("sst2.lr2e-05.accuracy", finetune_run() | {"settings": {"max_len": 128, "warmup": 0.1,
+                                                                          "weight_decay": 0.01, "clip": 1.0}}) == ("same", "")
+    for key, value, said in (("max_len", 8, "max_len 8 (the article's: 128)"), ("warmup", 0.0, "warmup 0.0 (the "
+                             "article's: 0.1)"), ("weight_decay", 0.1, "weight_decay 0.1 (the article's: 0.01)"),
+                             ("clip", 5.0, "clip 5.0 (the article's: 1.0)"),
+                             ("head", "checkpoint", "head checkpoint (the article's: a new output layer)")):
+        assert status("sst2.lr2e-05.accuracy", finetune_run() | {"settings": {key: value}}) == ("another setting", said)
+
+
+def test_a_run_as_far_from_the_article_as_its_own_repeat_is_within_tolerance_in_every_row():
+    """The article's two MRPC 2e-5 runs, 340 and 334 of 408 right: a run that scores either is within the other's
+    tolerance, by its count as by its accuracy; one more example off is not."""
+    for correct, row, state in ((340, "mrpc.repeat", "within tolerance"), (334, "mrpc.lr2e-05", "within tolerance"),
+                                (341, "mrpc.repeat", "differs"), (333, "mrpc.lr2e-05", "differs")):
+        run = finetune_run("mrpc", accuracy=correct / 408)
+        run["final"]["dev"] |= {"correct": correct, "n": 408}
+        assert status(f"{row}.correct", run)[0] == state, (correct, row)
+
+
 def test_the_window_count_differs_for_its_known_reason_and_a_version_requirements_txt_excludes_is_another_setting():
     state, why = status("v1.dev.windows", squad_v1(windows=10784, tokenizers="0.23.3"))
     assert state == "differs" and "tokenizers 0.23.1 and 0.23.2" in why and statuses.WINDOWS_DOC in why
