@@ -16,6 +16,8 @@ from part4.command_line import declarations, script_settings
 if __name__ == "__main__":       # --help and a refused flag are answered before torch loads (seconds on a busy machine)
     declarations.answer_now(script_settings.parse_heads, sys.argv[1:])
 
+import os
+
 import torch
 from transformers import BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification
 
@@ -35,7 +37,16 @@ from part4.models.loading import (
     seed_everything,
     weights_line,
 )
-from part4.output.results_files import RANDOM_HEAD, Log, beside_article, check_writable_dir, command_line, portable, rounded
+from part4.output.results_files import (
+    RANDOM_HEAD,
+    Log,
+    beside_article,
+    check_results_kept,
+    check_writable_dir,
+    command_line,
+    portable,
+    rounded,
+)
 from part4.paper.article import ARCHITECTURE, ARTICLE_MODEL, PASSAGE
 from part4.paper.article import HEADS_LABELS as ARTICLE
 from part4.tasks.squad_spans import softmax_bias_gap, span_logits
@@ -225,6 +236,7 @@ def main(argv=None):
     preflight([model_problem(args.model, "--model")])
     folder = read_model_folder(args.model)              # its config, weight files and tokenizer, before any line
     preflight([not_bert(folder, "the hand-computed heads read BERT's pooler, bert.pooler")])
+    check_results_kept(os.path.join(args.results_dir, "part4_heads.json"), command_line(argv, vars(args))["config"])
     models, tok = load_heads(folder, args.seed, device), folder.tokenizer
     log = Log("part4_heads", args.results_dir)
     log.say(f"model: {portable(args.model)}   (article: {ARTICLE_MODEL})")

@@ -50,6 +50,7 @@ from part4.output.results_files import (
     UNTRAINED_HEAD,
     Log,
     beside_article,
+    check_results_kept,
     check_writable_dir,
     command_line,
     portable,
@@ -331,6 +332,7 @@ def chosen_tau(tau, results_dir, squad2_model):
     if tau is not None:
         return tau, "from --tau"
     path = os.path.join(results_dir, "part4_squad.json")
+    shown = os.path.join(portable(results_dir), "part4_squad.json")         # as the results record a path
     r = read_results(path)
     if r is not None:
         config = (r.get("run", {}).get("config") or {})
@@ -338,10 +340,10 @@ def chosen_tau(tau, results_dir, squad2_model):
             n, tau = r["v2_dev"]["n"], r["v2_dev"]["best"]["tau"]
             if config.get("max_dev_examples", config.get("limit")) is None:
                 return tau, f"from bert_part4_squad.py, chosen on all {n} dev questions"
-            return ARTICLE_TAU, (f"the article's value: results/part4_squad.json chose {tau:+.2f} on only the first {n} "
+            return ARTICLE_TAU, (f"the article's value: {shown} chose {tau:+.2f} on only the first {n} "
                                  f"questions (--max-dev-examples); run bert_part4_squad.py on the full dev set to use its "
                                  f"own")
-    return ARTICLE_TAU, "the article's value: no results/part4_squad.json for this model"
+    return ARTICLE_TAU, f"the article's value: no {shown} for this model"
 
 
 def null_scores(model, tok, name, *, device, chosen, log):
@@ -516,15 +518,40 @@ def prepared_models(models, flow, *, where, tau, results_dir, log):
                   flow_data=flow_data, flow_examples=flow_examples, chosen=chosen)
 
 
+def results_before(path, config):
+    """The results a run before wrote at path (None: none), checked: where both it and this run read models (--only
+    all), one of other settings (the models, tau, flow, dtype) is never replaced (part4/output/results_files.py
+    check_results_kept); the settings of a toys-only run, which reads none, are not compared (check_sections_kept
+    keeps the sections run before)."""
+    saved = read_results(path)
+    toys_only = "toys" in (config.get("only"), ((saved or {}).get("run") or {}).get("config", {}).get("only"))
+    if saved is not None and not toys_only:
+        check_results_kept(path, config, ignore=("device", "results_dir", "only"))
+    return saved
+
+
+def check_sections_kept(saved, runs, path):
+    """A section run before (in saved) is never replaced by a run that leaves it out (--only toys, or an input that
+    cannot be used now): refused before any section runs, naming them."""
+    dropped = [SECTION_INPUTS[block][0] for block in SECTION_INPUTS if saved and block in saved and not runs[block]]
+    if dropped:
+        raise Fatal(f"{path}: holds section{'s' if len(dropped) > 1 else ''} {', '.join(dropped)}, run before, which "
+                    f"this run does not run; refusing to replace {'them' if len(dropped) > 1 else 'it'}: pass "
+                    f"--results-dir, or delete it")
+
+
 def main(argv=None):
     args = script_settings.parse_math(argv)   # the command line as settings, without torch (part4/command_line)
     check_writable_dir(args.results_dir, "--results-dir")
+    path = os.path.join(args.results_dir, "part4_math.json")
+    saved = results_before(path, command_line(argv, vars(args))["config"])       # never replaced by other settings
     log = Log("part4_math", args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
     name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
     m = prepared_models(models, (args.flow_questions, args.flow_data), where=(args.device, args.dtype), tau=args.tau,
                         results_dir=args.results_dir, log=log) if args.only == "all" else None
     runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
+    check_sections_kept(saved, runs, path)
     payload = {"glue_toy": glue_toy(log)}
     payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}, "dtype": args.dtype} if m else {}
     if runs["glue_real"]:        # each section that runs a model: under autocast (--dtype; fp32 by default); no toy

@@ -64,6 +64,7 @@ from part4.models.loading import (
 from part4.output.results_files import (
     Log,
     beside_article,
+    check_results_kept,
     check_writable_dir,
     command_line,
     fmt,
@@ -292,6 +293,7 @@ def main(argv=None):
     with all_agree(processes):                  # a bad input on any process: every process stops, with its one line
         examples, folders = check_every_input(args.results_dir, args.only, models=models, data=data,
                                               max_dev_examples=args.max_dev_examples)
+        check_results_kept(os.path.join(args.results_dir, "part4_squad.json"), command_line(argv, vars(args))["config"])
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     log = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:

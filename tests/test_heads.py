@@ -106,6 +106,21 @@ def test_span_bias_of_a_trained_qa_checkpoint_is_read_and_cancels(tmp_path):
     assert span["softmax_bias_gap"] < 1e-6 and span["max_start_gap"] < 1e-4
 
 
+def test_a_run_of_other_settings_never_replaces_the_results(tiny_bert_dir, tmp_path, capsys):
+    """Another seed or model is refused before any work, in one line naming what differs, the results left as they
+    were; the same command again replaces them."""
+    out = tmp_path / "results"
+    argv = ["--model", tiny_bert_dir, "--results-dir", str(out), "--device", "cpu"]
+    assert heads.main(argv) == 0
+    written = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    capsys.readouterr()
+    assert run_cli(heads.main, [*argv, "--seed", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {out / 'part4_heads.json'}: results of other settings (seed 0 -> "
+                                               f"3); refusing to overwrite them: pass --results-dir, or delete it")
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == written
+    assert heads.main(argv) == 0
+
+
 def test_fresh_heads_get_a_non_zero_seeded_bias(tiny_bert_dir, tmp_path):
     out = str(tmp_path / "results")
     assert heads.main(["--model", tiny_bert_dir, "--results-dir", out, "--device", "cpu", "--seed", "5"]) == 0

@@ -175,7 +175,8 @@ def test_an_input_that_cannot_be_used_stops_only_the_sections_that_read_it():
 
 def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     args = script_settings.parse_math(["--results-dir", str(tmp_path), "--squad2-model", "m2"])
-    assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)[0] == 4.0
+    assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model) == (
+        4.0, f"the article's value: no {tmp_path.name}/part4_squad.json for this model")      # the folder given
     payload = {"v2_dev": {"best": {"tau": 2.25}, "n": 11873}, "run": {"config": {"v2_model": "m2", "max_dev_examples": None}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(payload))
     assert bm.chosen_tau(args.tau, args.results_dir, args.squad2_model) == (
@@ -183,7 +184,7 @@ def test_tau_comes_from_the_squad_results_of_the_same_model(tmp_path):
     limited = {"v2_dev": {"best": {"tau": -1.5}, "n": 40}, "run": {"config": {"v2_model": "m2", "max_dev_examples": 40}}}
     (tmp_path / "part4_squad.json").write_text(json.dumps(limited))
     tau, source = bm.chosen_tau(args.tau, args.results_dir, args.squad2_model)
-    assert tau == 4.0 and "chose -1.50 on only the first 40 questions (--max-dev-examples)" in source
+    assert tau == 4.0 and f"{tmp_path.name}/part4_squad.json chose -1.50 on only the first 40 questions" in source
     other = script_settings.parse_math(["--results-dir", str(tmp_path), "--squad2-model", "another"])
     assert bm.chosen_tau(other.tau, other.results_dir, other.squad2_model)[0] == 4.0
     given = script_settings.parse_math(["--results-dir", str(tmp_path), "--tau", "1.5"])
@@ -232,6 +233,31 @@ def test_a_refused_model_stops_its_sections_only_the_toys_and_the_rest_are_writt
     assert {r["status"] for r in rows if r["key"].startswith(("sst2.0.", "null."))} == {"another model"}   # tiny models
     inputs = experiments.Inputs(results_dir=str(out), models=None)
     assert experiments.done_before([experiments.BY_NAME["math"]], inputs) == {"math": None}
+
+
+def test_a_run_never_replaces_sections_run_before_or_results_of_other_settings(tiny_sst2_dir, tiny_qa_dir, tmp_path,
+                                                                               monkeypatch, capsys):
+    """A toys-only run's results (no model read) are replaced by any run; a run's that read models are not replaced
+    by one that leaves their sections out (--only toys) or by one of other settings: each refused before any section
+    runs, in one line, the file left as it was. The same command again replaces them."""
+    from part4.models.loading import run_cli
+    monkeypatch.setattr(sys, "argv", ["bert_part4_math.py"])
+    out = tmp_path / "r"
+    toys = ["--only", "toys", "--results-dir", str(out)]
+    full = ["--sst2-model", tiny_sst2_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
+            "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"]
+    assert bm.main(toys) == 0 and bm.main(full) == 0
+    path = out / "part4_math.json"
+    written = path.read_bytes()
+    capsys.readouterr()
+    for argv, said in ((toys, "holds sections 1b, 7, 2, 3b, 4, run before, which this run does not run; refusing to "
+                              "replace them"),
+                       ([*full, "--tau", "1.5"], "results of other settings (tau None -> 1.5); refusing to overwrite "
+                                                 "them")):
+        assert run_cli(bm.main, argv) == 2
+        assert capsys.readouterr().err.strip() == f"error: {path}: {said}: pass --results-dir, or delete it"
+        assert path.read_bytes() == written
+    assert bm.main(full) == 0
 
 
 @pytest.mark.slow

@@ -171,3 +171,19 @@ def test_an_error_that_is_not_a_failed_write_is_raised_as_it_is(tmp_path):
     with pytest.raises(RuntimeError, match="a bug"):
         results_files.write_atomic(str(tmp_path / "x.json"), write)
     assert not os.listdir(tmp_path)
+
+
+def test_a_line_said_while_a_progress_bar_runs_clears_the_bar_first_and_draws_it_again_after(tmp_path, capsys):
+    """A log line printed while a run's bar (tqdm, on stderr) is on the terminal: the bar cleared before the line and
+    drawn again after it, so that on a terminal the line starts on its own line, not at the end of the bar."""
+    import sys
+
+    from tqdm import tqdm
+    bar = tqdm(total=3, desc="part4_x", file=sys.stderr, leave=False)
+    bar.update()
+    capsys.readouterr()
+    results_files.Log("x", str(tmp_path)).say("step 1/3")
+    out, err = capsys.readouterr()
+    bar.close()
+    cleared, drawn = err.split("\r", 2)[1:]                  # '\r' + blanks + '\r', then the bar again
+    assert out == "step 1/3\n" and cleared.strip() == "" and drawn.lstrip("\r").startswith("part4_x:  33%")

@@ -346,6 +346,24 @@ def test_only_and_max_dev_examples(tiny_qa, tmp_path):
     assert r["v1_dev"]["n"] == 2 and "v2_dev" not in r and "v1_demo" not in r
 
 
+def test_a_run_of_other_settings_never_replaces_the_results(tiny_qa, tmp_path, capsys):
+    """Results of other settings are not replaced (a quick check must not overwrite a full dev set's): refused before
+    any work in one line naming what differs, every file left as it was; the same command again replaces them."""
+    v1 = squad_file(tmp_path / "v1.json", False)
+    out = tmp_path / "results"
+    argv = ["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--results-dir", str(out), "--device", "cpu"]
+    assert sq.main([*argv, "--max-dev-examples", "3"]) == 0
+    written = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    capsys.readouterr()
+    for more, said in ((["--max-dev-examples", "2"], "max_dev_examples 3 -> 2"),
+                       (["--max-dev-examples", "3", "--stride", "64"], "stride 128 -> 64")):
+        assert run_cli(sq.main, [*argv, *more]) == 2
+        assert capsys.readouterr().err.strip() == (f"error: {out / 'part4_squad.json'}: results of other settings "
+                                                   f"({said}); refusing to overwrite them: pass --results-dir, or delete it")
+        assert {f: (out / f).read_bytes() for f in os.listdir(out)} == written
+    assert sq.main([*argv, "--max-dev-examples", "3", "--device", "cpu"]) == 0
+
+
 # --- bad input: one line, non-zero exit, no results ---
 
 def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys):

@@ -26,6 +26,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 from part4.command_line.declarations import Fatal
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
@@ -134,6 +136,29 @@ def read_results(path):
     if not isinstance(saved, dict):
         raise Fatal(f"{path}: not a results file (JSON, but not an object); left as it is: move it away or delete it, "
                     f"then run again")
+    return saved
+
+
+def check_results_kept(path, ours, ignore=("device", "results_dir")):
+    """The guard of the one results file of the heads', SQuAD's and the math script (a fine-tune's is
+    part4/run/run_files.py's check_not_replaced): a file there written with other settings is never replaced (a quick
+    check must not overwrite a full run): refused before any work, in one line naming what differs; one of the same
+    settings, the same command run again, is replaced. ours: the settings as the file records them (command_line's
+    config); a setting the saved file does not record (one added since) is not compared. Returns the saved results,
+    None when there are none."""
+    saved = read_results(path)
+    if saved is None:
+        return None
+    theirs = (saved.get("run") or {}).get("config")
+    if not isinstance(theirs, dict):
+        raise Fatal(f"{path}: a result that records no settings; refusing to overwrite it: pass --results-dir, or move "
+                    f"it away")
+    ours = json.loads(json.dumps(ours, default=str))             # as the file holds them: lists, not tuples
+    diff = "; ".join(f"{k} {theirs[k]!r} -> {v!r}" for k, v in ours.items()
+                     if k in theirs and k not in ignore and theirs[k] != v)
+    if diff:
+        raise Fatal(f"{path}: results of other settings ({diff[:400]}); refusing to overwrite them: pass --results-dir, "
+                    f"or delete it")
     return saved
 
 
@@ -278,8 +303,11 @@ class Log:
     started: float = field(default_factory=time.time)          # the seconds the .json records count from here
 
     def say(self, line=""):
+        """Print the line (unless quiet) and keep it. A progress bar on the terminal (tqdm's, on stderr) is cleared
+        before the line and drawn again after it, so that the line never runs on from the bar."""
         if not self.quiet:
-            print(line, flush=True)
+            with tqdm.external_write_mode(file=sys.stdout):
+                print(line, flush=True)
         self.lines.append(line)
 
     def say_again(self, lines):
