@@ -244,7 +244,7 @@ def test_weights_that_are_not_the_checkpoints_are_refused(tiny_bert_dir, tmp_pat
     deeper = edited_config(tiny_bert_dir, str(tmp_path / "deeper"), num_hidden_layers=3)
     err = fails_in_one_line(ft.main, sst2_argv(deeper, glue, out), capsys, out)
     assert "16 encoder weights are not in the checkpoint and would be initialised at random (bert.encoder.layer.2." in err
-    assert "refusing to run the model on weights that are not the checkpoint's (--init random is the way" in err
+    assert "refusing to run the model on weights that are not the checkpoint's (a fine-tune's --init random is" in err
     shallower = edited_config(tiny_bert_dir, str(tmp_path / "shallower"), num_hidden_layers=1)
     err = fails_in_one_line(ft.main, sst2_argv(shallower, glue, out), capsys, out)
     assert "16 weights of the checkpoint's encoder would not be used (encoder.layer.1." in err
@@ -273,6 +273,19 @@ def test_unknown_type_missing_weights_and_misspelled_folders(tiny_bert_dir, tmp_
     err = fails_in_one_line(ft.main, sst2_argv("models/all-MiniLM-L6", glue, out), capsys, out)
     assert err.startswith("error: --model models/all-MiniLM-L6: no such folder here, and as a Hub id: the Hugging Face "
                           "Hub cannot be reached and 'models/all-MiniLM-L6' is not in the local cache")
+
+
+def test_the_route_without_the_hub_fits_the_flag():
+    """A model out of the Hub's reach is refused naming the route without it: the stand-in, or this script alone on a
+    local folder, the base BERT itself for --model, a fine-tuned one for a flag that reads a fine-tuned checkpoint
+    (passing the base there would be refused for its missing head)."""
+    base = "--model models/all-MiniLM-L6-v2"
+    line = loading.unreachable_model("bert-base-uncased", "--model")
+    assert line.startswith("--model bert-base-uncased: the Hugging Face Hub cannot be reached and ") and base in line
+    for flag in ("--sst2-model", "--squad-model", "--squad2-model", "--v1-model", "--v2-model"):
+        line = loading.unreachable_model("x/y", flag)
+        assert f"fine-tuned here on the task {flag} reads" in line and line.endswith(f"passed as {flag} DIR")
+        assert "models/all-MiniLM-L6-v2" in line and f"{flag} models/" not in line and "--stand-in" in line
 
 
 def test_init_random_builds_the_configs_own_architecture(checkpoints, tmp_path):
@@ -466,6 +479,9 @@ def broken(folder, model_class, case):
         for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
             if os.path.exists(os.path.join(folder, name)):
                 os.remove(os.path.join(folder, name))
+    elif case == "an empty vocab.txt":                        # the tokenizer made from it has no [UNK]
+        os.remove(os.path.join(folder, "tokenizer.json"))
+        open(os.path.join(folder, "vocab.txt"), "w").close()
     elif case == "a truncated model.safetensors":
         cut(os.path.join(folder, "model.safetensors"))
     elif case == "a truncated pytorch_model.bin":
@@ -484,6 +500,7 @@ BROKEN = {
                                               f"embedding rows (vocab_size in config.json)",
     "one segment embedding row": "its tokenizer gives the second text of a pair segment id 1, but the model has 1 segment "
                                  "embedding row (type_vocab_size 1 in config.json)",
+    "an empty vocab.txt": "no tokenizer files: transformers would make a tokenizer of its 5 special tokens alone",
     "a truncated model.safetensors": "model.safetensors is truncated or corrupt (Error while deserializing header: ",
     "a truncated pytorch_model.bin": "pytorch_model.bin is truncated or corrupt (PytorchStreamReader failed reading zip",
     "relative positions": f"its config.json sets position_embedding_type 'relative_key', which transformers "

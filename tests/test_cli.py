@@ -339,3 +339,27 @@ def test_a_glue_table_written_before_has_the_settings_its_command_has_now(path, 
     ours = {"tasks": saved["settings"]["tasks"], **summaries.table_settings(fine_tune_settings.parse(saved["run"]["argv"][1:]))}
     assert summaries.saved_table_settings(saved) == ours
     run_files.check_not_replaced(path, ours, "a table of other settings", held=summaries.saved_table_settings)
+
+
+def test_ctrl_c_before_main_is_one_line_and_main_gets_it_back(capsys):
+    """A script run as one answers its command line first (answer_now), then imports torch: Ctrl-C there is one line
+    and exit 130, no traceback; once main runs (run_main), Ctrl-C is a KeyboardInterrupt again, for main's own
+    handling (the training loop's checkpoint and stop), and ends as one line too."""
+    import signal
+
+    from part4.command_line import declarations
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        declarations.answer_now(fine_tune_settings.parse, ["mrpc"])
+        with pytest.raises(SystemExit) as stopped:
+            signal.raise_signal(signal.SIGINT)
+        assert stopped.value.code == 130 and capsys.readouterr().err == "interrupted: no results were written\n"
+
+        def main(argv):
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            signal.raise_signal(signal.SIGINT)
+
+        assert declarations.run_main(main) == 130
+        assert capsys.readouterr().err == "interrupted: no results were written\n"
+    finally:
+        signal.signal(signal.SIGINT, before)

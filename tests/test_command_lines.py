@@ -107,7 +107,7 @@ class One:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Other:
-    seed: int = setting(0, help="another help for the same seed")
+    seed: int = setting(0, check=One.__dataclass_fields__["seed"].metadata["check"], help="another help for the same seed")
     limit: int = setting(help="the first N")
     only: str = setting(choices=("c",), help="c")
 
@@ -145,6 +145,7 @@ BAD = [("--stride", "-1", "must be at least 0"), ("--dtype", "bogus", "invalid c
        ("--side-by-side", "two", "'two' is neither auto nor a whole number"),
        ("--max-dev-examples", "0", "--max-dev-examples 0: must be positive"),
        ("--max-train-examples", "0", "--max-train-examples 0: must be positive"), ("--seed", "x", "invalid int value"),
+       ("--seed", "-1", "--seed -1: must be in [0, 4294967296)"),
        ("--max-len", "0", "--max-len 0: must be positive")]
 CASES = [(name, [*BEFORE.get(name, []), flag, value], expected) for flag, value, expected in BAD
          for name in NAMES if flag in arguments(PARSERS[name])]

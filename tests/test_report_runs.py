@@ -292,6 +292,12 @@ def test_a_folder_that_is_not_one_and_an_empty_one_are_said(tmp_path, capsys):
         report.main(["--results-dir", str(tmp_path / "none")])
     with pytest.raises(Fatal, match="a folder, not a results file"):
         report.main([str(tmp_path)])
+    (tmp_path / "part4_x.json").write_text("{}")
+    (tmp_path / "part4_x.log").write_text("FINAL x\n")
+    with pytest.raises(Fatal) as given_its_log:          # told which file to give, not to move the log away
+        report.main([str(tmp_path / "part4_x.log")])
+    assert str(given_its_log.value) == (f"{tmp_path / 'part4_x.log'}: a run's log, not its results file: give "
+                                        f"{tmp_path / 'part4_x.json'}")
     empty = tmp_path / "empty"
     empty.mkdir()
     assert report.main(["--results-dir", str(empty)]) == 0

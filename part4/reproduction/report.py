@@ -159,6 +159,8 @@ def one_run(path, requirements):
     from part4.data.readers import GLUE  # GLUE's task names, for one line: imported here, not with the report
     if os.path.isdir(path):
         raise Fatal(f"{path}: a folder, not a results file (for every run in a folder: --results-dir {path})")
+    if path.endswith(".log") and os.path.isfile(path[:-4] + ".json"):      # its log given for its results
+        raise Fatal(f"{path}: a run's log, not its results file: give {path[:-4]}.json")
     data = read_results(path)
     if data is None:
         raise Fatal(f"{path}: no such file")
