@@ -519,13 +519,13 @@ def prepared_models(models, flow, *, where, tau, results_dir, log):
 
 
 def results_before(path, config):
-    """The results a run before wrote at path (None: none), checked: where both it and this run read models (--only
-    all), one of other settings (the models, tau, flow, dtype) is never replaced (part4/output/results_files.py
-    check_results_kept); the settings of a toys-only run, which reads none, are not compared (check_sections_kept
-    keeps the sections run before)."""
+    """The results a run before wrote at path (None: none), checked: where it holds a section that read a model and
+    this run reads models too (--only all), one of other settings (the models, tau, flow, dtype) is never replaced
+    (part4/output/results_files.py check_results_kept); the settings of a run that read none (--only toys, or every
+    model refused) are not compared (check_sections_kept keeps the sections run before)."""
     saved = read_results(path)
-    toys_only = "toys" in (config.get("only"), ((saved or {}).get("run") or {}).get("config", {}).get("only"))
-    if saved is not None and not toys_only:
+    read_models = saved is not None and any(block in saved for block in SECTION_INPUTS)
+    if read_models and config.get("only") != "toys":
         check_results_kept(path, config, ignore=("device", "results_dir", "only"))
     return saved
 

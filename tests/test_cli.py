@@ -361,5 +361,8 @@ def test_ctrl_c_before_main_is_one_line_and_main_gets_it_back(capsys):
 
         assert declarations.run_main(main) == 130
         assert capsys.readouterr().err == "interrupted: no results were written\n"
+        signal.signal(signal.SIGINT, signal.SIG_IGN)      # a script started with Ctrl-C ignored (cmd & in a shell script)
+        declarations.answer_now(fine_tune_settings.parse, ["mrpc"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)

@@ -567,7 +567,8 @@ def test_save_model_replaces_only_a_model_a_run_of_its_settings_saved(tiny_bert_
 
     kept = files(start)
     for target, said in ((start, "the model this run starts from (--model)"),
-                         (other, "a model folder this script did not save (no part4_saved_by.json)")):
+                         (other, "a model folder with no part4_saved_by.json (saved by hand, by another program or by "
+                                 "an earlier version of this script): its run cannot be told")):
         out = tmp_path / f"refused_{target.name}"
         assert run_cli(ft.main, [*common, "--model", str(start), "--max-train-examples", "16", "--results-dir",
                                  str(out), "--save-model", str(target)]) == 2
@@ -591,6 +592,18 @@ def test_save_model_replaces_only_a_model_a_run_of_its_settings_saved(tiny_bert_
     assert ("a model saved by a run of other settings (max_train_examples 16 -> 12; train_rows 16 -> 12)"
             in capsys.readouterr().err)
     assert files(saved) == mine and not (tmp_path / "r12").exists()
+
+
+def test_save_model_is_checked_for_the_runs_that_train_only(tiny_bert_dir, glue_data, tmp_path, capsys):
+    """Restarts with --save-model, run again with another count of dev evaluations: each run's results exist for its
+    settings (the count aside, as results are reused), so each is skipped, and its model folder is not checked."""
+    seeds = ["mrpc", "1e-3", "--data-dir", glue_data, "--device", "cpu", "--max-dev-examples", "8", "--model",
+             tiny_bert_dir, "--max-train-examples", "16", "--seeds", "2", "--results-dir", str(tmp_path / "seeds"),
+             "--save-model", str(tmp_path / "per_run")]
+    assert ft.main([*seeds, "--evals", "1"]) == 0
+    capsys.readouterr()
+    assert ft.main(seeds) == 0
+    assert capsys.readouterr().out.count("its results already exist") == 2
 
 
 def test_a_random_init_run_says_every_weight_is_random(tiny_bert_dir, glue_data, tmp_path):

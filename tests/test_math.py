@@ -246,7 +246,11 @@ def test_a_run_never_replaces_sections_run_before_or_results_of_other_settings(t
     toys = ["--only", "toys", "--results-dir", str(out)]
     full = ["--sst2-model", tiny_sst2_dir, "--squad-model", tiny_qa_dir, "--squad2-model", tiny_qa_dir,
             "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"]
-    assert bm.main(toys) == 0 and bm.main(full) == 0
+    assert bm.main(toys) == 0
+    nowhere = [str(tmp_path / "none")] * 3                   # every model refused: no section that reads one is run
+    refused = [x for pair in zip(("--sst2-model", "--squad-model", "--squad2-model"), nowhere) for x in pair]
+    assert run_cli(bm.main, [*refused, "--flow-questions", "0", "--results-dir", str(out), "--device", "cpu"]) == 2
+    assert bm.main(full) == 0                              # the command its error asked for, into the same folder
     path = out / "part4_math.json"
     written = path.read_bytes()
     capsys.readouterr()

@@ -362,6 +362,12 @@ def test_a_run_of_other_settings_never_replaces_the_results(tiny_qa, tmp_path, c
                                                    f"({said}); refusing to overwrite them: pass --results-dir, or delete it")
         assert {f: (out / f).read_bytes() for f in os.listdir(out)} == written
     assert sq.main([*argv, "--max-dev-examples", "3", "--device", "cpu"]) == 0
+    saved = json.loads((out / "part4_squad.json").read_text())               # as an earlier version recorded it
+    saved["run"]["config"]["limit"] = saved["run"]["config"].pop("max_dev_examples")
+    (out / "part4_squad.json").write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert run_cli(sq.main, [*argv, "--max-dev-examples", "2"]) == 2
+    assert "results of other settings (max_dev_examples 3 -> 2)" in capsys.readouterr().err
 
 
 # --- bad input: one line, non-zero exit, no results ---

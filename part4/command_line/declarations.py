@@ -70,7 +70,8 @@ def answer_now(parse, argv):
     """Run as a script: --help, and a command line that would be refused, answered before torch loads (exit 0 or 2
     with its one line); a good command line returns, to be parsed again by the script's main once torch is there.
     Until main runs (run_main), Ctrl-C, which would stop the imports with a traceback, is one line and exit 130."""
-    signal.signal(signal.SIGINT, interrupted_before_main)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:     # not where the shell ignores it (cmd &)
+        signal.signal(signal.SIGINT, interrupted_before_main)
     try:
         parse(argv)
     except Fatal as e:

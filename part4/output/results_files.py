@@ -139,12 +139,16 @@ def read_results(path):
     return saved
 
 
+EARLIER_FLAGS = {"limit": "max_dev_examples"}      # a setting's name in the results of earlier versions: its name now
+
+
 def check_results_kept(path, ours, ignore=("device", "results_dir")):
     """The guard of the one results file of the heads', SQuAD's and the math script (a fine-tune's is
     part4/run/run_files.py's check_not_replaced): a file there written with other settings is never replaced (a quick
     check must not overwrite a full run): refused before any work, in one line naming what differs; one of the same
     settings, the same command run again, is replaced. ours: the settings as the file records them (command_line's
-    config); a setting the saved file does not record (one added since) is not compared. Returns the saved results,
+    config); a setting the saved file records under an earlier name (EARLIER_FLAGS) is compared under its name now,
+    and one it does not record (added since) is not compared. Returns the saved results,
     None when there are none."""
     saved = read_results(path)
     if saved is None:
@@ -154,6 +158,7 @@ def check_results_kept(path, ours, ignore=("device", "results_dir")):
         raise Fatal(f"{path}: a result that records no settings; refusing to overwrite it: pass --results-dir, or move "
                     f"it away")
     ours = json.loads(json.dumps(ours, default=str))             # as the file holds them: lists, not tuples
+    theirs = {EARLIER_FLAGS.get(k, k): v for k, v in theirs.items()}
     diff = "; ".join(f"{k} {theirs[k]!r} -> {v!r}" for k, v in ours.items()
                      if k in theirs and k not in ignore and theirs[k] != v)
     if diff:

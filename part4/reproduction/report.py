@@ -28,7 +28,8 @@ RULE = ("A number with several rows (several runs give it) counts once: differs 
         "file is the published one; where none is published, when its name and architecture are the article's (said: "
         f"{UNVERIFIED}); else another model (another architecture, other or random weights, a stand-in, or a results "
         "file that does not record its weights). Another setting: a library version requirements.txt excludes, or a "
-        "fine-tune's batch size, epochs, seed or dev evaluations not the article's. A count of the data or the recipe "
+        "fine-tune's batch size, epochs, seed, input length, warmup, weight decay, clipping, output layer (a new one) "
+        "or dev evaluations not the article's. A count of the data or the recipe "
         "needs no model and is judged whatever model ran.")
 UNVERIFIED_COUNT = "on its checkpoints by name and architecture, weights not verified"
 

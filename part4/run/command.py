@@ -98,10 +98,10 @@ class Command:
             data = read_data(config, family, inputs.sources, checked)
             # the processes that train each run together: all of them in data mode, each process alone in runs mode
             runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
-            for run in runs:
-                if run.saved_model:                 # a model folder there: replaced only by a run of its settings
-                    check_model_not_replaced(run)
             earlier = runs_done_before(config, runs)
+            for k, run in enumerate(runs):          # a model folder there: replaced only by a run of its settings
+                if run.saved_model and k not in earlier:
+                    check_model_not_replaced(run)
         if c.many and not self.in_table:            # the summary of --grid or --seeds: never one of other runs
             check_not_replaced(os.path.join(c.results_dir, log.name + ".json"),
                                {"runs": sorted(run.name for run in runs)}, "summarises other runs",

@@ -238,9 +238,11 @@ def check_model_not_replaced(run):
         raise Fatal(refused + "the model this run starts from (--model); refusing to replace it: choose another folder")
     saved_by = read_json(os.path.join(folder, SAVED_BY))
     if saved_by is None:
-        raise Fatal(refused + f"a model folder this script did not save (no {SAVED_BY}); refusing to replace it: "
-                              "choose another folder, or delete it")
-    diff = settings_diff(as_recorded_now(saved_by.get("settings") or {}), as_recorded_now(run.recorded), ("processes",))
+        raise Fatal(refused + f"a model folder with no {SAVED_BY} (saved by hand, by another program or by an "
+                              "earlier version of this script): its run cannot be told; refusing to replace it: choose "
+                              "another folder, or delete it")
+    diff = settings_diff(as_recorded_now(saved_by.get("settings") or {}), as_recorded_now(run.recorded),
+                         ("processes", "dev_evaluations"))        # as existing_result compares a run's results
     if diff:
         raise Fatal(refused + f"a model saved by a run of other settings ({diff[:400]}); refusing to replace it: "
                               "choose another folder, or delete it")
