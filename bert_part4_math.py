@@ -460,6 +460,7 @@ def plots(payload, folder):
 # The sections that need a model, by the block of the results they write: (the section, the inputs it reads). A model
 # that is refused stops its own sections only (part4/models/section_inputs.py): the toys and every other section still
 # run and are written.
+RESULTS = "part4_math"             # results/part4_math.log, .json
 SECTION_INPUTS = {"glue_real": ("1b", ("--sst2-model",)), "new_weights": ("7", ("--sst2-model",)),
                   "attention": ("2", ("--squad-model", "--flow-data")), "span_real": ("3b", ("--squad-model",)),
                   "null": ("4", ("--squad2-model",))}
@@ -518,11 +519,14 @@ def prepared_models(models, flow, *, where, tau, results_dir, log):
                   flow_data=flow_data, flow_examples=flow_examples, chosen=chosen)
 
 
-def results_before(path, config):
-    """The results a run before wrote at path (None: none), checked: where it holds a section that read a model and
-    this run reads models too (--only all), one of other settings (the models, tau, flow, dtype) is never replaced
-    (part4/output/results_files.py check_results_kept); the settings of a run that read none (--only toys, or every
-    model refused) are not compared (check_sections_kept keeps the sections run before)."""
+def results_before(results_dir, config):
+    """The results folder checked writable, and the results a run before wrote there (None: none), checked: where they
+    hold a section that read a model and this run reads models too (--only all), results of other settings (the
+    models, tau, flow, dtype) are never replaced (part4/output/results_files.py check_results_kept); the settings of a
+    run that read none (--only toys, or every model refused) are not compared (sections_run keeps the sections run
+    before)."""
+    check_writable_dir(results_dir, "--results-dir")
+    path = os.path.join(results_dir, RESULTS + ".json")
     saved = read_results(path)
     read_models = saved is not None and any(block in saved for block in SECTION_INPUTS)
     if read_models and config.get("only") != "toys":
@@ -530,28 +534,29 @@ def results_before(path, config):
     return saved
 
 
-def check_sections_kept(saved, runs, path):
-    """A section run before (in saved) is never replaced by a run that leaves it out (--only toys, or an input that
-    cannot be used now): refused before any section runs, naming them."""
+def sections_run(m, saved, results_dir):
+    """{block: whether this run runs its section}: each whose inputs can be used (m: the Models, None with --only
+    toys). A section run before (in saved) is never replaced by a run that leaves it out (--only toys, or an input
+    that cannot be used now): refused before any section runs, naming them."""
+    runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}
     dropped = [SECTION_INPUTS[block][0] for block in SECTION_INPUTS if saved and block in saved and not runs[block]]
+    path = os.path.join(results_dir, RESULTS + ".json")
     if dropped:
         raise Fatal(f"{path}: holds section{'s' if len(dropped) > 1 else ''} {', '.join(dropped)}, run before, which "
                     f"this run does not run; refusing to replace {'them' if len(dropped) > 1 else 'it'}: pass "
                     f"--results-dir, or delete it")
+    return runs
 
 
 def main(argv=None):
     args = script_settings.parse_math(argv)   # the command line as settings, without torch (part4/command_line)
-    check_writable_dir(args.results_dir, "--results-dir")
-    path = os.path.join(args.results_dir, "part4_math.json")
-    saved = results_before(path, command_line(argv, vars(args))["config"])       # never replaced by other settings
-    log = Log("part4_math", args.results_dir)
+    saved = results_before(args.results_dir, command_line(argv, vars(args))["config"])   # not replaced by other settings
+    log = Log(RESULTS, args.results_dir)
     models = {"--sst2-model": args.sst2_model, "--squad-model": args.squad_model, "--squad2-model": args.squad2_model}
     name = {flag: portable(given) for flag, given in models.items()}                  # as the log names them
     m = prepared_models(models, (args.flow_questions, args.flow_data), where=(args.device, args.dtype), tau=args.tau,
                         results_dir=args.results_dir, log=log) if args.only == "all" else None
-    runs = {block: m is not None and block not in m.not_run for block in SECTION_INPUTS}     # its inputs can be used
-    check_sections_kept(saved, runs, path)
+    runs = sections_run(m, saved, args.results_dir)          # each whose inputs can be used, none run before left out
     payload = {"glue_toy": glue_toy(log)}
     payload |= {"models": {flag: loaded_record(m.folders[flag]) for flag in m.loaded}, "dtype": args.dtype} if m else {}
     if runs["glue_real"]:        # each section that runs a model: under autocast (--dtype; fp32 by default); no toy
