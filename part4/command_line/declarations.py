@@ -326,6 +326,12 @@ def recorded_in(settings, place, path=None):
     return out
 
 
+def settings_diff(saved, ours, ignore=()):
+    """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
+    saved = saved or {}
+    return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)
+
+
 def recorded_defaults(settings_class, place):
     """{name: its declared default as recorded} of the settings recorded in place whose default is not the recipe's:
     what a results file that does not record one of them (written before it was declared) ran with: the settings of a

@@ -303,9 +303,3 @@ def as_recorded_now(settings, place=RUN):
     if now.get("dtype") in EARLIER_DTYPES:
         now["dtype"] = EARLIER_DTYPES[now["dtype"]]
     return {**recorded_defaults(Settings, place), **now}
-
-
-def settings_diff(saved, ours, ignore=()):
-    """'lr 3e-05 -> 2e-05; seed 0 -> 1': what differs between recorded settings and ours ('' when nothing does)."""
-    saved = saved or {}
-    return "; ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in ours.items() if k not in ignore and saved.get(k) != v)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from part4.command_line.declarations import Fatal
+from part4.command_line.declarations import Fatal, settings_diff
 
 # --- paths in logs and results: nothing that only exists on the machine that made them ---
 
@@ -139,7 +139,9 @@ def read_results(path):
     return saved
 
 
-EARLIER_FLAGS = {"limit": "max_dev_examples"}      # a setting's name in the results of earlier versions: its name now
+# A script's setting by the name the results of earlier versions record it under: its name now (a fine-tune's are
+# part4/command_line/fine_tune_settings.py's EARLIER_NAMES)
+EARLIER_FLAGS = {"limit": "max_dev_examples"}
 
 
 def check_results_kept(path, ours, ignore=("device", "results_dir")):
@@ -159,8 +161,7 @@ def check_results_kept(path, ours, ignore=("device", "results_dir")):
                     f"it away")
     ours = json.loads(json.dumps(ours, default=str))             # as the file holds them: lists, not tuples
     theirs = {EARLIER_FLAGS.get(k, k): v for k, v in theirs.items()}
-    diff = "; ".join(f"{k} {theirs[k]!r} -> {v!r}" for k, v in ours.items()
-                     if k in theirs and k not in ignore and theirs[k] != v)
+    diff = settings_diff(theirs, {k: v for k, v in ours.items() if k in theirs}, ignore)
     if diff:
         raise Fatal(f"{path}: results of other settings ({diff[:400]}); refusing to overwrite them: pass --results-dir, "
                     f"or delete it")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from part4.command_line.declarations import Fatal
-from part4.command_line.fine_tune_settings import as_recorded_now, settings_diff
+from part4.command_line.declarations import Fatal, settings_diff
+from part4.command_line.fine_tune_settings import as_recorded_now
 from part4.models.loading import gather
 from part4.output.results_files import command_line, portable, read_json, read_results, write_atomic
 from part4.paper.article import ARTICLE_RUN
