@@ -370,6 +370,21 @@ def test_a_run_of_other_settings_never_replaces_the_results(tiny_qa, tmp_path, c
     assert "results of other settings (max_dev_examples 3 -> 2)" in capsys.readouterr().err
 
 
+def test_the_results_guard_compares_the_dtype_as_run(tiny_qa, tmp_path, capsys):
+    """--dtype auto on the CPU runs in fp32: its results are those of --dtype fp32, replaced by it (never refused as
+    other settings); a bf16 run is another computation, refused before any work, naming the dtypes as they ran."""
+    v1 = squad_file(tmp_path / "v1.json", False)
+    out = tmp_path / "results"
+    argv = ["--v1-model", tiny_qa[0], "--v1-data", v1, "--only", "v1", "--max-dev-examples", "2",
+            "--results-dir", str(out), "--device", "cpu"]
+    assert sq.main([*argv, "--dtype", "auto"]) == 0
+    assert json.loads((out / "part4_squad.json").read_text())["config"]["dtype"] == "fp32"
+    assert sq.main([*argv, "--dtype", "fp32"]) == 0
+    capsys.readouterr()
+    assert run_cli(sq.main, [*argv, "--dtype", "bf16"]) == 2
+    assert "results of other settings (dtype 'fp32' -> 'bf16')" in capsys.readouterr().err
+
+
 # --- bad input: one line, non-zero exit, no results ---
 
 def test_bad_inputs_are_one_line_errors(tiny_qa, tiny_bert_dir, tmp_path, capsys):
