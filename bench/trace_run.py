@@ -38,6 +38,19 @@ def tiny_bert(folder):
     return folder
 
 
+def run_under(profile, script, argv):
+    """`script` with `argv` run as __main__ in this process, `profile` seeing every call (sys.setprofile); a failing
+    exit raises."""
+    sys.argv = [script, *argv]
+    sys.setprofile(profile)
+    try:
+        runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+    finally:
+        sys.setprofile(None)
+
 def traced(script, argv):
     """{file of part4/: {function names}} run by `script` with `argv`, in this process."""
     seen = collections.defaultdict(set)
@@ -48,15 +61,7 @@ def traced(script, argv):
                 and code.co_flags & inspect.CO_OPTIMIZED):            # a function's code; a class body's is not
             seen[os.path.relpath(code.co_filename, ROOT)].add(f"{code.co_qualname}:{code.co_firstlineno}")
 
-    sys.argv = [script, *argv]
-    sys.setprofile(profile)
-    try:
-        runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            raise
-    finally:
-        sys.setprofile(None)
+    run_under(profile, script, argv)
     return seen
 
 
@@ -103,15 +108,7 @@ def followed(script, argv, entry="fine_tune"):
             if stop not in stops[name] and any(a is o for a in args for o in objs):
                 stops[name].append(stop)             # each function once, where the trail first meets it
 
-    sys.argv = [script, *argv]
-    sys.setprofile(profile)
-    try:
-        runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            raise
-    finally:
-        sys.setprofile(None)
+    run_under(profile, script, argv)
     return stops
 
 
