@@ -83,13 +83,13 @@ def fine_tune(run, data):
     seed_everything(run.seed)
     # BertForSequenceClassification.from_pretrained(model, num_labels=2).to(device), the article's line:
     model = new_model(data.family, run.model, run.init, run.head).to(run.device)   # a new output layer, or the checkpoint's
-    if run.padding_free_steps:   # real tokens only (--padding-free): packed_bert in training; masks as device, dtype ask
-        model = make_padding_free(model, run.dropout_masks)                             # (part4/data/batches.py)
+    if run.padding_free_steps:   # --padding-free: each training step on the real tokens only, the same computation
+        model = make_padding_free(model, run.dropout_masks)   # masks drawn as device, dtype allow (part4/data/batches.py)
     model.train()
     # the article's AdamW(groups, lr=2e-5, weight_decay=0.01): no decay on biases and LayerNorm
     opt = torch.optim.AdamW(decay_groups(model, run.weight_decay), lr=run.lr, fused=run.fused_adamw)
     steps = run.epochs * math.ceil(run.train_rows / run.batch_size)   # 3 epochs, batch 32: 3 * math.ceil(len(train) / 32)
-    warm = int(run.warmup * steps)                                # 10% warmup, then linear decay
+    warm = int(run.warmup * steps)                  # the article's int(0.1 * steps): 10% warmup, then linear decay
     # the article's LambdaLR(opt, lambda s: s / warm if s < warm else (steps - s) / (steps - warm)):
     sched = LambdaLR(opt, lambda s: warmup_then_linear_decay(s, warm, steps))
     training = TrainingRun(run, data, model, sched, steps=steps, warm=warm)   # AdamW: sched.optimizer
@@ -99,12 +99,12 @@ def fine_tune(run, data):
         training.time_and_say_cost()        # one step timed: what the run will cost here, said before it is paid
     net = wrapped(model, run.processes, run.device, run.cudnn_attention)   # itself alone; under torchrun DDP's
     with training.stoppable():              # Ctrl-C or SIGTERM: the step finished, then a checkpoint and a clean stop
-        for epoch, batch, share in training.batches():    # the article's batches(train): every weight trained
+        for epoch, batch, share in training.batches():    # the article's batches(train): every weight is trained
             with autocast(run.device, run.autocast_dtype):
                 # model(..., labels=y).loss; share: 1 alone, under torchrun rows here x processes / batch rows (DDP)
                 loss = data.family.loss(net, batch) * share
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), run.clip)   # article: clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
             opt.zero_grad()

@@ -263,18 +263,19 @@ def plot_sweep(sweep, path):
                      ylabel="percent")
 
 
-def check_every_input(results_dir, only, models, data, max_dev_examples, cli, dtype):
+def check_every_input(args, models, data, cli, dtype):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
     read_model_folder) and their dev files, all problems at once; then the results there, never replaced by a run of
-    other settings (cli: the command line as the results record it; dtype: --dtype as it resolves here, compared as
-    run). models, data: {"v1": ..., "v2": ...}. Returns the
-    first `max_dev_examples` dev questions of each part (None if not run) and {part: its model, read}."""
+    other settings (args: the settings; cli: the command line as the results record it; dtype: --dtype as it resolves
+    here, compared as run). models, data: {"v1": ..., "v2": ...}. Returns the first --max-dev-examples dev questions of
+    each part (None if not run) and {part: its model, read}."""
+    results_dir, only, cut = args.results_dir, args.only, args.max_dev_examples
     check_writable_dir(results_dir, "--results-dir")
     used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
     preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
     folders = read_model_folders({f"--{v}-model": models[v] for v in used})
-    examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:max_dev_examples] if v in only else None for v in VERSIONS}
+    examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:cut] if v in only else None for v in VERSIONS}
     check_results_kept(os.path.join(results_dir, "part4_squad.json"), cli["config"], as_run={"dtype": DTYPE_NAMES[dtype]})
     return examples, {v: folders[f"--{v}-model"] for v in used}
 
@@ -294,8 +295,7 @@ def main(argv=None):
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
     with all_agree(processes):                  # a bad input on any process: every process stops, with its one line
-        examples, folders = check_every_input(args.results_dir, args.only, models, data, args.max_dev_examples,
-                                              cli=command_line(argv, vars(args)), dtype=dtype)
+        examples, folders = check_every_input(args, models, data, cli=command_line(argv, vars(args)), dtype=dtype)
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     log = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:

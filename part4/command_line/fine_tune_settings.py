@@ -78,8 +78,9 @@ class Settings:
                              "paper's grid on each dev set, and Table 1 beside it (§4.1)")
     lr: float = setting(flag="optional positional", type=learning_rate, check=learning_rate_range, recipe=True,
                         record=(RUN, TABLE),
-                        help=f"peak learning rate (default: {PAPER_DEFAULTS['lr']}; glue: each of the paper's "
-                             f"grid {GLUE_GRID_LRS}, the best on dev; given, that one only)")
+                        help=f"peak learning rate (default: {PAPER_DEFAULTS['lr']}: GLUE's the article's, where the "
+                             f"paper takes the best of its grid on dev; glue: each of the paper's grid {GLUE_GRID_LRS}, "
+                             f"the best on dev; given, that one only)")
 
     # --- the model and the data ---
     model: str = shared("model", record=(RUN, TABLE), path=True)

@@ -155,8 +155,9 @@ class TrainingRun:
             self.log.say(line)
 
     def score_before(self):
-        """The dev score of the untrained head (on the first process only; timed, for the cost line), the article's
-        beside it where it printed one: 'before fine-tuning (random classifier layer): dev accuracy 0.4908'."""
+        """The dev score of the untrained head (on the first process only; timed, for the cost line): the article's
+        line, 'before fine-tuning (random classifier layer): dev accuracy 0.4908', with the task's other metrics after
+        it (MRPC's F1), the training set's majority class as a baseline, and the article's number where it printed one."""
         run, family, data = self.run, self.family, self.data
         start = time.perf_counter()
         self.before = (family.evaluate(self.model, data.devs, data.tok, device=run.device, dtype=run.autocast_dtype)
@@ -190,10 +191,10 @@ class TrainingRun:
                 self.family.loss(self.model, batch).backward()
             if run.device.type == "cuda":
                 torch.cuda.synchronize(run.device)
-            step = time.perf_counter() - start
+            step_seconds = time.perf_counter() - start
         self.model.zero_grad(set_to_none=True)
         made = evaluations_made(self.steps, self.eval_every)          # the dev evaluations the run will make
-        total = self.steps * step + made * self.evaluation_seconds
+        total = self.steps * step_seconds + made * self.evaluation_seconds
         peak = (torch.cuda.max_memory_allocated(run.device) if run.device.type == "cuda" else
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RU_MAXRSS_UNIT)
         peak += ADAMW_MOMENTS * self.weight_bytes                                        # AdamW's two moments, to come
@@ -203,7 +204,7 @@ class TrainingRun:
         memory = (f"; memory about {peak / 1e9:.1f} to {later * peak / 1e9:.1f} GB at its peak"
                   if peak >= LARGE_MEMORY else "")
         evaluations = f"{made} dev evaluation{'s' if made > 1 else ''}"
-        self.log.say(f"cost here: {self.steps} steps x {step:.2f} s + {evaluations} x {self.evaluation_seconds:.1f} s = "
+        self.log.say(f"cost here: {self.steps} steps x {step_seconds:.2f} s + {evaluations} x {self.evaluation_seconds:.1f} s = "
                      f"about {readable_time(total)} (one step and the evaluation before training timed on "
                      f"{run.device.type}{memory})")
         self.t0 = time.time()                                        # the training time starts at its first step

@@ -210,8 +210,8 @@ def encode_swag(tok, examples, max_len):
 class Classification:
     """GLUE (paper §4.1): the pooled [CLS] vector C, logits = C W^T + b, K labels (1 for STS-B)."""
     model_class = AutoModelForSequenceClassification   # the checkpoint's own architecture (BERT: BertFor...)
-    fresh = "random classifier layer"
-    new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the log's words
+    fresh = "random classifier layer"                # one head, in the words of the article's "before" line
+    new_head, kept_head = "a new classifier layer", "the checkpoint's classifier layer, kept"    # the weights line's
     eval_batch_size = EVAL_BATCH_SIZE  # dev inputs per forward pass, unless --eval-batch-size
     grouped = False                    # training batches grouped by length (--group-by-length auto)
     hub = "nyu-mll/glue"
