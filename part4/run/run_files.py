@@ -66,7 +66,9 @@ class RunSettings:
     (part4/run/training_run.py) take their settings from here alone. Made once by the plan (part4/run/command.py
     Command.run_settings) from the command's Settings, the task's recipe and family, a Job and where the command
     runs, each value as this run resolved it; what its results and checkpoint record (recorded) and the command line
-    its results keep (argv, flags) are made there from it and kept beside it."""
+    its results keep (argv, flags) are made there from it and kept beside it. Its fields in four groups: the recipe
+    (what fine_tune's lines read), where and how the steps are computed, the data, the files."""
+    # the recipe: the task, the weights it starts from, the article's AdamW, schedule, clipping and seed
     task: str
     model: str                         # the pre-trained weights: a Hub id or a local folder (--model)
     init: str                          # "pretrained" (the paper) or "random" (--init random: every weight random)
@@ -79,6 +81,7 @@ class RunSettings:
     clip: float                        # the gradients' global norm, at most
     dev_evaluations: int               # dev evaluations asked of it (it makes evaluations_made of them, as Job says)
     seed: int
+    # where and how its steps are computed, and how its batches are formed (the recipe's lines read the same)
     device: torch.device
     autocast_dtype: object             # a torch dtype (None: fp32), --dtype as it resolves on the device
     padding_free_steps: bool           # each training step on the real tokens only (--padding-free, where the model
@@ -92,12 +95,14 @@ class RunSettings:
     #                                    them when every batch is split, this one alone when whole runs are shared
     quiet: bool                        # its lines not printed (a process other than the first)
     grouped: bool                      # training batches grouped by length
+    # its data: the inputs as encoded, and how much of the task's it trains on
     max_len: int                       # the longest input, in tokens (SQuAD: the window)
     stride: int                        # SQuAD: the tokens two windows share (None elsewhere)
     train_rows: int                    # the rows of its training set, encoded (SQuAD: windows)
     cut_cadence: bool                  # its training set cut (--max-train-examples) and --evals not given: it evaluates
     #                                    as often as a cut run can (part4/paper/recipe.py eval_every's cut)
     cut_by: tuple                      # the flags that cut its data, as given ('--max-train-examples', ...)
+    # its files: the log, results, checkpoint and saved model, and what they record of it
     name: str                          # its files' name: results/<name>.log, .json, .checkpoint
     results_dir: str
     saved_model: str                   # the folder --save-model keeps its model in (None: not kept)
