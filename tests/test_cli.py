@@ -34,7 +34,7 @@ def recorded_settings(config, family, job, dtype=None, train_rows=10):
     (Command.run_settings) on the CPU, alone, on a task of train_rows rows."""
     where = SimpleNamespace(device=CPU, autocast_dtype=dtype, processes=ALONE)
     data = SimpleNamespace(family=family, train={"input_ids": [[0]] * train_rows}, padding_free_problem=None,
-                           n_train=train_rows, n_train_all=train_rows)
+                           n_train=train_rows, n_train_all=train_rows, fingerprint="0123456789ab")
     return command.Command.run_settings(where, config, job, data, ALONE).recorded
 
 SCRIPT_AS_MAIN = ("import runpy, sys\n"

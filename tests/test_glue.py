@@ -552,6 +552,40 @@ def test_what_a_second_glue_command_meets(tiny_bert_dir, glue_data, tmp_path, ca
     assert "part4_glue_table_lr1e-3_bs8_ep1.json: a table of other settings (tasks ['qqp', 'rte'] -> ['rte'])" in err
 
 
+def test_no_run_of_other_data_or_other_test_sets_is_reused(tiny_bert_dir, tmp_path, capsys):
+    """A run's results record its data's fingerprint: the same command on a training set of other labels is refused
+    before any training, naming the data (never skipped as done, its results taken for the other data's); test
+    predictions of other test sets are made again, the server's file then holding the new test set's indices."""
+    data = write_glue(str(tmp_path / "glue"), skip=("QQP", "MNLI", "QNLI", "SST-2", "CoLA", "STS-B", "WNLI", "MRPC"))
+    sub, out = tmp_path / "sub", tmp_path / "out"
+    argv = glue_cmd(tiny_bert_dir, data, out, ["1e-3", "--tasks", "rte", "--glue-submission", str(sub)])
+    assert ft.main(argv) == 0
+    run = out / "part4_rte_lr1e-3_bs8_ep1.json"
+    first = json.loads(run.read_text())
+    assert len(first["settings"]["data"]) == 12 and len(first["test_data"]) == 12
+    stamp = run.stat().st_mtime_ns
+    assert ft.main(argv) == 0 and run.stat().st_mtime_ns == stamp            # the same data: reused
+    test = os.path.join(data, "RTE", "test.tsv")
+    rows = read_tsv(test)
+    with open(test, "w") as f:                                              # other test rows, other indices
+        f.write("\t".join(rows[0]) + "\n" + "".join(f"{1000 + k}\t" + "\t".join(r[1:]) + "\n" for k, r in enumerate(rows[1:])))
+    assert ft.main(argv) == 0
+    assert run.stat().st_mtime_ns != stamp                                  # run again for the new test set
+    assert [r[0] for r in read_tsv(sub / "RTE.tsv")[1:]] == [str(1000 + k) for k in range(len(rows) - 1)]
+    assert json.loads(run.read_text())["settings"] == first["settings"]      # the training data is the same
+    train = os.path.join(data, "RTE", "train.tsv")
+    flip = {"entailment": "not_entailment", "not_entailment": "entailment"}
+    lines = read_tsv(train)
+    with open(train, "w") as f:                                             # every training label flipped
+        f.write("".join("\t".join(r[:-1] + [flip.get(r[-1], r[-1])]) + "\n" for r in lines))
+    written = run.read_text()
+    capsys.readouterr()
+    assert run_cli(ft.main, argv) == 2
+    err = capsys.readouterr().err
+    assert "holds a result of other settings (data '" + first["settings"]["data"] + "' -> '" in err, err
+    assert run.read_text() == written
+
+
 def test_save_model_replaces_only_a_model_a_run_of_its_settings_saved(tiny_bert_dir, glue_data, tmp_path, capsys):
     """--save-model: the --model the run starts from and a model folder this script did not save are refused before
     any training, as is one a run of other settings saved; the same command run again replaces its own. Each refusal
@@ -589,7 +623,7 @@ def test_save_model_replaces_only_a_model_a_run_of_its_settings_saved(tiny_bert_
     mine = files(saved)
     assert run_cli(ft.main, [*common, "--model", str(start), "--max-train-examples", "12", "--results-dir",
                              str(tmp_path / "r12"), "--save-model", str(saved)]) == 2
-    assert ("a model saved by a run of other settings (max_train_examples 16 -> 12; train_rows 16 -> 12)"
+    assert ("a model saved by a run of other settings (max_train_examples 16 -> 12; train_rows 16 -> 12; data '"
             in capsys.readouterr().err)
     assert files(saved) == mine and not (tmp_path / "r12").exists()
 

@@ -292,15 +292,21 @@ EARLIER_DTYPES = {"None": "fp32", "torch.bfloat16": "bf16"}  # as results of ear
 EARLIER_NAMES = {"evals": "dev_evaluations"}               # a recorded setting's name in results of earlier versions
 
 
-def as_recorded_now(settings, place=RUN):
+# What a run records that no flag declares and earlier versions did not record: the data's fingerprint. A result or
+# checkpoint without it is compared without it (its data cannot be told), as earlier versions compared it.
+RECORDED_SINCE = ("data",)
+
+
+def as_recorded_now(settings, place=RUN, beside=None):
     """Settings recorded in place (a run's, RUN, or a table's, part4/command_line/declarations.py's TABLE) in this version's
     terms, to be compared: an earlier name of a setting (evals: the count of dev evaluations, now dev_evaluations), an
     earlier spelling of its value (dtype "None" is "fp32"), and a setting not recorded (declared after the file was
     written, or at its default where it is recorded unless default: init "pretrained") at its declared default.
+    beside: the earlier settings they are compared with, where one of RECORDED_SINCE they lack is left out of these.
     Results and checkpoints of earlier versions so stay valid. None stays None."""
     if settings is None:
         return None
-    now = {EARLIER_NAMES.get(k, k): v for k, v in settings.items()}
+    now = {EARLIER_NAMES.get(k, k): v for k, v in settings.items() if beside is None or k not in RECORDED_SINCE or k in beside}
     if now.get("dtype") in EARLIER_DTYPES:
         now["dtype"] = EARLIER_DTYPES[now["dtype"]]
     return {**recorded_defaults(Settings, place), **now}

@@ -8,6 +8,8 @@ questions and never calls it: bert_part4_finetune.py loads each run's model and 
 torchrun starts are joined, and an error every process stops on raised, by part4/models/loading.py's
 `start_processes` and `all_agree`."""
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -98,7 +100,7 @@ class Command:
             data = read_data(config, family, inputs.sources, checked)
             # the processes that train each run together: all of them in data mode, each process alone in runs mode
             runs = [self.run_settings(config, job, data, processes if mode == "data" else ALONE) for job in jobs]
-            earlier = runs_done_before(config, runs)
+            earlier = runs_done_before(config, runs, data.tests_fingerprint)
             for k, run in enumerate(runs):          # a model folder there: replaced only by a run of its settings
                 if run.saved_model and k not in earlier:
                     check_model_not_replaced(run)
@@ -134,7 +136,8 @@ class Command:
                "max_len": family.max_len, "stride": family.stride,
                "dtype": DTYPE_NAMES.get(self.autocast_dtype, str(self.autocast_dtype))}
         recorded = {**recorded_in(c, RUN, portable), **ran, "grouped": config.grouped,
-                    "dev_evaluations": job.dev_evaluations, "train_rows": rows, "processes": processes.world}
+                    "dev_evaluations": job.dev_evaluations, "train_rows": rows, "data": data.fingerprint,
+                    "processes": processes.world}
         return RunSettings(task=config.task, model=c.model, init=c.init, head=c.head, lr=job.lr,
                            batch_size=job.batch_size, epochs=job.epochs, warmup=c.warmup, weight_decay=c.weight_decay,
                            clip=c.clip, dev_evaluations=job.dev_evaluations, seed=job.seed, device=device,
@@ -221,6 +224,10 @@ class TaskData:
     majority: object                   # the majority class of the whole training set
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
     padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
+    fingerprint: str                   # the examples it trains and is scored on, after the cuts: the first 12 hex
+    #                                    digits of the sha256 of them as JSON (a run records it: no result, checkpoint
+    #                                    or saved model of other data is reused)
+    tests_fingerprint: str             # the test sets' likewise (with --glue-submission; None without)
     output_layer: object               # how each run's output layer comes (part4/models/loading.py OutputLayer: a new
     #                                    layer, or the checkpoint's kept; found when check_task_inputs loaded them);
     #                                    None: --init random
@@ -270,7 +277,8 @@ def check_task_inputs(config, family, sources):
 def read_data(config, family, sources, checked):
     """The task's data read, cut (--max-train-examples, --max-dev-examples) and tokenised once with the model folder's
     tokenizer, for every run of the command, beside what check_task_inputs found (checked). What a cut run leaves out is
-    kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's."""
+    kept as counts (n_train_all, n_dev_all), and the majority class is the whole training set's. The examples as
+    read are fingerprinted (TaskData.fingerprint, tests_fingerprint): what the runs' results record of their data."""
     c = config.settings
     model_folder, output_layer, why_padded = checked
     train_all, devs_all = family.read(sources)
@@ -279,6 +287,8 @@ def read_data(config, family, sources, checked):
     if not train or not all(devs.values()):
         raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
+    # the examples as read (lists, dicts, strings, numbers) as JSON, sha256: the same examples, the same print
+    prints = [hashlib.sha256(json.dumps(x, ensure_ascii=False).encode("utf-8")).hexdigest()[:12] for x in ([train, devs], tests)]
     tok = model_folder.tokenizer
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
@@ -287,12 +297,14 @@ def read_data(config, family, sources, checked):
                     n_train=len(train), n_train_all=len(train_all),
                     n_dev={name: len(d) for name, d in devs.items()}, n_dev_all={k: len(d) for k, d in devs_all.items()},
                     majority=family.majority(train_all), tests=family.encode_tests(tok, tests) if tests else {},
-                    padding_free_problem=why_padded, output_layer=output_layer)
+                    padding_free_problem=why_padded, output_layer=output_layer,
+                    fingerprint=prints[0], tests_fingerprint=prints[1] if tests else None)
 
 
-def runs_done_before(config, runs):
+def runs_done_before(config, runs, tests_fingerprint):
     """{k: the earlier results of run k} where runs are reused (grids, seeds, glue) and its results exist for the same
-    settings (with --glue-submission, its test-set predictions too: missing, it is run again). The count of dev
+    settings (with --glue-submission, its test-set predictions too, made from the same test sets (tests_fingerprint):
+    missing, or of other test sets, it is run again). The count of dev
     evaluations is left out: it draws the learning curve and changes no final number (evaluation uses no random
     numbers), so a single run with the article's 30 serves the glue command's once per epoch; so are the processes.
     Every other run's results file, where one exists, is of the same settings: no run replaces a result of other
@@ -306,8 +318,10 @@ def runs_done_before(config, runs):
         if done is None:
             check_not_replaced(path, ours, "holds a result of other settings")
             continue
-        files = done.get("test_predictions") or []
-        if not config.test_dir or (files and all(os.path.isfile(os.path.join(config.test_dir, f)) for f in files)):
+        files = done.get("test_predictions") or []          # with --glue-submission: of these test sets, all there
+        predicted = bool(files) and done.get("test_data") == tests_fingerprint and all(
+            os.path.isfile(os.path.join(config.test_dir, f)) for f in files)
+        if not config.test_dir or predicted:
             earlier[k] = done
     return earlier
 

@@ -304,8 +304,11 @@ class Classification:
         return (", " if final else "  ").join(parts)
 
     def extra_outputs(self, training, test_dir):
-        """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions."""
-        return {"test_predictions": predict_tests(training, test_dir)} if test_dir else {}
+        """What a run writes beyond its scores: with --glue-submission (test_dir), its test-set predictions and the
+        test sets' fingerprint (test_data: predictions of other test sets are never reused)."""
+        if not test_dir:
+            return {}
+        return {"test_predictions": predict_tests(training, test_dir), "test_data": training.data.tests_fingerprint}
 
     def encode_tests(self, tok, tests):
         """Each test set encoded as a dev set is (labels 0: the server holds the real ones), with its indices."""
