@@ -370,6 +370,27 @@ def test_a_run_of_other_settings_never_replaces_the_results(tiny_qa, tmp_path, c
     assert "results of other settings (max_dev_examples 3 -> 2)" in capsys.readouterr().err
 
 
+def test_a_window_too_short_for_its_stride_is_one_line_naming_the_max_len_needed(tiny_qa, tmp_path, capsys):
+    """A window must hold more passage tokens than two windows share (the tokenizer panics otherwise): with the
+    longest question's tokens, [CLS] and two [SEP], --max-len L leaves L - q - 3; at exactly the stride the command
+    is refused in one line naming the --max-len needed, and runs with it."""
+    folder, _, tok = tiny_qa
+    v1 = squad_file(tmp_path / "v1.json", False)
+    with open(v1) as f:
+        questions = [qa["question"] for qa in json.load(f)["data"][0]["paragraphs"][0]["qas"]]
+    longest = max(len(tok.tokenize(q)) for q in questions)
+    stride = 8
+    argv = ["--v1-model", folder, "--v1-data", v1, "--only", "v1", "--stride", str(stride), "--device", "cpu",
+            "--results-dir", str(tmp_path / "out")]
+    assert run_cli(sq.main, [*argv, "--max-len", str(longest + 3 + stride)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"the longest question ({longest} tokens) leaves room for {stride} passage tokens in a window, "
+                        f"not more than the {stride} that two windows share; pass --max-len {longest + 3 + stride + 1} "
+                        f"or more, or a smaller --stride") and "\n" not in err, err
+    assert not (tmp_path / "out").exists()
+    assert sq.main([*argv, "--max-len", str(longest + 3 + stride + 1)]) == 0
+
+
 def test_the_results_guard_compares_the_dtype_as_run(tiny_qa, tmp_path, capsys):
     """--dtype auto on the CPU runs in fp32: its results are those of --dtype fp32, replaced by it (never refused as
     other settings); a bf16 run is another computation, refused before any work, naming the dtypes as they ran."""

@@ -18,6 +18,7 @@ import transformers
 from tqdm import tqdm
 from transformers import AutoModelForQuestionAnswering
 
+from part4.command_line.declarations import Fatal
 from part4.data.batches import batches_by_length, collate
 from part4.data.readers import HUB_DATASETS, SQUAD_VERSION, file_problem, read_squad_task
 from part4.models.loading import ALONE, autocast, gather
@@ -31,9 +32,19 @@ def make_windows(tok, examples, max_len, stride):
     """One batched tokenizer call; each window keeps its question index, offsets and passage mask.
 
     Worked example (max_len 12, stride 2, a question of 2 tokens): 12 - 2 - 3 = 7 passage tokens fit,
-    so passage tokens 0-6 go in window 1 and tokens 5-11 in window 2: the two share 2 tokens.
+    so passage tokens 0-6 go in window 1 and tokens 5-11 in window 2: the two share 2 tokens. The passage tokens a
+    window holds must be more than the stride (else no window would move on): checked on the longest question first,
+    a one-line refusal that says the --max-len this stride needs.
     """
-    enc = tok([ex["question"].lstrip() for ex in examples], [ex["context"] for ex in examples],
+    questions = [ex["question"].lstrip() for ex in examples]
+    longest = max((len(ids) for ids in tok(questions, add_special_tokens=False)["input_ids"]), default=0)
+    specials = tok.num_special_tokens_to_add(pair=True)                  # [CLS] question [SEP] passage [SEP]: 3
+    room = max_len - longest - specials                                  # the passage tokens a window holds
+    if room <= stride:
+        raise Fatal(f"--max-len {max_len} with --stride {stride}: the longest question ({longest} tokens) leaves room for "
+                    f"{max(room, 0)} passage tokens in a window, not more than the {stride} that two windows share; pass "
+                    f"--max-len {longest + specials + stride + 1} or more, or a smaller --stride")
+    enc = tok(questions, [ex["context"] for ex in examples],
               truncation="only_second", max_length=max_len, stride=stride,
               return_overflowing_tokens=True, return_offsets_mapping=True)
     windows = []
