@@ -552,6 +552,19 @@ def test_what_a_second_glue_command_meets(tiny_bert_dir, glue_data, tmp_path, ca
     assert "part4_glue_table_lr1e-3_bs8_ep1.json: a table of other settings (tasks ['qqp', 'rte'] -> ['rte'])" in err
 
 
+def test_more_evaluations_than_steps_are_said_with_those_made(tiny_bert_dir, glue_data, tmp_path):
+    """--evals above the run's steps: one evaluation a step, said in the preamble beside the count asked; the curve
+    holds as many points as the line says."""
+    argv = ["rte", "1e-3", "--model", tiny_bert_dir, "--data-dir", glue_data, "--results-dir", str(tmp_path),
+            "--device", "cpu", "--batch-size", "8", "--epochs", "1", "--evals", "5"]
+    assert ft.main(argv) == 0
+    result = json.loads((tmp_path / "part4_rte_lr1e-3_bs8_ep1.json").read_text())
+    steps = -(-24 // 8)                                                     # write_glue's 24 training rows
+    assert [point["step"] for point in result["curve"]] == list(range(1, steps + 1))
+    log = (tmp_path / "part4_rte_lr1e-3_bs8_ep1.log").read_text()
+    assert f"  (5 dev evaluations asked, {steps} made: one a step, the most {steps} steps allow)" in log.splitlines()
+
+
 def test_no_run_of_other_data_or_other_test_sets_is_reused(tiny_bert_dir, tmp_path, capsys):
     """A run's results record its data's fingerprint: the same command on a training set of other labels is refused
     before any training, naming the data (never skipped as done, its results taken for the other data's); test
