@@ -166,9 +166,9 @@ class Settings:
                                          "SDPA's own choice")
     checkpoint_every: float = setting(600.0, type=duration, check=POSITIVE, metavar="DURATION",
                                       help="how often a run keeps its resume checkpoint, at most, in wall time: a "
-                                           "duration such as 90s, 10m, 1h or 1h30m (default 10m), decided at each dev "
-                                           "evaluation; always when it is stopped (Ctrl-C, SIGTERM). A run killed "
-                                           "otherwise repeats the steps since its last checkpoint")
+                                           "duration such as 90s, 10m, 1h or 1h30m, a bare number in seconds (default "
+                                           "10m), decided at each dev evaluation; always when it is stopped (Ctrl-C, "
+                                           "SIGTERM). A run killed otherwise repeats the steps since its last checkpoint")
     eval_batch_size: int = setting(check=POSITIVE,        # None: the head family's
                                    help="dev batch size (default: the head family's, part4/tasks/families.py; SQuAD's windows as "
                                         "bert_part4_squad.py)")
