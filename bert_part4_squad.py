@@ -72,7 +72,16 @@ from part4.output.results_files import (
     portable,
     write_atomic,
 )
-from part4.paper.article import PASSAGE, SQUAD_LABELS, SQUAD_V1, SQUAD_V2, V1_QUESTIONS, V2_QUESTIONS, WINDOWS_LABEL
+from part4.paper.article import (
+    PASSAGE,
+    SQUAD_LABELS,
+    SQUAD_V1,
+    SQUAD_V2,
+    V1_QUESTIONS,
+    V2_QUESTIONS,
+    WINDOWS_LABEL,
+    value,
+)
 from part4.tasks.squad_spans import (
     SpanSearch,
     coverage_line,
@@ -153,15 +162,26 @@ class DevScoring:
     search: SpanSearch
     device: torch.device
     processes: Processes
-    label: str
+    labels: dict                # {"v1": the label of the article's numbers beside ours (article_label), "v2": ...}
     taus: tuple
+
+
+def article_label(v, examples, cut):
+    """The label of the article's numbers beside ours: 'article', or what sets our dev set apart from its: the first
+    `cut` questions (--max-dev-examples), or another file of another number of questions (the offline evaluation part
+    of ../shared/data), whose numbers are not the dev set's."""
+    if cut is not None:
+        return f"article, on the full dev set (this run: the first {cut})"
+    n = int(value(f"{v}.dev.n"))
+    return "article" if examples is None or len(examples) == n else \
+        f"article, on the dev set's {n:,} questions (this file: {len(examples):,}, another split)"
 
 
 # --- 3. The full SQuAD v1.1 dev set: every window scored, each question's best span, the official EM and F1 ---
 
 def dev_v1(model, tok, examples, scoring, log):
     """The v1.1 dev questions scored: the log lines, the prediction file and the results."""
-    search, label = scoring.search, scoring.label
+    search, label = scoring.search, scoring.labels["v1"]
     answers, timing = predict(model, tok, examples, search, device=scoring.device, processes=scoring.processes)
     em, f1, f1_per_question = score_v1(examples, answers)
     secs = timing["seconds"]
@@ -218,7 +238,7 @@ def demo_v2(model, tok, *, device, search, log):
 
 def dev_v2(model, tok, examples, scoring, log):
     """The v2.0 dev questions scored at every tau: the log lines, the three official files and the results."""
-    label = scoring.label
+    label = scoring.labels["v2"]
     answers, timing = predict(model, tok, examples, scoring.search, device=scoring.device, processes=scoring.processes)
     r, diff, chosen = score_v2(examples, answers, scoring.taus)
     at0, best, exact = r["at0"], r["best"], r["exact_best"]
@@ -303,10 +323,10 @@ def main(argv=None):
                    f"{processes.world}th batch of windows; the scores are gathered before the span search")
     if note := precision_note(device, dtype):      # bf16 where it is emulated: one line, slow
         log.say(note)
-    label = "article" if (cut := args.max_dev_examples) is None else f"article, on the full dev set (this run: the first {cut})"
     search = SpanSearch(max_len=args.max_len, stride=args.stride, batch_size=args.batch_size, n_best=args.n_best,
                         max_answer=args.max_answer, dtype=dtype)
-    scoring = DevScoring(search=search, device=device, processes=processes, label=label,
+    scoring = DevScoring(search=search, device=device, processes=processes,
+                         labels={v: article_label(v, examples[v], args.max_dev_examples) for v in VERSIONS},
                          taus=tuple(tau_grid(args.tau_min, args.tau_max, args.tau_step)))
     demo, dev = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,

@@ -370,6 +370,25 @@ def test_a_run_of_other_settings_never_replaces_the_results(tiny_qa, tmp_path, c
     assert "results of other settings (max_dev_examples 3 -> 2)" in capsys.readouterr().err
 
 
+def test_a_dev_file_of_another_size_is_labelled_another_split(tiny_qa, tmp_path):
+    """Beside our numbers the article's are labelled with what sets the two dev sets apart: another file of another
+    number of questions is said as another split, a cut run as the first N of the full dev set."""
+    folder = tiny_qa[0]
+    v1, v2 = squad_file(tmp_path / "v1.json", False), squad_file(tmp_path / "v2.json", True)
+    sizes = {v: sum(len(p["qas"]) for a in json.loads(open(f).read())["data"] for p in a["paragraphs"])
+             for v, f in (("v1", v1), ("v2", v2))}
+    argv = ["--v1-model", folder, "--v2-model", folder, "--v1-data", v1, "--v2-data", v2, "--only", "v1", "--only", "v2",
+            "--max-len", "48", "--stride", "16", "--device", "cpu", "--tau-step", "1"]
+    assert sq.main([*argv, "--results-dir", str(tmp_path / "a")]) == 0
+    log = (tmp_path / "a" / "part4_squad.log").read_text()
+    assert f"[article, on the dev set's 10,570 questions (this file: {sizes['v1']}, another split): EM " in log
+    assert f"[article, on the dev set's 11,873 questions (this file: {sizes['v2']}, another split): F1 " in log
+    assert "[article: " not in log
+    assert sq.main([*argv, "--max-dev-examples", "2", "--results-dir", str(tmp_path / "b")]) == 0
+    log = (tmp_path / "b" / "part4_squad.log").read_text()
+    assert "[article, on the full dev set (this run: the first 2): EM " in log and "another split" not in log
+
+
 def test_a_window_too_short_for_its_stride_is_one_line_naming_the_max_len_needed(tiny_qa, tmp_path, capsys):
     """A window must hold more passage tokens than two windows share (the tokenizer panics otherwise): with the
     longest question's tokens, [CLS] and two [SEP], --max-len L leaves L - q - 3; at exactly the stride the command
