@@ -228,6 +228,24 @@ def test_the_dtype_is_recorded_as_computed_and_earlier_results_stay_valid(tmp_pa
     assert run_files.existing_result(str(path), ours) is None
 
 
+def test_settings_recorded_before_the_datas_fingerprint_are_compared_without_it(tmp_path):
+    """A run's data fingerprint is compared only where both sides record it: an earlier result (none) beside ours, or
+    ours made from an earlier result beside a new one, is the same run; two prints that differ are other settings."""
+    settings = fine_tune_settings.parse(["rte", "--model", "m", "--results-dir", str(tmp_path)])
+    config, family, _ = command.task_inputs(settings, "rte")
+    ours = recorded_settings(config, family, ft.planned_jobs(config)[0])
+    earlier = {k: v for k, v in ours.items() if k != "data"}
+    path = tmp_path / "run.json"
+    for saved, given in ((earlier, ours), (ours, earlier)):
+        path.write_text(json.dumps({"settings": saved, "final": {}}))
+        assert run_files.existing_result(str(path), given) is not None
+        run_files.check_not_replaced(str(path), given, "holds a result of other settings")         # no refusal
+    path.write_text(json.dumps({"settings": {**ours, "data": "ba9876543210"}, "final": {}}))
+    assert run_files.existing_result(str(path), ours) is None
+    with pytest.raises(Fatal, match="data 'ba9876543210' -> '0123456789ab'"):
+        run_files.check_not_replaced(str(path), ours, "holds a result of other settings")
+
+
 def test_a_glue_table_of_another_model_or_data_is_not_replaced(tmp_path):
     """The table's recorded settings name its model and data folder: a table of another model stops the command."""
     from part4.run import summaries

@@ -203,7 +203,9 @@ def test_squad_log_has_the_sweep_table_and_the_window_breakdown(tiny_qa_dir, tmp
     breakdown = next(x for x in log if x.startswith("   windows per question: "))
     counts = {int(k): int(v) for k, v in re.findall(r"(\d+) -> (\d+) questions", breakdown)}
     assert sum(counts.values()) == r["v1_dev"]["n"] and sum(k * v for k, v in counts.items()) == r["v1_dev"]["windows"]
-    assert "[article: EM 80.79, F1 88.08, 10753 windows, 9.3 min]" in "\n".join(log)      # on a local model too
+    n = r["v1_dev"]["n"]                                    # a file of n questions: another split, said beside
+    assert f"[article, on the dev set's 10,570 questions (this file: {n}, another split): EM 80.79, F1 88.08, 10753 " \
+           f"windows, 9.3 min]" in "\n".join(log)                                               # on a local model too
     assert log[0].startswith("SQuAD v1.1 model: ") and "(article: csarron/bert-base-uncased-squad-v1)" in log[0]
 
 

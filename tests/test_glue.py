@@ -578,6 +578,13 @@ def test_no_run_of_other_data_or_other_test_sets_is_reused(tiny_bert_dir, tmp_pa
     assert len(first["settings"]["data"]) == 12 and len(first["test_data"]) == 12
     stamp = run.stat().st_mtime_ns
     assert ft.main(argv) == 0 and run.stat().st_mtime_ns == stamp            # the same data: reused
+    earlier = {k: v for k, v in first.items() if k != "test_data"}          # as an earlier version wrote it
+    earlier["settings"] = {k: v for k, v in first["settings"].items() if k != "data"}
+    run.write_text(json.dumps(earlier))
+    stamp = run.stat().st_mtime_ns
+    assert ft.main(argv) == 0 and run.stat().st_mtime_ns == stamp            # no fingerprints: compared without them
+    run.write_text(json.dumps(first))
+    stamp = run.stat().st_mtime_ns
     test = os.path.join(data, "RTE", "test.tsv")
     rows = read_tsv(test)
     with open(test, "w") as f:                                              # other test rows, other indices

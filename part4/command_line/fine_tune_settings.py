@@ -302,7 +302,8 @@ def as_recorded_now(settings, place=RUN, beside=None):
     terms, to be compared: an earlier name of a setting (evals: the count of dev evaluations, now dev_evaluations), an
     earlier spelling of its value (dtype "None" is "fp32"), and a setting not recorded (declared after the file was
     written, or at its default where it is recorded unless default: init "pretrained") at its declared default.
-    beside: the earlier settings they are compared with, where one of RECORDED_SINCE they lack is left out of these.
+    beside: the settings they are compared with: one of RECORDED_SINCE that either lacks is left out of both (each
+    side made with the other beside it).
     Results and checkpoints of earlier versions so stay valid. None stays None."""
     if settings is None:
         return None

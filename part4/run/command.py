@@ -287,8 +287,14 @@ def read_data(config, family, sources, checked):
     if not train or not all(devs.values()):
         raise Fatal(f"no {'training' if not train else 'dev'} examples for {config.task}")
     tests = family.read_tests(sources) if config.test_dir else {}
-    # the examples as read (lists, dicts, strings, numbers) as JSON, sha256: the same examples, the same print
-    prints = [hashlib.sha256(json.dumps(x, ensure_ascii=False).encode("utf-8")).hexdigest()[:12] for x in ([train, devs], tests)]
+    # the examples as read (lists, dicts, strings, numbers), each training example and each dev or test set as one line
+    # of JSON, into one sha256: the same examples, the same print (and no copy of a whole training set as text)
+    prints = []
+    for rows in ([*train, *devs.items()], [*tests.items()]):
+        digest = hashlib.sha256()
+        for row in rows:
+            digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+        prints.append(digest.hexdigest()[:12])
     tok = model_folder.tokenizer
     enc_train, enc_devs = family.encode(tok, train, devs)
     if not enc_train["input_ids"]:
@@ -319,7 +325,8 @@ def runs_done_before(config, runs, tests_fingerprint):
             check_not_replaced(path, ours, "holds a result of other settings")
             continue
         files = done.get("test_predictions") or []          # with --glue-submission: of these test sets, all there
-        predicted = bool(files) and done.get("test_data") == tests_fingerprint and all(
+        same_tests = done.get("test_data", tests_fingerprint) == tests_fingerprint     # none: an earlier version's
+        predicted = bool(files) and same_tests and all(
             os.path.isfile(os.path.join(config.test_dir, f)) for f in files)
         if not config.test_dir or predicted:
             earlier[k] = done

@@ -203,7 +203,7 @@ def existing_result(path, settings, ignore=("processes",)):
         return {k: v for k, v in s.items() if k not in ignore}
 
     theirs = done.get("settings") or {}
-    return done if same(as_recorded_now(theirs)) == same(as_recorded_now(settings, beside=theirs)) else None
+    return done if same(as_recorded_now(theirs, beside=settings)) == same(as_recorded_now(settings, beside=theirs)) else None
 
 
 def check_not_replaced(path, ours, what, held=None, ignore=("processes",)):
@@ -214,7 +214,7 @@ def check_not_replaced(path, ours, what, held=None, ignore=("processes",)):
     if saved is None:
         return
     if held is None:                            # a run's settings, each side as this version records them
-        theirs, ours = as_recorded_now(saved.get("settings")), as_recorded_now(ours, beside=saved.get("settings"))
+        theirs, ours = as_recorded_now(saved.get("settings"), beside=ours), as_recorded_now(ours, beside=saved.get("settings"))
     else:
         theirs = held(saved)
     if theirs is None:
@@ -248,7 +248,7 @@ def check_model_not_replaced(run):
                               "earlier version of this script): its run cannot be told; refusing to replace it: choose "
                               "another folder, or delete it")
     theirs = saved_by.get("settings") or {}
-    diff = settings_diff(as_recorded_now(theirs), as_recorded_now(run.recorded, beside=theirs),
+    diff = settings_diff(as_recorded_now(theirs, beside=run.recorded), as_recorded_now(run.recorded, beside=theirs),
                          ("processes", "dev_evaluations"))        # as existing_result compares a run's results
     if diff:
         raise Fatal(refused + f"a model saved by a run of other settings ({diff[:400]}); refusing to replace it: "
@@ -318,7 +318,7 @@ class Checkpoint:
             step = int(kept["step"])
         except (OSError, ValueError, TypeError, KeyError):
             return
-        if as_recorded_now(kept.get("settings")) == as_recorded_now(recorded, beside=kept.get("settings")):
+        if as_recorded_now(kept.get("settings"), beside=recorded) == as_recorded_now(recorded, beside=kept.get("settings")):
             self.reached_before = step
 
     def write_checkpoint(self, model, opt, sched, state, *, losses):
@@ -351,7 +351,7 @@ class Checkpoint:
         except Exception as e:  # a truncated, foreign or code-carrying file: torch raises many kinds
             raise Fatal(f"{path}: not a checkpoint of this script ({type(e).__name__}); nothing in it was run; "
                         f"delete it to start over")
-        saved, ours = as_recorded_now(saved), as_recorded_now(self.recorded, beside=saved)
+        saved, ours = as_recorded_now(saved, beside=self.recorded), as_recorded_now(self.recorded, beside=saved)
         if saved != ours:
             raise Fatal(f"{path}: a checkpoint from other settings ({settings_diff(saved, ours)}): refusing to "
                         f"resume from it; delete it to start this run over")
