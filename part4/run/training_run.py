@@ -142,8 +142,7 @@ class TrainingRun:
                          f"{evaluations_made(steps, self.eval_every)} in all, not the recipe's {run.dev_evaluations}, "
                          f"which are for full runs; --evals sets them)")
         elif evaluations_made(steps, self.eval_every) < run.dev_evaluations:      # more asked than the run has steps
-            lines.append(f"  ({run.dev_evaluations} dev evaluations asked, {steps} made: one a step, the most "
-                         f"{steps} steps allow)")
+            lines.append(f"  ({run.dev_evaluations} dev evaluations asked, {steps} made: one at every step)")
         # the weight files it starts from (and the dtype they were saved in, where it is not the fp32 they are loaded
         # in), its output layer (a new one, the paper's, or the checkpoint's, kept), any warning its folder gave
         if run.init == "pretrained":
