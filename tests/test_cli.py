@@ -384,3 +384,24 @@ def test_ctrl_c_before_main_is_one_line_and_main_gets_it_back(capsys):
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_an_error_line_starts_its_own_line_beside_a_progress_bar(capsys):
+    """Stopped inside a loop whose progress bar is still drawn on stderr (Ctrl-C in SQuAD's scoring), the one line is
+    written after the bar is cleared ('\\r', the bar's width of spaces, '\\r'), never on from the bar."""
+    from tqdm import tqdm
+
+    from part4.command_line import declarations
+
+    bar = tqdm(total=10, file=sys.stderr, desc="windows")
+    bar.update(3)
+    capsys.readouterr()
+
+    def main(argv):
+        raise KeyboardInterrupt
+
+    assert declarations.run_main(main) == 130
+    err = capsys.readouterr().err
+    bar.close()
+    said = err.index("interrupted: no results were written\n")
+    assert err[:said].endswith("\r") and err[:said].strip() == "", repr(err)   # the bar cleared: nothing left before it

@@ -42,7 +42,14 @@ class Stopped(Exception):
 
 
 def say_error(line):
-    """One line on stderr in one write, so that the lines of several processes never run into each other."""
+    """One line on stderr in one write, so that the lines of several processes never run into each other; a progress
+    bar still drawn there (a run stopped inside its loop, Ctrl-C in SQuAD's scoring) is cleared first, so that the line
+    never runs on from it."""
+    # tqdm imported on the way out only: --help and a good command line never load it
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):       # cleared, not drawn again: the command ends with this line
+        bar.clear()
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
 
