@@ -631,6 +631,24 @@ def test_the_probe_counts_the_words_a_tokenizer_makes_unknown(tmp_path):
                                         f"the 8 words of the probe sentence \"{loading.PROBE}\" become [UNK] (0%)")
 
 
+def test_a_tokenizer_that_reaches_far_fewer_rows_than_the_model_has_is_a_warning(tmp_path):
+    """A vocabulary cut short (or another model's) beside a model of many more embedding rows: a warning with the
+    counts, among the notes every script's log prints; a model padded by a few rows past its tokenizer: nothing."""
+    for extra in (10, 1000):
+        folder = str(tmp_path / f"rows{extra}")
+        os.makedirs(folder)
+        tok = BertTokenizer(vocab=write_vocab(folder))
+        ids = len(tok)
+        transformers.BertModel(tiny_config(ids + extra)).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        notes = loading.read_model_folder(folder).notes
+        if extra < loading.SPARE_ROWS:
+            assert notes == ()
+        else:
+            assert notes == (f"warning: the tokenizer has {ids:,} token ids but the model {ids + extra:,} embedding rows: "
+                             f"{extra:,} rows no text reaches (a vocabulary file cut short, or another model's?)",)
+
+
 # --- the dtype: loaded in fp32 whatever the file was saved in, said in one line, recorded as computed ---
 
 def saved_as(source, folder, model_class, dtype):

@@ -152,6 +152,9 @@ COMPUTATION_KEYS = {"position_embedding_type": "absolute"}   # config keys that 
 PROBE = "BERT stands for Bidirectional Encoder Representations from Transformers."     # the article's first answer
 
 
+SPARE_ROWS = 256     # embedding rows a model may hold past its tokenizer's ids (padded to a multiple, DeBERTa-v3's 99)
+
+
 @dataclass(frozen=True)
 class ModelFolder:
     """A model as read_model_folder found it, before any weight is loaded: its config and tokenizer, and what the log
@@ -176,7 +179,8 @@ def read_model_folder(name, flag="--model", weights=True):
     without its data (a safetensors header against the file's size: read_weight_file; weights=False for --init random,
     which loads none), and its tokenizer (refused without its files, with ids or
     segment ids the embeddings have no row for, or with most words of a probe sentence [UNK] because it lower-cases
-    otherwise than its vocabulary). Every problem at once, in one line naming the model."""
+    otherwise than its vocabulary; a warning where it reaches far fewer embedding rows than the model has). Every
+    problem at once, in one line naming the model."""
     config = load_pretrained(AutoConfig, name, flag)
     folder = local_folder(name)
     tok = load_pretrained(AutoTokenizer, name, flag=flag)
@@ -189,7 +193,12 @@ def read_model_folder(name, flag="--model", weights=True):
         except Fatal as e:
             problems.append(str(e))
     preflight([f"{flag} {name}: {p}" for p in problems if p])
-    return ModelFolder(name=name, flag=flag, config=config, tokenizer=tok, notes=(note,) if note else ())
+    notes = [note] if note else []
+    ids, rows = max(tok.get_vocab().values(), default=-1) + 1, getattr(config, "vocab_size", None) or 0
+    if rows - ids > max(SPARE_ROWS, rows // 100):          # more embedding rows than a model pads its vocabulary with
+        notes.append(f"warning: the tokenizer has {ids:,} token ids but the model {rows:,} embedding rows: {rows - ids:,} "
+                     f"rows no text reaches (a vocabulary file cut short, or another model's?)")
+    return ModelFolder(name=name, flag=flag, config=config, tokenizer=tok, notes=tuple(notes))
 
 
 def read_model_folders(models, weights=True):
