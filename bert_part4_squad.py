@@ -283,20 +283,22 @@ def plot_sweep(sweep, path):
                      ylabel="percent")
 
 
-def check_every_input(args, models, data, cli, dtype):
+DEMOS, DEV_SETS = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}    # each part's sections, by version
+
+
+def check_every_input(results_dir, only, models, data, cut, ours):
     """Every input before any work: the results folder, the models of the parts that run (each read for what it holds:
     read_model_folder) and their dev files, all problems at once; then the results there, never replaced by a run of
-    other settings (args: the settings; cli: the command line as the results record it; dtype: --dtype as it resolves
-    here, compared as run). models, data: {"v1": ..., "v2": ...}. Returns the first --max-dev-examples dev questions of
-    each part (None if not run) and {part: its model, read}."""
-    results_dir, only, cut = args.results_dir, args.only, args.max_dev_examples
+    other settings (ours: the command line's settings as the results record them, --dtype as it resolves here, compared
+    as run). models, data: {"v1": ..., "v2": ...}. Returns the first `cut` dev questions of each part (--max-dev-examples;
+    None if not run) and {part: its model, read}."""
     check_writable_dir(results_dir, "--results-dir")
     used = [v for v in VERSIONS if "demo" in only or v in only]              # 1-3 on v1.1, then 4-5 on v2.0
     preflight([model_problem(models[v], f"--{v}-model") for v in used]
               + [v in only and file_problem(data[v], f"--{v}-data", HUB_DATASETS[VERSIONS[v]]) for v in VERSIONS])
     folders = read_model_folders({f"--{v}-model": models[v] for v in used})
     examples = {v: read_squad(data[v], VERSIONS[v], f"--{v}-data")[:cut] if v in only else None for v in VERSIONS}
-    check_results_kept(os.path.join(results_dir, "part4_squad.json"), cli["config"], as_run={"dtype": DTYPE_NAMES[dtype]})
+    check_results_kept(os.path.join(results_dir, "part4_squad.json"), ours, as_run=("dtype",))
     return examples, {v: folders[f"--{v}-model"] for v in used}
 
 
@@ -315,7 +317,8 @@ def main(argv=None):
     dtype = autocast_dtype(device, args.dtype, inference=True)
     models, data = {"v1": args.v1_model, "v2": args.v2_model}, {"v1": args.v1_data, "v2": args.v2_data}
     with all_agree(processes):                  # a bad input on any process: every process stops, with its one line
-        examples, folders = check_every_input(args, models, data, cli=command_line(argv, vars(args)), dtype=dtype)
+        examples, folders = check_every_input(args.results_dir, args.only, models, data, cut=args.max_dev_examples,
+                                              ours={**command_line(argv, vars(args))["config"], "dtype": DTYPE_NAMES[dtype]})
     loaded = {v: load_qa_model(folders[v], device, args.max_len) for v in folders}   # refused before a line
     log = Log("part4_squad", args.results_dir, quiet=not processes.is_main)
     if processes.world > 1:
@@ -328,7 +331,6 @@ def main(argv=None):
     scoring = DevScoring(search=search, device=device, processes=processes,
                          labels={v: article_label(v, examples[v], args.max_dev_examples) for v in VERSIONS},
                          taus=tuple(tau_grid(args.tau_min, args.tau_max, args.tau_step)))
-    demo, dev = {"v1": demo_v1, "v2": demo_v2}, {"v1": dev_v1, "v2": dev_v2}
     payload, files = {"config": {"max_len": search.max_len, "stride": search.stride, "n_best": search.n_best,
                                  "max_answer": search.max_answer, "dtype": DTYPE_NAMES[dtype]},  # as run
                       "models": {v: loaded_record(folders[v]) for v in loaded}}, {}
@@ -336,9 +338,9 @@ def main(argv=None):
         for line in part_model_lines(v, folders[v], model):
             log.say(line)
         if "demo" in args.only:
-            payload |= demo[v](model, tok, device=device, search=search, log=log)   # v1: the span head too
+            payload |= DEMOS[v](model, tok, device=device, search=search, log=log)   # v1: the span head too
         if v in args.only:
-            dev_files, payload[f"{v}_dev"] = dev[v](model, tok, examples[v], scoring, log=log)
+            dev_files, payload[f"{v}_dev"] = DEV_SETS[v](model, tok, examples[v], scoring, log=log)
             files.update(dev_files)
     if processes.is_main:
         if "v2" in args.only:

@@ -144,15 +144,15 @@ def read_results(path):
 EARLIER_FLAGS = {"limit": "max_dev_examples"}
 
 
-def check_results_kept(path, ours, ignore=("device", "results_dir"), as_run=None):
+def check_results_kept(path, ours, ignore=("device", "results_dir"), as_run=()):
     """The guard of the one results file of the heads', SQuAD's and the math script (a fine-tune's is
     part4/run/run_files.py's check_not_replaced): a file there written with other settings is never replaced (a quick
     check must not overwrite a full run): refused before any work, in one line naming what differs; one of the same
     settings, the same command run again, is replaced. ours: the settings as the file records them (command_line's
     config); a setting the saved file records under an earlier name (EARLIER_FLAGS) is compared under its name now,
-    and one it does not record (added since) is not compared. as_run: settings compared as they ran, not as given
-    ({"dtype": "fp32"}: --dtype auto and fp32 on the CPU are one computation, auto on CUDA and on the CPU two), against
-    what the file's own "config" records of them. Returns the saved results, None when there are none."""
+    and one it does not record (added since) is not compared. as_run: the settings ours holds as they ran, not as
+    given (("dtype",): --dtype auto and fp32 on the CPU are one computation, auto on CUDA and on the CPU two), compared
+    with what the file's own "config" records of them. Returns the saved results, None when there are none."""
     saved = read_results(path)
     if saved is None:
         return None
@@ -163,8 +163,8 @@ def check_results_kept(path, ours, ignore=("device", "results_dir"), as_run=None
     ours = json.loads(json.dumps(ours, default=str))             # as the file holds them: lists, not tuples
     theirs = {EARLIER_FLAGS.get(k, k): v for k, v in theirs.items()}
     ran = saved.get("config") if isinstance(saved.get("config"), dict) else {}
-    for key in (as_run or {}).keys() & ran.keys():
-        theirs[key], ours[key] = ran[key], as_run[key]
+    for key in set(as_run) & ran.keys():
+        theirs[key] = ran[key]
     diff = settings_diff(theirs, {k: v for k, v in ours.items() if k in theirs}, ignore)
     if diff:
         raise Fatal(f"{path}: results of other settings ({diff[:400]}); refusing to overwrite them: pass --results-dir, "
