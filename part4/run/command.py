@@ -225,8 +225,8 @@ class TaskData:
     tests: dict                        # {server file: encoded test examples} with --glue-submission, else {}
     padding_free_problem: str          # why padding-free steps cannot compute the model (None: they can)
     fingerprint: str                   # the examples it trains and is scored on, after the cuts: the first 12 hex
-    #                                    digits of the sha256 of them as JSON (a run records it: no result, checkpoint
-    #                                    or saved model of other data is reused)
+    #                                    digits of the sha256 of them as JSON lines (read_data; a run records it: no
+    #                                    result, checkpoint or saved model of other data is reused)
     tests_fingerprint: str             # the test sets' likewise (with --glue-submission; None without)
     output_layer: object               # how each run's output layer comes (part4/models/loading.py OutputLayer: a new
     #                                    layer, or the checkpoint's kept; found when check_task_inputs loaded them);
